@@ -1,0 +1,1 @@
+"""Corpus readers: one public on-disk layout per file, no training code."""
