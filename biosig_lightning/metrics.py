@@ -1,0 +1,240 @@
+"""Evaluation metrics shared by every task: one torchmetrics collection for binary and multiclass.
+
+Every task logs the same eight numbers, so binary problems (seizure / non-seizure) and multiclass
+problems (sleep stages, ECG superclasses) are treated alike: the model's softmax output is a
+``(N, K)`` probability matrix with ``K >= 2`` and the target is an ``int64`` vector of class ids.
+
+=========  =====================================================================================
+key        definition (sklearn equivalent)
+=========  =====================================================================================
+acc        fraction of argmax predictions equal to the target (``accuracy_score``)
+precision  macro mean of per-class precision (``precision_score(average="macro", zero_division=0)``)
+recall     macro mean of per-class recall (``recall_score(average="macro", zero_division=0)``)
+f1         macro mean of per-class F1 (``f1_score(average="macro", zero_division=0)``)
+auroc      macro mean of one-vs-rest ROC AUC (``roc_auc_score(multi_class="ovr", average="macro")``;
+           for ``K == 2`` this equals the binary AUROC of class 1)
+auprc      macro mean of one-vs-rest average precision, i.e. the step-wise area under the
+           precision-recall curve, no interpolation (``average_precision_score(one_hot,
+           average="macro")``; for ``K == 2`` the mean over both classes, not class 1 alone)
+ece        top-label expected calibration error, L1, 15 equal-width bins (Guo et al. 2017, eq. 3)
+kappa      Cohen's kappa of the argmax predictions (``cohen_kappa_score``)
+=========  =====================================================================================
+
+Classes missing from an evaluation set (common with few test subjects) are handled as follows:
+
+* precision / recall / f1 average over the classes that occur in the targets *or* the predictions,
+  which is what sklearn does without ``labels=``. A class that is predicted but never true
+  contributes precision 0 and recall 0 (``zero_division=0``).
+* auroc averages over the classes whose one-vs-rest problem has at least one positive and one
+  negative target; the AUROC of any other class is undefined. sklearn raises in that case and
+  stock ``MulticlassAUROC`` silently scores such a class 0, which drags the mean down. If no class
+  qualifies (all targets equal) the result is ``nan``.
+* auprc averages over the classes with at least one positive target. sklearn instead averages in
+  an AP of 0 for every absent class (after warning that recall is undefined); we leave them out,
+  as stock ``MulticlassAveragePrecision`` does in most cases (it scores them ``nan`` or ``-0``).
+* kappa is ``nan`` when chance agreement is 1 (targets and predictions all one class), as in
+  sklearn. acc and ece are always defined.
+
+ECE bins are right-closed, ``((m-1)/M, m/M]`` (Guo et al. 2017), so a saturated confidence of
+exactly 1.0 -- frequent in float32 softmax -- falls into the last bin. Stock
+``MulticlassCalibrationError`` uses left-closed bins and puts 1.0 into a separate 16th bin;
+on confidences that lie on no bin edge and below 1.0 the two agree. :func:`reliability_bins`
+shares the binning code with the metric, so a reliability diagram and the logged ECE always match.
+
+All metrics are ``torchmetrics.Metric`` subclasses, so states are synchronised across DDP ranks
+before ``compute()``. Pass softmax probabilities, never logits: torchmetrics only applies a
+softmax to a batch when some value lies outside ``[0, 1]``, which silently mixes conventions.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+from torch import Tensor
+from torchmetrics import MetricCollection
+from torchmetrics.classification import (
+    MulticlassAccuracy,
+    MulticlassAUROC,
+    MulticlassAveragePrecision,
+    MulticlassCalibrationError,
+    MulticlassCohenKappa,
+    MulticlassConfusionMatrix,
+    MulticlassF1Score,
+    MulticlassPrecision,
+    MulticlassRecall,
+)
+from torchmetrics.utilities.data import dim_zero_cat
+
+__all__ = [
+    "ECE_BINS",
+    "METRIC_KEYS",
+    "MacroOvRAUROC",
+    "MacroOvRAveragePrecision",
+    "TopLabelECE",
+    "build_metrics",
+    "confusion_matrix_metric",
+    "reliability_bins",
+]
+
+ECE_BINS = 15
+METRIC_KEYS = ("acc", "precision", "recall", "f1", "auroc", "auprc", "ece", "kappa")
+
+# torchmetrics warns about classes without positives/negatives; the subclasses below drop those
+# classes from the mean on purpose, so the warnings would only be noise in every epoch's log.
+_UNDEFINED_CLASS_WARNINGS = r"No (positive|negative) samples (found )?in target"
+
+
+def _target_counts(metric: MulticlassAUROC | MulticlassAveragePrecision) -> tuple[Tensor, int]:
+    """Per-class positive counts and the total count of the (already synced) target state."""
+    target = dim_zero_cat(metric.target)
+    return torch.bincount(target.long(), minlength=metric.num_classes), target.numel()
+
+
+class MacroOvRAUROC(MulticlassAUROC):
+    """Macro one-vs-rest AUROC over the classes for which it is defined.
+
+    A class's one-vs-rest AUROC needs at least one positive and one negative target; classes
+    without either are left out of the mean instead of being scored 0 (see module docstring).
+    Exact (``thresholds=None``): predictions are kept until ``compute()``.
+    """
+
+    def __init__(self, num_classes: int, **kwargs: Any) -> None:
+        super().__init__(num_classes=num_classes, average=None, thresholds=None, **kwargs)
+
+    def compute(self) -> Tensor:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_UNDEFINED_CLASS_WARNINGS)
+            per_class = super().compute()
+        positives, n = _target_counts(self)
+        defined = (positives > 0) & (positives < n)
+        return per_class[defined].mean()  # empty selection -> nan
+
+
+class MacroOvRAveragePrecision(MulticlassAveragePrecision):
+    """Macro one-vs-rest average precision over the classes present in the targets.
+
+    AP needs at least one positive target; absent classes are left out of the mean
+    (sklearn would count them as 0, see module docstring). Exact (``thresholds=None``).
+    """
+
+    def __init__(self, num_classes: int, **kwargs: Any) -> None:
+        super().__init__(num_classes=num_classes, average=None, thresholds=None, **kwargs)
+
+    def compute(self) -> Tensor:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_UNDEFINED_CLASS_WARNINGS)
+            per_class = super().compute()
+        positives, _ = _target_counts(self)
+        return per_class[positives > 0].mean()
+
+
+def _calibration_bins(confidences: Tensor, correct: Tensor, n_bins: int) -> tuple[Tensor, ...]:
+    """Bin top-label confidences into ``n_bins`` equal-width right-closed bins ``((m-1)/M, m/M]``.
+
+    Returns ``(edges, count, confidence_sum, correct_sum)`` as float64/int64 CPU tensors.
+    Runs on CPU in float64: it is a once-per-epoch reduction over N scalars, and CUDA scatter
+    sums are not deterministic.
+    """
+    conf = confidences.detach().to("cpu", torch.float64).flatten()
+    hit = correct.detach().to("cpu", torch.float64).flatten()
+    # i / M (correctly rounded) rather than linspace, so a numpy ``np.arange(M + 1) / M`` matches.
+    edges = torch.arange(n_bins + 1, dtype=torch.float64) / n_bins
+    idx = torch.bucketize(conf, edges[1:-1], right=False)  # 0 for conf <= 1/M, M-1 for conf > (M-1)/M
+    count = torch.bincount(idx, minlength=n_bins)
+    conf_sum = torch.zeros(n_bins, dtype=torch.float64).index_add_(0, idx, conf)
+    hit_sum = torch.zeros(n_bins, dtype=torch.float64).index_add_(0, idx, hit)
+    return edges, count, conf_sum, hit_sum
+
+
+def _ece_from_bins(count: Tensor, conf_sum: Tensor, hit_sum: Tensor) -> Tensor:
+    """ECE = sum_m |B_m|/N * |acc(B_m) - conf(B_m)| (Guo et al. 2017, eq. 3), written as sums."""
+    return (hit_sum - conf_sum).abs().sum() / count.sum()
+
+
+class TopLabelECE(MulticlassCalibrationError):
+    """Top-label L1 expected calibration error with right-closed equal-width bins.
+
+    Same states and update as ``MulticlassCalibrationError`` (so DDP sync is unchanged); only the
+    binning in ``compute()`` differs, see module docstring.
+    """
+
+    def __init__(self, num_classes: int, n_bins: int = ECE_BINS, **kwargs: Any) -> None:
+        super().__init__(num_classes=num_classes, n_bins=n_bins, norm="l1", **kwargs)
+
+    def compute(self) -> Tensor:
+        confidences = dim_zero_cat(self.confidences)
+        _, count, conf_sum, hit_sum = _calibration_bins(confidences, dim_zero_cat(self.accuracies), self.n_bins)
+        return _ece_from_bins(count, conf_sum, hit_sum).to(confidences.device, torch.float32)
+
+
+def _check_num_classes(num_classes: int) -> None:
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+        raise ValueError(f"num_classes must be an int >= 2 (use 2 for binary tasks), got {num_classes!r}")
+
+
+def build_metrics(num_classes: int, prefix: str = "") -> MetricCollection:
+    """The evaluation collection every task uses: keys ``prefix + k`` for ``k`` in :data:`METRIC_KEYS`.
+
+    ``update(probs, target)`` takes ``probs`` float ``(N, K)`` softmax probabilities and
+    ``target`` int64 ``(N,)``; ``compute()`` returns a dict keyed ``prefix + k`` (e.g. ``"test/acc"``).
+    Definitions and the handling of absent classes are in the module docstring.
+    """
+    _check_num_classes(num_classes)
+    k = num_classes
+    metrics = {
+        "acc": MulticlassAccuracy(num_classes=k, average="micro"),
+        "precision": MulticlassPrecision(num_classes=k, average="macro"),
+        "recall": MulticlassRecall(num_classes=k, average="macro"),
+        "f1": MulticlassF1Score(num_classes=k, average="macro"),
+        "auroc": MacroOvRAUROC(num_classes=k),
+        "auprc": MacroOvRAveragePrecision(num_classes=k),
+        "ece": TopLabelECE(num_classes=k, n_bins=ECE_BINS),
+        "kappa": MulticlassCohenKappa(num_classes=k),
+    }
+    return MetricCollection(metrics, prefix=prefix)
+
+
+def confusion_matrix_metric(num_classes: int) -> MulticlassConfusionMatrix:
+    """Raw-count confusion matrix (rows = true class, columns = argmax prediction) for reports."""
+    _check_num_classes(num_classes)
+    return MulticlassConfusionMatrix(num_classes=num_classes)
+
+
+def reliability_bins(probs: Any, target: Any, n_bins: int = ECE_BINS) -> dict[str, Any]:
+    """Per-bin statistics of the top-label confidence, for reliability diagrams.
+
+    ``probs`` is an ``(N, K)`` array or tensor of probabilities, ``target`` an ``(N,)`` integer
+    array. Returns numpy arrays ``edges`` (``n_bins + 1``), ``confidence`` and ``accuracy``
+    (per-bin means, ``nan`` for empty bins), ``count`` (int64), and ``ece`` (float), which equals
+    what :class:`TopLabelECE` (the ``ece`` key of :func:`build_metrics`) reports for the same data.
+    """
+    if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
+        raise ValueError(f"n_bins must be a positive int, got {n_bins!r}")
+    p = torch.as_tensor(probs).detach().cpu()
+    t = torch.as_tensor(target).detach().cpu()
+    if p.ndim != 2 or p.shape[1] < 2 or p.shape[0] == 0:
+        raise ValueError(f"probs must have shape (N, K) with N >= 1 and K >= 2, got {tuple(p.shape)}")
+    if t.shape != (p.shape[0],):
+        raise ValueError(f"target must have shape ({p.shape[0]},) to match probs, got {tuple(t.shape)}")
+    if not p.is_floating_point():
+        raise ValueError(f"probs must be floating point, got {p.dtype}")
+    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        raise ValueError(f"target must hold integer class ids, got {t.dtype}")
+    if not bool(((p >= 0) & (p <= 1)).all()):
+        raise ValueError("probs must be probabilities in [0, 1] (apply softmax to logits first)")
+    if int(t.min()) < 0 or int(t.max()) >= p.shape[1]:
+        raise ValueError(f"target values must lie in [0, {p.shape[1] - 1}], got range [{int(t.min())}, {int(t.max())}]")
+
+    # Same path as MulticlassCalibrationError.update: float32 probabilities, max over classes.
+    confidences, predictions = p.float().max(dim=1)
+    correct = predictions.eq(t.long())
+    edges, count, conf_sum, hit_sum = _calibration_bins(confidences, correct, n_bins)
+    return {
+        "edges": edges.numpy(),
+        "confidence": (conf_sum / count).numpy(),  # 0 / 0 -> nan marks empty bins
+        "accuracy": (hit_sum / count).numpy(),
+        "count": count.numpy(),
+        "ece": float(_ece_from_bins(count, conf_sum, hit_sum)),
+    }

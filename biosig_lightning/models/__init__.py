@@ -1,0 +1,1 @@
+"""Pure torch nn.Modules (no Lightning, no data code)."""

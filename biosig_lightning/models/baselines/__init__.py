@@ -1,0 +1,6 @@
+"""Baseline backbones used by the reproduced papers (pure torch nn.Modules)."""
+
+from biosig_lightning.models.baselines.cnn1d import CNN1D
+from biosig_lightning.models.baselines.transformer import TransformerClassifier
+
+__all__ = ["CNN1D", "TransformerClassifier"]

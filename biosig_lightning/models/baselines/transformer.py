@@ -1,0 +1,201 @@
+"""Vanilla Transformer encoder classifier on raw multichannel signals.
+
+The "Transformer" / "Vanilla Transformer" baseline of two of the reproduced papers:
+
+* SD-Former, Sec. 6 (Baselines): "a Vanilla Transformer with the same depth and width as
+  SD-Former's backbone (6 layers, 4 heads, width 128)"; Sec. 4 gives that backbone as a
+  *pre-norm* Transformer with feed-forward width 512. These are this class's defaults.
+* BioFormer, Table 2 / Appendix C.2-C.3: "Transformer (Vaswani et al., 2017)" run through
+  the Medformer/Time-Series-Library code, with 6 layers, ``D = 128``, ``D_ff = 256``.
+  Every time step is a token, embedded by a circular ``kernel 3`` convolution over the
+  channels; layers are post-norm with 8 heads; the head flattens all tokens. Set
+  ``embedding="circular_conv", n_heads=8, d_ff=256, norm_first=False, pooling="flatten"``
+  to get that network (866,818 parameters at APAVA's 16 x 256 input with 2 classes; the
+  authors' code reports 867,330 because it also holds an unused 4 x 128 calendar-feature
+  embedding).
+
+Tokenisation, our reading. Neither paper tokenises the raw signal for this baseline in
+words. We follow the Medformer/TSLib convention (a token is one time step, the
+``n_chans`` values at that step mapped to ``d_model``), and add the option of
+non-overlapping *patches* of ``patch_len`` steps (a token is a ``n_chans x patch_len``
+block, linearly embedded). Patching is needed for long windows: Sleep-EDF's 3000-sample
+epochs would otherwise give 3000 tokens and a 3000 x 3000 attention map per head and
+layer. A window whose length is not a multiple of ``patch_len`` is zero-padded on the
+right (after per-window normalisation zero is the neutral value), so no samples are lost.
+
+Parameter count. With the SD-Former defaults the encoder alone holds 1.19 M parameters
+(6 x 198,272 + final LayerNorm); SD-Former's Table 5 quotes 1.4 M for its Vanilla
+Transformer, and the 0.2 M difference matches SD-Former's own spectral tokenizer and
+token encoder (Sec. 4), which a raw-signal baseline does not have.
+
+Implementation notes. The encoder is :class:`torch.nn.TransformerEncoder`, batch first,
+so attention runs through ``scaled_dot_product_attention`` (fused kernels where the
+device has them). Positions are the fixed sinusoidal table (Vaswani et al., 2017,
+Sec. 3.5). ``forward(x) == head(forward_features(x))`` holds exactly, so feature-level
+domain-generalisation losses (MMD, CORAL, DANN) can use the two halves separately.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+from torch import nn
+
+from biosig_lightning.models.layers import SinusoidalPositionalEncoding
+
+__all__ = ["TransformerClassifier"]
+
+Pooling = Literal["mean", "flatten"]
+Embedding = Literal["linear", "circular_conv"]
+Activation = Literal["gelu", "relu"]
+
+
+def _check_positive(**values: int) -> None:
+    for name, value in values.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+class TransformerClassifier(nn.Module):
+    """Transformer encoder over time-step (or patch) tokens, pooled, then a linear head.
+
+    Args:
+        n_chans: input channels ``C``.
+        n_outputs: number of classes.
+        n_times: samples per window ``T``; fixes the token count and the position table.
+        sfreq: sampling rate in Hz (recorded only; the model does not depend on it).
+        d_model: token width (SD-Former: 128).
+        n_layers: encoder layers (SD-Former: 6).
+        n_heads: attention heads (SD-Former: 4; BioFormer's TSLib baseline: 8).
+        d_ff: feed-forward width (SD-Former: 512; BioFormer: 256).
+        dropout: dropout on the embedded tokens, inside every layer (attention weights
+            and feed-forward) and on the pooled features.
+        patch_len: ``None`` for one token per time step, otherwise the length of the
+            non-overlapping patches that become tokens (``ceil(T / patch_len)`` tokens).
+        pooling: ``"mean"`` averages the tokens (``feature_dim = d_model``); ``"flatten"``
+            applies the activation and concatenates all tokens as TSLib does
+            (``feature_dim = tokens * d_model``).
+        embedding: ``"linear"`` embeds each token (a time step or a patch) with one
+            affine map; ``"circular_conv"`` is TSLib's token embedding, a bias-free
+            convolution with kernel 3 and circular padding over the time axis
+            (time-step tokens only).
+        norm_first: pre-norm layers (SD-Former) when true, post-norm (TSLib) when false.
+            A final LayerNorm follows the last layer in both cases.
+        activation: feed-forward activation.
+
+    Shapes: ``x`` is ``(batch, n_chans, n_times)``; ``forward`` returns logits
+    ``(batch, n_outputs)`` and ``forward_features`` returns ``(batch, feature_dim)``.
+    """
+
+    def __init__(
+        self,
+        *,
+        n_chans: int,
+        n_outputs: int,
+        n_times: int,
+        sfreq: float,
+        d_model: int = 128,
+        n_layers: int = 6,
+        n_heads: int = 4,
+        d_ff: int = 512,
+        dropout: float = 0.1,
+        patch_len: int | None = None,
+        pooling: Pooling = "mean",
+        embedding: Embedding = "linear",
+        norm_first: bool = True,
+        activation: Activation = "gelu",
+    ) -> None:
+        super().__init__()
+        _check_positive(
+            n_chans=n_chans,
+            n_outputs=n_outputs,
+            n_times=n_times,
+            d_model=d_model,
+            n_layers=n_layers,
+            n_heads=n_heads,
+            d_ff=d_ff,
+        )
+        if patch_len is not None:
+            _check_positive(patch_len=patch_len)
+            if patch_len > n_times:
+                raise ValueError(f"patch_len ({patch_len}) must not exceed n_times ({n_times})")
+        if d_model % n_heads != 0:
+            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
+        if pooling not in ("mean", "flatten"):
+            raise ValueError(f"pooling must be 'mean' or 'flatten', got {pooling!r}")
+        if embedding not in ("linear", "circular_conv"):
+            raise ValueError(f"embedding must be 'linear' or 'circular_conv', got {embedding!r}")
+        if embedding == "circular_conv" and patch_len not in (None, 1):
+            raise ValueError("embedding='circular_conv' embeds single time steps; use patch_len=None with it")
+        if activation not in ("gelu", "relu"):
+            raise ValueError(f"activation must be 'gelu' or 'relu', got {activation!r}")
+
+        self.n_chans = n_chans
+        self.n_outputs = n_outputs
+        self.n_times = n_times
+        self.sfreq = float(sfreq)
+        self.patch_len = 1 if patch_len is None else patch_len
+        self.n_tokens = math.ceil(n_times / self.patch_len)
+        self.pooling = pooling
+
+        if embedding == "circular_conv":
+            self.embed = nn.Conv1d(
+                n_chans, d_model, kernel_size=3, padding=1, padding_mode="circular", bias=False
+            )
+            nn.init.kaiming_normal_(self.embed.weight, mode="fan_in", nonlinearity="leaky_relu")
+        else:
+            # A strided convolution with kernel == stride is exactly a linear map of each
+            # flattened (n_chans x patch_len) patch, and of each time step when patch_len=1.
+            self.embed = nn.Conv1d(n_chans, d_model, kernel_size=self.patch_len, stride=self.patch_len)
+        self.positions = SinusoidalPositionalEncoding(d_model, max_len=self.n_tokens, dropout=dropout)
+
+        layer = nn.TransformerEncoderLayer(
+            d_model=d_model,
+            nhead=n_heads,
+            dim_feedforward=d_ff,
+            dropout=dropout,
+            activation=activation,
+            batch_first=True,
+            norm_first=norm_first,
+        )
+        # Nested tensors only help with padding masks, which this model never uses.
+        self.encoder = nn.TransformerEncoder(
+            layer, num_layers=n_layers, norm=nn.LayerNorm(d_model), enable_nested_tensor=False
+        )
+        self.flatten_act = nn.GELU() if activation == "gelu" else nn.ReLU()
+        self.feature_dropout = nn.Dropout(dropout)
+        self.feature_dim = d_model if pooling == "mean" else self.n_tokens * d_model
+        self.head = nn.Linear(self.feature_dim, n_outputs)
+
+    def _check_input(self, x: torch.Tensor) -> None:
+        if x.ndim != 3 or x.shape[1] != self.n_chans or x.shape[2] != self.n_times:
+            raise ValueError(
+                f"TransformerClassifier expects x of shape (batch, n_chans={self.n_chans}, "
+                f"n_times={self.n_times}), got {tuple(x.shape)}"
+            )
+
+    def tokens(self, x: torch.Tensor) -> torch.Tensor:
+        """Encoded tokens ``(batch, n_tokens, d_model)`` after the final LayerNorm."""
+        self._check_input(x)
+        pad = self.n_tokens * self.patch_len - self.n_times
+        if pad:
+            x = nn.functional.pad(x, (0, pad))
+        z = self.embed(x).transpose(1, 2)
+        return self.encoder(self.positions(z))
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        """Pooled embedding ``(batch, feature_dim)`` that :attr:`head` maps to logits."""
+        z = self.tokens(x)
+        if self.pooling == "mean":
+            pooled = z.mean(dim=1)
+        else:
+            pooled = self.flatten_act(z).flatten(1)
+        return self.feature_dropout(pooled)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits ``(batch, n_outputs)`` for ``x`` of shape ``(batch, n_chans, n_times)``."""
+        return self.head(self.forward_features(x))
