@@ -1,0 +1,40 @@
+# biosig-lightning developer commands. Everything runs inside ./.venv, which `make install` creates.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# the CPU build; on a machine with a GPU set TORCH_SPEC="torch>=2.4" (or install torch first)
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: install demo test lint bench clean help
+
+help:
+	@echo "make install   create $(VENV) and install biosig-lightning with its dev tools"
+	@echo "make demo      train on the built-in synthetic corpus, print test metrics and the results path"
+	@echo "make test      run the whole test suite"
+	@echo "make lint      ruff"
+	@echo "make bench     loader and train-step throughput (benchmarks/)"
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/biosig fit --config experiments/demo.yaml
+
+test: $(STAMP)
+	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check biosig_lightning tests benchmarks
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf runs .pytest_cache .ruff_cache

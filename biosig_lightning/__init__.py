@@ -1,0 +1,3 @@
+"""biosig-lightning: cross-subject biosignal classification with PyTorch Lightning."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,367 @@
+"""The ``biosig`` command: LightningCLI for fit/validate/test/predict, plus ``profile``.
+
+``biosig fit --config experiments/X.yaml [--config override.yaml] [--a.b=c]`` is plain
+LightningCLI. What this subclass adds:
+
+* the DataModule's shape (``n_chans``, ``n_outputs``, ``n_times``, ``sfreq``) is linked into
+  the backbone, so no config repeats it and braindecode models plug in by ``class_path``;
+* every fit tests its best checkpoint and writes ``results.json`` into its run directory,
+  printing ``results: <path>`` as its last line;
+* ``--ckpt_path last`` resumes the newest run of the same experiment where it stopped;
+* ``biosig profile --config X`` prints parameters, FLOPs and train-step speed as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from lightning.pytorch import LightningDataModule, LightningModule, Trainer
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.loggers import WandbLogger
+
+import biosig_lightning
+import biosig_lightning.data.datamodules  # noqa: F401  (LightningCLI registers imported subclasses: short names)
+import biosig_lightning.tasks  # noqa: F401
+from biosig_lightning.data.module import BiosignalDataModule
+from biosig_lightning.data.spec import DataError
+from biosig_lightning.utils import atomic_write_json
+
+SHAPE_LINKS = ("n_chans", "n_outputs", "n_times", "sfreq")
+METRIC_ORDER = ("acc", "precision", "recall", "f1", "auroc", "auprc", "ece", "kappa")
+
+
+class BiosigCLI(LightningCLI):
+    """LightningCLI with biosig's shape links, run naming, resume and results contract."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("model_class", None)
+        kwargs.setdefault("datamodule_class", BiosignalDataModule)
+        kwargs.setdefault("subclass_mode_model", True)
+        kwargs.setdefault("subclass_mode_data", True)
+        kwargs.setdefault("seed_everything_default", 42)
+        kwargs.setdefault("auto_configure_optimizers", False)
+        kwargs.setdefault("save_config_kwargs", {"overwrite": True})
+        defaults = {
+            "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",
+                       "init_args": {"save_dir": "runs", "name": "auto"}},
+            "deterministic": "warn",
+            "log_every_n_steps": 10,
+        }
+        defaults.update(kwargs.pop("trainer_defaults", None) or {})
+        kwargs["trainer_defaults"] = defaults
+        self._fit_started = 0.0
+        super().__init__(*args, **kwargs)
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        for name in SHAPE_LINKS:
+            targets: tuple[str, ...] = (f"model.init_args.backbone.init_args.{name}",)
+            if name == "n_outputs":
+                targets += ("model.init_args.n_outputs",)
+            for target in targets:
+                parser.link_arguments(f"data.{name}", target, apply_on="instantiate")
+        parser.add_argument("--test_after_fit", type=bool, default=True,
+                            help="test the best checkpoint after fit and write results.json")
+
+    # ---- run naming and resume -------------------------------------------------------------------
+    def before_instantiate_classes(self) -> None:
+        cfg = self.config.get(self.subcommand) if self.subcommand else self.config
+        if cfg is None:
+            return
+        logger_cfgs = _logger_configs(cfg.trainer.get("logger"))
+        name = _auto_name(cfg)
+        for lg in logger_cfgs:
+            init = lg.get("init_args") if hasattr(lg, "get") else None
+            if init is not None and init.get("name") in (None, "auto"):
+                init["name"] = name
+        if self.subcommand == "fit" and cfg.get("ckpt_path") == "last":
+            csv = next((lg for lg in logger_cfgs if str(lg.get("class_path", "")).endswith("CSVLogger")), None)
+            if csv is not None:
+                save_dir = Path(csv.init_args.get("save_dir") or "runs") / csv.init_args["name"]
+                found = _latest_last_checkpoint(save_dir)
+                if found is None:
+                    raise SystemExit(f"biosig fit: --ckpt_path last: no last.ckpt under {save_dir}/version_*/"
+                                     "checkpoints; nothing to resume (drop --ckpt_path to start a new run)")
+                version_dir, ckpt = found
+                csv.init_args["version"] = version_dir.name
+                cfg.ckpt_path = str(ckpt)
+                print(f"resuming {ckpt}", file=sys.stderr)
+
+    # ---- fit -> test best -> results.json ------------------------------------------------------------
+    def before_fit(self) -> None:
+        _ = self.trainer.log_dir  # fixes the logger version before any spawn
+        self._fit_started = time.perf_counter()
+
+    def after_fit(self) -> None:
+        fit_seconds = time.perf_counter() - self._fit_started
+        trainer, model, dm = self.trainer, self.model, self.datamodule
+        cfg = self.config[self.subcommand]
+        if trainer.interrupted:
+            return
+        test_metrics: dict[str, float] = {}
+        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        if cfg.get("test_after_fit", True):
+            ckpt = best or None
+            out = trainer.test(model, datamodule=dm, ckpt_path=ckpt, verbose=False, weights_only=True)
+            test_metrics = {k: float(v) for k, v in (out[0] if out else {}).items()}
+        run_dir = Path(trainer.log_dir or trainer.default_root_dir)  # a collective under DDP: every rank asks
+        if not trainer.is_global_zero:
+            return
+        results = self._results(cfg, model, dm, run_dir, test_metrics, best, fit_seconds)
+        path = atomic_write_json(run_dir / "results.json", results)
+        for lg in trainer.loggers:
+            if isinstance(lg, WandbLogger):
+                _wandb_summary(lg, results)
+        print_metrics_table(results)
+        print(f"results: {path}", flush=True)
+
+    def _results(self, cfg: Any, model: LightningModule, dm: LightningDataModule, run_dir: Path,
+                 test_metrics: dict[str, float], best: str, fit_seconds: float) -> dict[str, Any]:
+        backbone = getattr(model, "backbone", model)
+        described = dm.describe() if hasattr(dm, "describe") else {}
+        metrics = {k: v for k, v in test_metrics.items() if k.startswith("test/")}
+        results: dict[str, Any] = {
+            "model": type(backbone).__name__,
+            "task": type(model).__name__,
+            "experiment": _experiment_name(self.trainer),
+            "dataset": described.get("dataset", type(dm).__name__),
+            "seed": int(cfg.get("seed_everything") or 0),
+            "metrics": metrics,
+            "subjects": described.get("subjects", {}),
+            "windows": described.get("windows", {}),
+            "split_id": described.get("split_id"),
+            "num_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
+            "fit_seconds": round(fit_seconds, 3),
+            "epochs": int(self.trainer.current_epoch),
+            "best_checkpoint": best or None,
+            "best_val": _best_score(self.trainer),
+            "monitor": getattr(model.hparams, "monitor", None) if hasattr(model, "hparams") else None,
+            "run_dir": str(run_dir),
+            "versions": {"biosig_lightning": biosig_lightning.__version__, "torch": torch.__version__,
+                         "lightning": _version("lightning"), "python": platform.python_version()},
+            "config": _config_dict(self.parser, self.config, self.subcommand),
+        }
+        preds = run_dir / "test_predictions.npz"
+        if preds.exists():
+            results.update(_prediction_summaries(preds, dm))
+        return results
+
+
+def print_metrics_table(results: dict[str, Any]) -> None:
+    """Print the test metrics of a results dict as a two-column table."""
+    metrics = results.get("metrics", {})
+    if not metrics:
+        print("(no test metrics: --test_after_fit false)")
+        return
+    width = 10
+    title = f"test metrics: {results.get('model')} on {results.get('dataset')} (seed {results.get('seed')})"
+    print(title)
+    print("-" * len(title))
+    keys = [f"test/{k}" for k in METRIC_ORDER if f"test/{k}" in metrics]
+    keys += [k for k in metrics if k not in keys]
+    for k in keys:
+        print(f"  {k.split('/', 1)[-1]:<{width}} {metrics[k]:.4f}")
+
+
+# ---- profile --------------------------------------------------------------------------------------
+def profile(argv: list[str]) -> dict[str, Any]:
+    """``biosig profile``: size, forward FLOPs and train-step speed of an experiment's model."""
+    import argparse
+
+    from torch.utils.flop_counter import FlopCounterMode
+
+    ap = argparse.ArgumentParser(prog="biosig profile", add_help=True)
+    ap.add_argument("--steps", type=int, default=10, help="timed train steps (median reported)")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    ap.add_argument("--batch_size", type=int, default=None, help="default: the config's data batch size")
+    ap.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
+    own, rest = ap.parse_known_args(argv)
+    cli = BiosigCLI(args=rest, run=False, save_config_callback=None)
+    model, dm = cli.model, cli.datamodule
+    device = torch.device(own.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    model.to(device)
+    dm.setup("fit")
+    if own.batch_size:
+        dm.batch_size = own.batch_size
+    batch = next(iter(dm.train_dataloader()))
+    batch = {k: v.to(device) for k, v in batch.items()}
+    bs = int(batch["y"].shape[0])
+
+    model.eval()
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(batch["x"][:1])
+    flops = int(counter.get_total_flops())
+
+    model.train()
+    opt = model.build_optimizer() if hasattr(model, "build_optimizer") else torch.optim.AdamW(model.parameters())
+    times = []
+    for i in range(own.warmup + own.steps):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = model.training_loss(batch)[0] if hasattr(model, "training_loss") else model.training_step(batch, 0)
+        loss.backward()
+        opt.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        if i >= own.warmup:
+            times.append(time.perf_counter() - t0)
+    step_ms = float(np.median(times) * 1000)
+    dev = str(device)
+    if device.type == "cuda":
+        dev += f" ({torch.cuda.get_device_name(device)})"
+    else:
+        dev += f" ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)"
+    return {
+        "model": type(getattr(model, "backbone", model)).__name__,
+        "dataset": getattr(dm, "dataset_name", type(dm).__name__),
+        "params": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "flops_per_sample": flops,
+        "train_step_ms": round(step_ms, 3),
+        "samples_per_s": round(bs / (step_ms / 1000), 2),
+        "batch_size": bs,
+        "device": dev,
+    }
+
+
+# ---- helpers ----------------------------------------------------------------------------------------
+def _version(pkg: str) -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version(pkg)
+    except Exception:
+        return None
+
+
+def _logger_configs(logger: Any) -> list[Any]:
+    if logger is None or isinstance(logger, bool):
+        return []
+    return list(logger) if isinstance(logger, list | tuple) else [logger]
+
+
+def _short(class_path: str | None) -> str:
+    return (class_path or "").rsplit(".", 1)[-1]
+
+
+def _auto_name(cfg: Any) -> str:
+    model = cfg.get("model")
+    backbone = None
+    if model is not None and model.get("init_args") is not None:
+        bb = model.init_args.get("backbone")
+        backbone = _short(bb.get("class_path")) if bb is not None and hasattr(bb, "get") else None
+    data = cfg.get("data")
+    data_name = _short(data.get("class_path")) if data is not None else "data"
+    data_name = data_name.replace("DataModule", "").lower() or "data"
+    if data is not None and data.get("init_args") is not None and data.init_args.get("synthetic"):
+        data_name += "-synthetic" if "synthetic" not in data_name else ""
+    return f"{(backbone or _short(model.get('class_path')) if model else 'model').lower()}_{data_name}"
+
+
+def _latest_last_checkpoint(experiment_dir: Path) -> tuple[Path, Path] | None:
+    candidates = sorted(experiment_dir.glob("version_*/checkpoints/last*.ckpt"), key=lambda p: p.stat().st_mtime)
+    if not candidates:
+        return None
+    ckpt = candidates[-1]
+    return ckpt.parent.parent, ckpt
+
+
+def _experiment_name(trainer: Trainer) -> str | None:
+    lg = trainer.logger
+    return getattr(lg, "name", None) if lg is not None else None
+
+
+def _best_score(trainer: Trainer) -> float | None:
+    cb = trainer.checkpoint_callback
+    score = getattr(cb, "best_model_score", None) if cb else None
+    return float(score) if score is not None else None
+
+
+def _config_dict(parser: Any, config: Any, subcommand: str | None) -> dict[str, Any]:
+    """The fully resolved config of the run, as ``--print_config`` would show it."""
+    import yaml
+
+    full = yaml.safe_load(parser.dump(config, skip_none=False, skip_validation=True))
+    return full.get(subcommand, full) if subcommand else full
+
+
+def _prediction_summaries(path: Path, dm: Any) -> dict[str, Any]:
+    from biosig_lightning.metrics import reliability_bins
+
+    with np.load(path, allow_pickle=False) as z:
+        probs, y = z["probs"], z["y"]
+    k = probs.shape[1]
+    cm = np.zeros((k, k), dtype=np.int64)
+    np.add.at(cm, (y, probs.argmax(1)), 1)
+    rel = reliability_bins(probs, y, n_bins=15)
+    classes = list(getattr(getattr(dm, "spec", None), "classes", [])) or [str(i) for i in range(k)]
+    return {"classes": classes, "confusion_matrix": cm.tolist(),
+            "reliability": {key: _finite_or_none(v) for key, v in rel.items()},
+            "test_predictions": str(path)}
+
+
+def _finite_or_none(value: Any) -> Any:
+    """JSON has no NaN: empty reliability bins become null."""
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim == 0:
+        return float(arr) if np.isfinite(arr) else None
+    return [float(v) if np.isfinite(v) else None for v in arr]
+
+
+def _wandb_summary(logger: WandbLogger, results: dict[str, Any]) -> None:
+    try:
+        import wandb
+
+        run = logger.experiment
+        for k, v in results["metrics"].items():
+            run.summary[k] = v
+        run.summary["num_params"] = results["num_params"]
+        if "confusion_matrix" in results:
+            run.summary["test/confusion_matrix"] = results["confusion_matrix"]
+        wandb.finish(quiet=True)
+    except Exception as err:  # a dashboard problem must not lose the run's results
+        print(f"wandb: could not write the summary: {err}", file=sys.stderr)
+
+
+USAGE = """usage: biosig {fit,validate,test,predict,profile} --config CONFIG.yaml [--config MORE.yaml] [--key value ...]
+
+  fit        train, test the best checkpoint, write results.json (LightningCLI)
+  validate   evaluate a checkpoint on the validation subjects (LightningCLI)
+  test       evaluate a checkpoint on the test subjects (LightningCLI)
+  predict    write predictions for the test subjects (LightningCLI)
+  profile    print params, FLOPs per sample and train-step speed as JSON
+
+'biosig fit --help' lists every option; 'biosig fit --config X --print_config' shows the resolved config."""
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # dashboards stay on this machine unless the user asks for online sync (WANDB_MODE=online)
+    os.environ.setdefault("WANDB_MODE", "offline")
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return
+    command = argv[0]
+    try:
+        if command == "profile":
+            print(json.dumps(profile(argv[1:]), indent=2))
+            return
+        if command in ("fit", "validate", "test", "predict"):
+            BiosigCLI(args=argv)
+            return
+    except DataError as err:
+        # bad input data: one line that names the file/channel/subject/key, no traceback
+        raise SystemExit(f"biosig {command}: error: {err}") from None
+    raise SystemExit(f"biosig: unknown command {command!r}\n\n{USAGE}")
+
+
+if __name__ == "__main__":
+    main()

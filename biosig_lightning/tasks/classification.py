@@ -1,0 +1,202 @@
+"""The generic classification LightningModule: any nn.Module backbone, one recipe.
+
+Paper-specific recipes (two-phase SD-Former training, domain-generalisation losses,
+robust objectives) subclass :class:`ClassificationTask` and override
+:meth:`ClassificationTask.training_loss`; metrics, optimisation, checkpoint selection
+and early stopping stay here, so every method is evaluated the same way.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from lightning.pytorch import LightningModule
+from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from torch import nn
+
+from biosig_lightning.metrics import build_metrics
+from biosig_lightning.utils import atomic_write_bytes
+
+
+def warmup_cosine(step: int, warmup_steps: int, total_steps: int, min_ratio: float = 0.0) -> float:
+    """LR multiplier: linear warm-up from ~0 to 1 over ``warmup_steps``, then cosine to ``min_ratio``."""
+    if warmup_steps > 0 and step < warmup_steps:
+        return (step + 1) / warmup_steps
+    span = max(1, total_steps - warmup_steps)
+    progress = min(1.0, (step - warmup_steps) / span)
+    return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+class ClassificationTask(LightningModule):
+    """Cross-entropy classification of windows with a pluggable backbone.
+
+    Args:
+        backbone: any ``nn.Module`` mapping ``x`` to logits; LightningCLI fills its
+            ``n_chans``/``n_outputs``/``n_times``/``sfreq`` from the DataModule.
+        n_outputs: number of classes (linked from the DataModule).
+        optimizer: ``adamw`` or ``adam``.
+        lr, weight_decay, betas: optimiser settings.
+        scheduler: ``cosine`` (per-step cosine decay after a linear warm-up) or ``none``.
+        warmup_epochs: length of the linear warm-up, in epochs (fractions allowed).
+        min_lr_ratio: final LR of the cosine schedule as a fraction of ``lr``.
+        label_smoothing: cross-entropy label smoothing.
+        monitor, mode: validation metric that selects the best checkpoint and drives early
+            stopping (``val/f1``/``max`` by default; ``val/auroc``, ``val/loss``/``min``...).
+        early_stopping_patience: epochs without improvement before stopping; ``None``
+            switches early stopping off.
+    """
+
+    def __init__(
+        self,
+        backbone: nn.Module,
+        n_outputs: int = 2,
+        optimizer: Literal["adamw", "adam"] = "adamw",
+        lr: float = 1e-3,
+        weight_decay: float = 1e-2,
+        betas: tuple[float, float] = (0.9, 0.999),
+        scheduler: Literal["cosine", "none"] = "cosine",
+        warmup_epochs: float = 0.0,
+        min_lr_ratio: float = 0.0,
+        label_smoothing: float = 0.0,
+        monitor: str = "val/f1",
+        mode: Literal["max", "min"] = "max",
+        early_stopping_patience: int | None = 10,
+    ) -> None:
+        super().__init__()
+        if mode not in ("max", "min"):
+            raise ValueError(f"model.init_args.mode must be 'max' or 'min', got {mode!r}")
+        self.save_hyperparameters(ignore=["backbone"])
+        self.backbone = backbone
+        self.n_outputs = n_outputs
+        self.val_metrics = build_metrics(n_outputs, prefix="val/")
+        self.test_metrics = build_metrics(n_outputs, prefix="test/")
+        self._test_outputs: list[dict[str, torch.Tensor]] = []
+        self.test_predictions: dict[str, torch.Tensor] | None = None
+
+    # ---- forward and loss ------------------------------------------------------------------
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.backbone(x)
+
+    def training_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """Loss of one training batch; returns ``(loss, logits, extra terms to log)``.
+
+        Recipes that add auxiliary objectives override this method.
+        """
+        logits = self(batch["x"])
+        loss = F.cross_entropy(logits, batch["y"], label_smoothing=self.hparams.label_smoothing)
+        return loss, logits, {}
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss, logits, extra = self.training_loss(batch)
+        n = batch["y"].shape[0]
+        acc = (logits.argmax(-1) == batch["y"]).float().mean()
+        self.log("train/loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=n)
+        self.log("train/acc", acc, on_step=False, on_epoch=True, batch_size=n)
+        for key, value in extra.items():
+            self.log(f"train/{key}", value, on_step=False, on_epoch=True, batch_size=n)
+        return loss
+
+    def _eval_step(self, batch: dict[str, torch.Tensor], stage: str) -> torch.Tensor:
+        logits = self(batch["x"])
+        loss = F.cross_entropy(logits.float(), batch["y"])
+        probs = logits.float().softmax(-1)
+        metrics = self.val_metrics if stage == "val" else self.test_metrics
+        metrics.update(probs, batch["y"])
+        self.log(f"{stage}/loss", loss, prog_bar=stage == "val", on_epoch=True, sync_dist=True,
+                 batch_size=batch["y"].shape[0])
+        if stage == "test":
+            self._test_outputs.append({"probs": probs.detach(), "y": batch["y"], "subject": batch["subject"],
+                                       "index": batch["index"]})
+        return loss
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return self._eval_step(batch, "val")
+
+    def on_validation_epoch_end(self) -> None:
+        self.log_dict(self.val_metrics.compute(), prog_bar=False)
+        self.val_metrics.reset()
+
+    def on_test_epoch_start(self) -> None:
+        self._test_outputs = []
+
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return self._eval_step(batch, "test")
+
+    def on_test_epoch_end(self) -> None:
+        self.log_dict(self.test_metrics.compute())
+        self.test_metrics.reset()
+        if self._test_outputs:
+            local = {k: torch.cat([o[k] for o in self._test_outputs]) for k in self._test_outputs[0]}
+            if self.trainer.world_size > 1:
+                # uneven shards are padded by the sampler; gathering per rank keeps every window
+                gathered = {k: self.all_gather(v) for k, v in local.items()}
+                local = {k: v.reshape(-1, *v.shape[2:]) for k, v in gathered.items()}
+            self.test_predictions = {k: v.cpu() for k, v in local.items()}
+            self._save_test_predictions()
+        self._test_outputs = []
+
+    def _save_test_predictions(self) -> None:
+        # written from inside the (possibly spawned) rank 0 so the CLI can build the confusion
+        # matrix and reliability diagram whatever the strategy
+        log_dir = self.trainer.log_dir
+        if not self.trainer.is_global_zero or not log_dir or self.test_predictions is None:
+            return
+        buf = io.BytesIO()
+        np.savez(buf, **{k: v.numpy() for k, v in self.test_predictions.items()})
+        atomic_write_bytes(Path(log_dir) / "test_predictions.npz", buf.getvalue())
+
+    def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict[str, torch.Tensor]:
+        probs = self(batch["x"]).float().softmax(-1)
+        return {"probs": probs, "pred": probs.argmax(-1), "y": batch["y"], "subject": batch["subject"],
+                "index": batch["index"]}
+
+    # ---- optimisation ------------------------------------------------------------------------
+    def build_optimizer(self) -> torch.optim.Optimizer:
+        """The configured optimiser over all trainable parameters (also used by ``biosig profile``)."""
+        hp = self.hparams
+        params = [p for p in self.parameters() if p.requires_grad]
+        if hp.optimizer == "adamw":
+            return torch.optim.AdamW(params, lr=hp.lr, weight_decay=hp.weight_decay, betas=tuple(hp.betas))
+        if hp.optimizer == "adam":
+            return torch.optim.Adam(params, lr=hp.lr, weight_decay=hp.weight_decay, betas=tuple(hp.betas))
+        raise ValueError(f"model.init_args.optimizer must be 'adamw' or 'adam', got {hp.optimizer!r}")
+
+    def configure_optimizers(self) -> Any:
+        hp = self.hparams
+        opt = self.build_optimizer()
+        if hp.scheduler == "none":
+            return opt
+        if hp.scheduler != "cosine":
+            raise ValueError(f"model.init_args.scheduler must be 'cosine' or 'none', got {hp.scheduler!r}")
+        total = int(self.trainer.estimated_stepping_batches)
+        max_epochs = self.trainer.max_epochs if self.trainer.max_epochs and self.trainer.max_epochs > 0 else 1
+        warmup = int(round(hp.warmup_epochs * total / max_epochs))
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda step: warmup_cosine(step, warmup, total, hp.min_lr_ratio))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    def configure_callbacks(self) -> list[Callback]:
+        hp = self.hparams
+        # the metric name holds a "/", so it stays out of the file name (it would make a folder)
+        callbacks: list[Callback] = [
+            ModelCheckpoint(monitor=hp.monitor, mode=hp.mode, save_top_k=1,
+                            filename="best-epoch{epoch:03d}", auto_insert_metric_name=False,
+                            save_on_train_epoch_end=True),
+            # its own callback: Lightning 2.6 refreshes save_last only in epochs that improved the
+            # monitor, which would lose every later epoch on a crash. Saved at the end of the training
+            # epoch (after its validation) so --ckpt_path last resumes with the next epoch.
+            ModelCheckpoint(monitor=None, save_top_k=1, filename="last", enable_version_counter=False,
+                            save_on_train_epoch_end=True),
+        ]
+        if hp.early_stopping_patience is not None:
+            callbacks.append(EarlyStopping(monitor=hp.monitor, mode=hp.mode, patience=hp.early_stopping_patience))
+        return callbacks
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.backbone.parameters() if p.requires_grad)

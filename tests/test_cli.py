@@ -1,0 +1,141 @@
+"""End-to-end: the `biosig` command on the synthetic demo, smoke-sized."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from biosig_lightning.cli import main
+from tests.conftest import EXPERIMENTS, REPO
+
+DEMO = ["--config", str(EXPERIMENTS / "demo.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml")]
+RESULT_KEYS = {"model", "dataset", "seed", "metrics", "subjects", "num_params", "fit_seconds", "best_checkpoint",
+               "config"}
+METRIC_KEYS = {f"test/{k}" for k in ("acc", "precision", "recall", "f1", "auroc", "auprc", "ece")}
+
+
+def run_fit(capsys: pytest.CaptureFixture[str], *extra: str) -> dict:
+    main(["fit", *DEMO, *extra])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-1].startswith("results: "), out[-5:]
+    path = Path(out[-1].split("results: ", 1)[1])
+    return json.loads(path.read_text())
+
+
+def test_fit_writes_results_contract(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_fit(capsys)
+    assert RESULT_KEYS <= res.keys()
+    assert METRIC_KEYS <= res["metrics"].keys()
+    assert res["model"] == "CNN1D" and res["dataset"] == "synthetic" and res["seed"] == 42
+    train, val, test = (set(res["subjects"][k]) for k in ("train", "val", "test"))
+    assert train and val and test and not (train & val or train & test or val & test)
+    assert Path(res["best_checkpoint"]).exists()
+    assert res["num_params"] > 0 and res["fit_seconds"] > 0
+    # the full resolved config: the data shape was linked into the backbone, not repeated
+    assert res["config"]["model"]["init_args"]["backbone"]["class_path"].endswith("CNN1D")
+    assert res["config"]["data"]["class_path"].endswith("SyntheticDataModule")
+    # smoke limits testing to 2 batches of 64 windows: the confusion matrix counts what was tested
+    assert sum(map(sum, res["confusion_matrix"])) == min(res["windows"]["test"], 2 * 64)
+    assert 0.0 <= res["metrics"]["test/ece"] <= 1.0
+
+
+def test_same_seed_same_metrics(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("--trainer.max_epochs", "2", "--trainer.limit_train_batches", "3")
+    a = run_fit(capsys, *args)
+    b = run_fit(capsys, *args)
+    assert a["metrics"] == b["metrics"]
+    assert a["subjects"] == b["subjects"]
+    c = run_fit(capsys, *args, "--seed_everything", "7")
+    assert c["metrics"] != a["metrics"]
+
+
+def test_resume_from_last_continues_epochs(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ("--trainer.max_epochs", "3", "--trainer.logger.init_args.name", "resume",
+            "--trainer.callbacks+=tests.helpers.RecordEpochs")
+    with pytest.raises((SystemExit, KeyboardInterrupt)):
+        main(["fit", *DEMO, *args, "--trainer.callbacks+=tests.helpers.InterruptAfterEpoch",
+              "--trainer.callbacks.init_args.epoch", "1"])
+    capsys.readouterr()
+    run_dir = in_tmp / "runs" / "resume" / "version_0"
+    assert (run_dir / "checkpoints" / "last.ckpt").exists()
+    assert not (run_dir / "results.json").exists()
+    res = run_fit(capsys, *args, "--ckpt_path", "last")
+    assert Path(res["run_dir"]) == Path("runs/resume/version_0")
+    assert json.loads((run_dir / "epochs_trained.json").read_text()) == [2]
+    assert res["epochs"] == 3
+
+
+def test_resume_without_checkpoint_is_a_clear_error(in_tmp: Path) -> None:
+    with pytest.raises(SystemExit, match="no last.ckpt under runs/nothing"):
+        main(["fit", *DEMO, "--trainer.logger.init_args.name", "nothing", "--ckpt_path", "last"])
+
+
+def test_braindecode_backbone_by_class_path(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("braindecode")
+    res = run_fit(capsys, "--model.init_args.backbone", "braindecode.models.EEGNetv4")
+    assert res["model"] == "EEGNetv4"
+    assert METRIC_KEYS <= res["metrics"].keys()
+
+
+def test_unknown_subject_in_fixed_split_is_one_clear_error(in_tmp: Path) -> None:
+    with pytest.raises(SystemExit) as err:
+        main(["fit", *DEMO, "--data.init_args.split.strategy", "fixed",
+              "--data.init_args.split.val", "[1, 2]", "--data.init_args.split.test", "[3, 99]"])
+    assert "99" in str(err.value) and "error" in str(err.value)
+
+
+def test_profile_prints_contract(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    main(["profile", *DEMO, "--steps", "2", "--warmup", "1"])
+    out = json.loads(capsys.readouterr().out)
+    assert {"params", "flops_per_sample", "train_step_ms", "samples_per_s", "device"} <= out.keys()
+    assert out["params"] > 0 and out["flops_per_sample"] > out["params"] and out["train_step_ms"] > 0
+
+
+def test_print_config_does_not_repeat_linked_shape(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["fit", *DEMO, "--print_config"])
+    text = capsys.readouterr().out
+    assert "SyntheticDataModule" in text and "n_chans: 16" in text  # the data's own argument
+    backbone = text.split("backbone:", 1)[1].split("data:", 1)[0]
+    assert "n_chans" not in backbone and "n_outputs" not in backbone
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def test_console_script_last_line(in_tmp: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "biosig_lightning.cli", "fit", *DEMO], capture_output=True,
+                          text=True, env=_env(), timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("results: ") and Path(last[9:]).exists()
+
+
+@pytest.mark.slow
+def test_ddp_two_cpu_processes(in_tmp: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "biosig_lightning.cli", "fit", *DEMO, "--trainer.accelerator", "cpu",
+         "--trainer.devices", "2", "--trainer.strategy", "ddp", "--trainer.limit_train_batches", "4",
+         "--trainer.logger.init_args.name", "ddp", "--trainer.callbacks+=tests.helpers.RecordRank"],
+        capture_output=True, text=True, env=_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_dir = in_tmp / "runs" / "ddp" / "version_0"
+    results = list((in_tmp / "runs").rglob("results.json"))
+    assert results == [run_dir / "results.json"]
+    assert proc.stdout.count("results: ") == 1
+    r0 = json.loads((run_dir / "rank0.json").read_text())
+    r1 = json.loads((run_dir / "rank1.json").read_text())
+    assert r0["world_size"] == r1["world_size"] == 2
+    assert r0["weights"] == r1["weights"]
+    # the distributed sampler gave the ranks different windows
+    assert r0["seen"] and r1["seen"] and not set(r0["seen"]) & set(r1["seen"])
+    res = json.loads(results[0].read_text())
+    assert METRIC_KEYS <= res["metrics"].keys()
