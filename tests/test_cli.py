@@ -139,3 +139,66 @@ def test_ddp_two_cpu_processes(in_tmp: Path) -> None:
     assert r0["seen"] and r1["seen"] and not set(r0["seen"]) & set(r1["seen"])
     res = json.loads(results[0].read_text())
     assert METRIC_KEYS <= res["metrics"].keys()
+
+
+def _write_apava(root: Path, n_windows: int = 4) -> None:
+    """A tiny APAVA in the Medformer layout: Feature/feature_XX.npy (n, T, C) + Label/label.npy."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    (root / "Feature").mkdir(parents=True)
+    (root / "Label").mkdir()
+    rows = []
+    for sid in range(1, 24):
+        label = sid % 2
+        x = rng.standard_normal((n_windows, 256, 16)) + label * np.sin(np.arange(256) / 4)[None, :, None]
+        np.save(root / "Feature" / f"feature_{sid:02d}.npy", x)
+        rows.append((label, sid))
+    np.save(root / "Label" / "label.npy", np.asarray(rows, dtype=np.float64))
+
+
+def _real_corpus_config(tmp: Path, root: Path) -> Path:
+    cfg = tmp / "apava_real.yaml"
+    cfg.write_text(f"""
+model:
+  class_path: ClassificationTask
+  init_args:
+    backbone:
+      class_path: biosig_lightning.models.baselines.CNN1D
+      init_args: {{width: 16, n_blocks: 3, convs_per_block: 1}}
+data:
+  class_path: APAVADataModule
+  init_args: {{root: {root}, batch_size: 16}}
+""")
+    return cfg
+
+
+def test_fit_on_a_real_corpus_layout(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = in_tmp / "apava"
+    _write_apava(root)
+    cfg = _real_corpus_config(in_tmp, root)
+    main(["fit", "--config", str(cfg), "--config", str(EXPERIMENTS / "smoke.yaml")])
+    out = capsys.readouterr().out.strip().splitlines()
+    res = json.loads(Path(out[-1].split("results: ", 1)[1]).read_text())
+    assert res["dataset"] == "apava"
+    # the paper's fixed APAVA split (BioFormer C.1)
+    assert res["subjects"]["val"] == [15, 16, 19, 20] and res["subjects"]["test"] == [1, 2, 17, 18]
+
+
+def test_missing_corpus_root_is_one_clear_error(in_tmp: Path) -> None:
+    missing = in_tmp / "no-such-corpus"
+    cfg = _real_corpus_config(in_tmp, missing)
+    with pytest.raises(SystemExit) as err:
+        main(["fit", "--config", str(cfg), "--config", str(EXPERIMENTS / "smoke.yaml")])
+    msg = str(err.value)
+    assert str(missing) in msg and "does not exist" in msg and "\n" not in msg
+
+
+def test_synthetic_override_never_needs_root(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = _real_corpus_config(in_tmp, in_tmp / "absent")
+    res_line = None
+    main(["fit", "--config", str(cfg), "--config", str(EXPERIMENTS / "synthetic.yaml"),
+          "--config", str(EXPERIMENTS / "smoke.yaml")])
+    res_line = capsys.readouterr().out.strip().splitlines()[-1]
+    res = json.loads(Path(res_line.split("results: ", 1)[1]).read_text())
+    assert res["dataset"] == "apava-synthetic"
