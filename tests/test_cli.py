@@ -202,3 +202,15 @@ def test_synthetic_override_never_needs_root(in_tmp: Path, capsys: pytest.Captur
     res_line = capsys.readouterr().out.strip().splitlines()[-1]
     res = json.loads(Path(res_line.split("results: ", 1)[1]).read_text())
     assert res["dataset"] == "apava-synthetic"
+
+
+def test_tensorboard_and_wandb_loggers_selectable(in_tmp: Path, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(in_tmp))
+    res = run_fit(capsys, "--config", str(EXPERIMENTS / "tensorboard.yaml"))
+    assert list(Path(res["run_dir"]).parent.parent.rglob("events.out.tfevents.*"))
+    res = run_fit(capsys, "--config", str(EXPERIMENTS / "wandb.yaml"))
+    offline = list(in_tmp.rglob("offline-run-*"))
+    assert offline, "wandb wrote no offline run"
+    assert res["metrics"]

@@ -27,7 +27,7 @@ from biosig_lightning.data.cache import WindowCache, load_or_build
 from biosig_lightning.data.samplers import ClassBalancedSampler
 from biosig_lightning.data.spec import CorpusReader, CorpusSpec, DataError
 from biosig_lightning.data.splits import SplitConfig, split_fingerprint, split_subjects
-from biosig_lightning.data.synthetic import SyntheticReader
+from biosig_lightning.data.synthetic import SyntheticReader, infer_kind
 from biosig_lightning.data.transforms import Augment, Normalization, channel_stats
 
 GroupBy = Literal["none", "subject", "subject_class"]
@@ -203,8 +203,7 @@ class BiosignalDataModule(LightningDataModule):
 
     def synthetic_defaults(self) -> dict[str, Any]:
         """Generator options of the stand-in (subject count scaled down, signal kind)."""
-        kind = "bands"
-        return {"n_subjects": 12, "windows_per_subject": 40, "kind": kind}
+        return {"n_subjects": 12, "windows_per_subject": 40, "kind": infer_kind(self.spec)}
 
     # ---- braindecode names, known at construction ------------------------------------------
     @property

@@ -110,7 +110,7 @@ _STAGE_EVENTS = {"W": (0.0, 0.0), "N1": (0.0, 0.0), "N2": (0.12, 0.05), "N3": (0
 # Log-amplitude gain drift per subject: standard deviation shared by all channels, per channel.
 _GAIN_SD = (0.3, 0.15)
 _PEAK_SHIFT_SD = 0.08  # log-frequency shift of the subject's peaks (individual alpha frequency)
-_BAND_PEAK = 4.0  # class peak power over the background at the peak centre, for ``bands``
+_BAND_PEAK = 6.0  # class peak power over the background at the peak centre, for ``bands``
 _SPIKE_AMP = 5.0  # burst spike height over the background standard deviation
 _SPIKE_FRACTION = 0.3  # window-level positives for ``spikes``
 _SUBJECT_SPIKE_FRACTION = 0.5  # windows with bursts in a patient subject, subject-level labels
