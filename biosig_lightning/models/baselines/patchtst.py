@@ -60,13 +60,17 @@ class _PatchTSTLayer(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
         self.norm_attn = _BatchNormTokens(d_model)
-        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model))
+        self.ff = nn.Sequential(
+            nn.Linear(d_model, d_ff), nn.GELU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model)
+        )
         self.norm_ff = _BatchNormTokens(d_model)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, n_tokens, width = x.shape
-        q, k, v = self.qkv(x).view(batch, n_tokens, 3, self.n_heads, width // self.n_heads).permute(2, 0, 3, 1, 4)
+        q, k, v = (
+            self.qkv(x).view(batch, n_tokens, 3, self.n_heads, width // self.n_heads).permute(2, 0, 3, 1, 4)
+        )
         attended = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(batch, n_tokens, width)
         x = self.norm_attn(x + self.dropout(self.proj(attended)))
         return self.norm_ff(x + self.dropout(self.ff(x)))
@@ -112,8 +116,15 @@ class PatchTST(nn.Module):
     ) -> None:
         super().__init__()
         for name, value in dict(
-            n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, patch_len=patch_len, stride=stride,
-            d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff,
+            n_chans=n_chans,
+            n_outputs=n_outputs,
+            n_times=n_times,
+            patch_len=patch_len,
+            stride=stride,
+            d_model=d_model,
+            n_layers=n_layers,
+            n_heads=n_heads,
+            d_ff=d_ff,
         ).items():
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"PatchTST: {name} must be a positive integer, got {value!r}")
@@ -146,7 +157,9 @@ class PatchTST(nn.Module):
         """Patches ``(batch, n_chans, n_patches, patch_len)`` of the (normalised) input."""
         self._check_input(x)
         if self.revin:
-            x = (x - x.mean(dim=-1, keepdim=True)) / torch.sqrt(x.var(dim=-1, keepdim=True, unbiased=False) + 1e-5)
+            x = (x - x.mean(dim=-1, keepdim=True)) / torch.sqrt(
+                x.var(dim=-1, keepdim=True, unbiased=False) + 1e-5
+            )
         x = torch.cat([x, x[..., -1:].expand(-1, -1, self.stride)], dim=-1)
         return x.unfold(-1, self.patch_len, self.stride)
 

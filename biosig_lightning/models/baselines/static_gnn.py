@@ -86,7 +86,9 @@ class StaticGNN(nn.Module):
         fallback_full: bool = False,
     ) -> None:
         super().__init__()
-        for name, value in dict(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, width=width, n_layers=n_layers).items():
+        for name, value in dict(
+            n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, width=width, n_layers=n_layers
+        ).items():
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"StaticGNN: {name} must be a positive integer, got {value!r}")
         self.n_chans, self.n_outputs, self.n_times, self.sfreq = n_chans, n_outputs, n_times, float(sfreq)
