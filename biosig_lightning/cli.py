@@ -331,13 +331,16 @@ def _wandb_summary(logger: WandbLogger, results: dict[str, Any]) -> None:
         print(f"wandb: could not write the summary: {err}", file=sys.stderr)
 
 
-USAGE = """usage: biosig {fit,validate,test,predict,profile} --config CONFIG.yaml [--config MORE.yaml] [--key value ...]
+USAGE = """usage: biosig {fit,validate,test,predict,profile,repeat,tune,report} --config CONFIG.yaml [--config MORE.yaml] [--key value ...]
 
   fit        train, test the best checkpoint, write results.json (LightningCLI)
   validate   evaluate a checkpoint on the validation subjects (LightningCLI)
   test       evaluate a checkpoint on the test subjects (LightningCLI)
   predict    write predictions for the test subjects (LightningCLI)
   profile    print params, FLOPs per sample and train-step speed as JSON
+  repeat     one fit per seed (--seeds 1,2,3 [--out DIR] [--workers N]) into DIR/seed_<s>/
+  tune       Optuna search (--search-space SPACE.yaml --study-name S --n-trials N [--storage URL])
+  report     biosig report RUN_DIR... [--format markdown|csv|latex] [--out FILE]: mean ± std table + figures
 
 'biosig fit --help' lists every option; 'biosig fit --config X --print_config' shows the resolved config."""
 
@@ -356,6 +359,11 @@ def main(argv: list[str] | None = None) -> None:
             return
         if command in ("fit", "validate", "test", "predict"):
             BiosigCLI(args=argv)
+            return
+        if command in ("repeat", "report", "tune"):
+            import importlib
+
+            importlib.import_module(f"biosig_lightning.{command}").run(argv[1:])
             return
     except DataError as err:
         # bad input data: one line that names the file/channel/subject/key, no traceback

@@ -1,0 +1,357 @@
+"""``biosig report``: a paper-style results table and figures from many ``results.json`` files.
+
+``biosig report DIR... [--format markdown|csv|latex] [--out FILE] [--metrics acc,f1,auroc]
+[--figures DIR]`` gathers every ``results.json`` below the given directories (e.g. the seed runs of
+``biosig repeat``) and groups them by row and dataset:
+
+* row: the backbone name (``results["model"]``), with the experiment name (the logger name,
+  ``results["experiment"]``) in parentheses when it differs from it, so two variants of one model
+  (two configs, two tuned settings) get two rows;
+* column group: ``results["dataset"]``, one column per test metric;
+* cell: ``mean ± std (n=k)`` over the k runs (seeds); std is the sample standard deviation
+  (ddof=1), and a single run shows ``mean (n=1)``. The best mean of each column is marked (bold in
+  markdown/LaTeX, a trailing ``*`` in CSV); for ``ece`` and ``loss`` lower is better.
+
+Figures (PNG, matplotlib Agg) go to ``--figures`` (default ``<FILE stem>_figures`` beside ``--out``,
+else ``<first DIR>/report_figures``): per row × dataset the test confusion matrix summed over runs,
+the reliability diagram pooled over runs (bin counts added, bin means count-weighted, ECE from the
+pooled bins), and the learning curves (train/loss_epoch and val/f1 per epoch from each run's
+``metrics.csv``, one line per seed); per dataset a strip+box plot of the per-seed spread of the
+first metric (``--spread-metric`` to choose) for every row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import re
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+LOWER_IS_BETTER = {"ece", "loss"}
+DEFAULT_METRICS = ("acc", "f1", "auroc")
+
+
+class ReportError(ValueError):
+    """No results to report or bad ``biosig report`` arguments (one line)."""
+
+
+# ---- gathering --------------------------------------------------------------------------------------
+def find_results(dirs: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
+    """Every ``results.json`` below ``dirs`` (sorted), parsed; missing dirs or none found is an error."""
+    if not dirs:
+        raise ReportError("give at least one directory that holds results.json files")
+    found: list[tuple[Path, dict[str, Any]]] = []
+    for d in dirs:
+        d = Path(d)
+        if not d.exists():
+            raise ReportError(f"{d} does not exist")
+        paths = [d] if d.is_file() and d.name == "results.json" else sorted(d.rglob("results.json"))
+        for p in paths:
+            try:
+                found.append((p, json.loads(p.read_text())))
+            except (OSError, json.JSONDecodeError) as err:
+                raise ReportError(f"{p}: not a readable results.json ({err})") from None
+    if not found:
+        raise ReportError(f"no results.json below {', '.join(str(d) for d in dirs)} (run biosig fit / repeat first)")
+    return found
+
+
+def row_label(results: dict[str, Any]) -> str:
+    """The table row of a run: the model, plus the experiment name when that names a variant."""
+    model = str(results.get("model") or "model")
+    exp = results.get("experiment")
+    if exp and str(exp).lower() != model.lower():
+        return f"{model} ({exp})"
+    return model
+
+
+def group_runs(found: list[tuple[Path, dict[str, Any]]]) -> dict[tuple[str, str], list[tuple[Path, dict]]]:
+    """``(row, dataset) -> runs`` in first-seen order."""
+    groups: dict[tuple[str, str], list[tuple[Path, dict]]] = defaultdict(list)
+    for path, res in found:
+        groups[(row_label(res), str(res.get("dataset") or "data"))].append((path, res))
+    return dict(groups)
+
+
+def _metric_key(name: str) -> str:
+    return name if "/" in name else f"test/{name}"
+
+
+def _short(name: str) -> str:
+    return name.split("/", 1)[-1]
+
+
+def summarize(groups: dict[tuple[str, str], list[tuple[Path, dict]]],
+              metrics: list[str]) -> dict[tuple[str, str, str], tuple[float, float, int]]:
+    """``(row, dataset, metric) -> (mean, std, n)`` over the runs that report that metric."""
+    out: dict[tuple[str, str, str], tuple[float, float, int]] = {}
+    for (row, ds), runs in groups.items():
+        for m in metrics:
+            vals = [float(r["metrics"][_metric_key(m)]) for _, r in runs if _metric_key(m) in r.get("metrics", {})]
+            vals = [v for v in vals if math.isfinite(v)]
+            if vals:
+                arr = np.asarray(vals)
+                out[(row, ds, m)] = (float(arr.mean()), float(arr.std(ddof=1)) if len(arr) > 1 else float("nan"),
+                                     len(arr))
+    return out
+
+
+def best_cells(stats: dict[tuple[str, str, str], tuple[float, float, int]]) -> set[tuple[str, str, str]]:
+    """The best mean per (dataset, metric) column; ties are all marked."""
+    columns: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
+    for (row, ds, m), (mean, _, _) in stats.items():
+        columns[(ds, m)].append((mean, row))
+    best: set[tuple[str, str, str]] = set()
+    for (ds, m), vals in columns.items():
+        pick = min if _short(m) in LOWER_IS_BETTER else max
+        target = pick(v for v, _ in vals)
+        best |= {(row, ds, m) for v, row in vals if np.isclose(v, target, rtol=0, atol=1e-12)}
+    return best
+
+
+# ---- rendering --------------------------------------------------------------------------------------
+def _cell(stat: tuple[float, float, int] | None, digits: int, pm: str) -> str:
+    if stat is None:
+        return "–"
+    mean, std, n = stat
+    if n == 1:
+        return f"{mean:.{digits}f} (n=1)"
+    return f"{mean:.{digits}f}{pm}{std:.{digits}f} (n={n})"
+
+
+def render(groups: dict[tuple[str, str], list[tuple[Path, dict]]], metrics: list[str], fmt: str,
+           digits: int = 3) -> str:
+    """The table as markdown, csv or latex text."""
+    stats = summarize(groups, metrics)
+    best = best_cells(stats)
+    rows = list(dict.fromkeys(r for r, _ in groups))
+    datasets = list(dict.fromkeys(d for _, d in groups))
+    cols = [(d, m) for d in datasets for m in metrics]
+
+    def cell(row: str, ds: str, m: str, pm: str) -> tuple[str, bool]:
+        return _cell(stats.get((row, ds, m)), digits, pm), (row, ds, m) in best
+
+    if fmt == "markdown":
+        lines = ["| model | " + " | ".join(f"{d}: {_short(m)}" for d, m in cols) + " |",
+                 "|---|" + "---|" * len(cols)]
+        for row in rows:
+            cells = []
+            for d, m in cols:
+                text, is_best = cell(row, d, m, " ± ")
+                cells.append(f"**{text}**" if is_best else text)
+            lines.append(f"| {row} | " + " | ".join(cells) + " |")
+        return "\n".join(lines)
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["model", *(f"{d}/{_short(m)}" for d, m in cols)])
+        for row in rows:
+            cells = []
+            for d, m in cols:
+                text, is_best = cell(row, d, m, " ± ")
+                cells.append(text + "*" if is_best else text)
+            w.writerow([row, *cells])
+        return buf.getvalue().rstrip("\n")
+    if fmt == "latex":
+        def esc(s: str) -> str:
+            return re.sub(r"([&%$#_{}])", r"\\\1", s)
+
+        lines = [r"\begin{tabular}{l" + "c" * len(cols) + "}", r"\toprule",
+                 " & " + " & ".join(rf"\multicolumn{{{len(metrics)}}}{{c}}{{{esc(d)}}}" for d in datasets) + r" \\"]
+        lines.append(" ".join(rf"\cmidrule(lr){{{2 + i * len(metrics)}-{1 + (i + 1) * len(metrics)}}}"
+                              for i in range(len(datasets))))
+        lines.append("model & " + " & ".join(esc(_short(m)) for _, m in cols) + r" \\")
+        lines.append(r"\midrule")
+        for row in rows:
+            cells = []
+            for d, m in cols:
+                text, is_best = cell(row, d, m, r" $\pm$ ")
+                text = text.replace("–", "--")
+                cells.append(rf"\textbf{{{text}}}" if is_best else text)
+            lines.append(f"{esc(row)} & " + " & ".join(cells) + r" \\")
+        lines += [r"\bottomrule", r"\end{tabular}"]
+        return "\n".join(lines)
+    raise ReportError(f"--format must be markdown, csv or latex, got {fmt!r}")
+
+
+# ---- figures ----------------------------------------------------------------------------------------
+def _slug(*parts: str) -> str:
+    return "_".join(re.sub(r"[^A-Za-z0-9.-]+", "-", p).strip("-") for p in parts)
+
+
+def _read_curves(path: Path) -> dict[str, dict[int, float]]:
+    """``metric -> {epoch: value}`` from a CSVLogger metrics.csv (last non-empty value per epoch)."""
+    curves: dict[str, dict[int, float]] = defaultdict(dict)
+    if not path.exists():
+        return curves
+    with path.open(newline="") as fh:
+        for rec in csv.DictReader(fh):
+            try:
+                epoch = int(float(rec.get("epoch") or "nan"))
+            except ValueError:
+                continue
+            for key in ("train/loss_epoch", "val/f1", "val/loss"):
+                val = rec.get(key)
+                if val not in (None, ""):
+                    curves[key][epoch] = float(val)
+    return curves
+
+
+def write_figures(groups: dict[tuple[str, str], list[tuple[Path, dict]]], fig_dir: Path,
+                  spread_metric: str) -> list[Path]:
+    """Confusion, reliability, learning-curve and per-seed spread PNGs; returns the files written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+
+    def save(fig: Any, name: str) -> None:
+        path = fig_dir / f"{name}.png"
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+
+    for (row, ds), runs in groups.items():
+        seeds = [r.get("seed") for _, r in runs]
+        # confusion matrix summed over runs
+        cms = [np.asarray(r["confusion_matrix"]) for _, r in runs if r.get("confusion_matrix")]
+        cms = [c for c in cms if cms and c.shape == cms[0].shape]
+        if cms:
+            cm = np.sum(cms, axis=0)
+            classes = next((r.get("classes") for _, r in runs if r.get("classes")), None) or list(range(len(cm)))
+            fig, ax = plt.subplots(figsize=(1.2 + 0.6 * len(cm), 1.0 + 0.6 * len(cm)))
+            ax.imshow(cm, cmap="Blues")
+            for i in range(len(cm)):
+                for j in range(len(cm)):
+                    ax.text(j, i, str(cm[i, j]), ha="center", va="center",
+                            color="white" if cm[i, j] > cm.max() / 2 else "black", fontsize=8)
+            ax.set_xticks(range(len(cm)), [str(c) for c in classes], rotation=45, ha="right")
+            ax.set_yticks(range(len(cm)), [str(c) for c in classes])
+            ax.set_xlabel("predicted")
+            ax.set_ylabel("true")
+            ax.set_title(f"{row} / {ds}\n(summed over {len(cms)} runs)", fontsize=9)
+            save(fig, _slug("confusion", row, ds))
+        # reliability diagram pooled over runs
+        rels = [r["reliability"] for _, r in runs if r.get("reliability")]
+        if rels:
+            edges = np.asarray(rels[0]["edges"], dtype=float)
+            count = np.zeros(len(edges) - 1)
+            conf_sum = np.zeros_like(count)
+            acc_sum = np.zeros_like(count)
+            for rel in rels:
+                if len(rel["edges"]) != len(edges):
+                    continue
+                c = np.asarray(rel["count"], dtype=float)
+                conf = np.nan_to_num(np.asarray(rel["confidence"], dtype=float))  # JSON null = empty bin
+                acc = np.nan_to_num(np.asarray(rel["accuracy"], dtype=float))
+                count += c
+                conf_sum += c * conf
+                acc_sum += c * acc
+            nz = count > 0
+            conf_m = np.where(nz, conf_sum / np.maximum(count, 1), np.nan)
+            acc_m = np.where(nz, acc_sum / np.maximum(count, 1), np.nan)
+            ece = float(np.sum(count[nz] * np.abs(acc_m[nz] - conf_m[nz])) / max(count.sum(), 1))
+            centers = (edges[:-1] + edges[1:]) / 2
+            fig, ax = plt.subplots(figsize=(4, 4))
+            ax.bar(centers[nz], acc_m[nz], width=np.diff(edges)[nz], edgecolor="k", alpha=0.7, label="accuracy")
+            ax.plot([0, 1], [0, 1], "--", color="gray", label="perfect calibration")
+            ax.plot(conf_m[nz], acc_m[nz], "o", color="C3", ms=3, label="bin mean confidence")
+            ax.set_xlim(0, 1)
+            ax.set_ylim(0, 1)
+            ax.set_xlabel("confidence")
+            ax.set_ylabel("accuracy")
+            ax.set_title(f"{row} / {ds}: ECE {ece:.3f} ({len(rels)} runs)", fontsize=9)
+            ax.legend(fontsize=7, loc="upper left")
+            save(fig, _slug("reliability", row, ds))
+        # learning curves, one line per seed
+        curves = [(seed, _read_curves(path.parent / "metrics.csv")) for seed, (path, _) in zip(seeds, runs, strict=True)]
+        if any(c for _, c in curves):
+            fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+            for ax, key in zip(axes, ("train/loss_epoch", "val/f1"), strict=True):
+                for seed, c in curves:
+                    if c.get(key):
+                        ep = sorted(c[key])
+                        ax.plot(ep, [c[key][e] for e in ep], marker=".", label=f"seed {seed}")
+                ax.set_xlabel("epoch")
+                ax.set_title(key, fontsize=9)
+                ax.legend(fontsize=7)
+            fig.suptitle(f"{row} / {ds}", fontsize=9)
+            save(fig, _slug("curves", row, ds))
+
+    # per-seed spread of one metric, one box per row, per dataset
+    key = _metric_key(spread_metric)
+    for ds in dict.fromkeys(d for _, d in groups):
+        rows = [(row, [float(r["metrics"][key]) for _, r in runs if key in r.get("metrics", {})])
+                for (row, d), runs in groups.items() if d == ds]
+        rows = [(row, v) for row, v in rows if v]
+        if not rows:
+            continue
+        fig, ax = plt.subplots(figsize=(1.5 + 1.2 * len(rows), 3.5))
+        ax.boxplot([v for _, v in rows], widths=0.5)
+        for i, (_, v) in enumerate(rows, start=1):
+            jitter = np.linspace(-0.08, 0.08, len(v)) if len(v) > 1 else np.zeros(1)
+            ax.plot(i + jitter, v, "o", color="C1", ms=4)
+        ax.set_xticks(range(1, len(rows) + 1), [r for r, _ in rows], rotation=20, ha="right", fontsize=8)
+        ax.set_ylabel(key)
+        ax.set_title(f"{ds}: per-seed {_short(key)}", fontsize=9)
+        save(fig, _slug("spread", ds, _short(key)))
+    return written
+
+
+# ---- command ----------------------------------------------------------------------------------------
+def report(dirs: list[Path], fmt: str = "markdown", out: Path | None = None, metrics: list[str] | None = None,
+           figures: Path | None = None, spread_metric: str | None = None, digits: int = 3) -> tuple[str, list[Path]]:
+    """Build the table (written to ``out`` if given) and the figures; returns ``(table, figure paths)``."""
+    metrics = list(metrics or DEFAULT_METRICS)
+    if fmt not in ("markdown", "csv", "latex"):
+        raise ReportError(f"--format must be markdown, csv or latex, got {fmt!r}")
+    groups = group_runs(find_results([Path(d) for d in dirs]))
+    known = {k for runs in groups.values() for _, r in runs for k in r.get("metrics", {})}
+    unknown = [m for m in metrics if _metric_key(m) not in known]
+    if unknown:
+        raise ReportError(f"--metrics: {unknown} not in any run's test metrics (have: {sorted(known)})")
+    table = render(groups, metrics, fmt, digits)
+    if out is not None:
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(table + "\n")
+    if figures is None:
+        figures = out.parent / f"{out.stem}_figures" if out is not None else Path(dirs[0]) / "report_figures"
+    written = write_figures(groups, Path(figures), spread_metric or metrics[0])
+    return table, written
+
+
+def run(argv: list[str]) -> str:
+    """Entry point of ``biosig report`` (argv without the command word)."""
+    ap = argparse.ArgumentParser(prog="biosig report", allow_abbrev=False,
+                                 description="mean ± std table and figures over results.json files")
+    ap.add_argument("dirs", nargs="+", type=Path, help="directories searched recursively for results.json")
+    ap.add_argument("--format", default="markdown", choices=("markdown", "csv", "latex"))
+    ap.add_argument("--out", type=Path, default=None, help="write the table here too")
+    ap.add_argument("--metrics", default=",".join(DEFAULT_METRICS), help="comma-separated test metrics")
+    ap.add_argument("--figures", type=Path, default=None, help="figure directory")
+    ap.add_argument("--spread-metric", default=None, help="metric of the per-seed spread plot (default: first)")
+    ap.add_argument("--digits", type=int, default=3)
+    a = ap.parse_args(argv)
+    metrics = [m.strip() for m in a.metrics.split(",") if m.strip()]
+    try:
+        table, figs = report(a.dirs, a.format, a.out, metrics, a.figures, a.spread_metric, a.digits)
+    except ReportError as err:
+        raise SystemExit(f"biosig report: error: {err}") from None
+    print(table)
+    if a.out is not None:
+        print(f"table: {a.out}")
+    where = sorted({str(p.parent) for p in figs})
+    print(f"figures: {len(figs)} PNG files in {', '.join(where) if where else '(none)'}")
+    return table
