@@ -18,6 +18,7 @@ import os
 import platform
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -349,6 +350,10 @@ def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     # dashboards stay on this machine unless the user asks for online sync (WANDB_MODE=online)
     os.environ.setdefault("WANDB_MODE", "offline")
+    # main() always hands LightningCLI its argv explicitly, which is what this warning is about;
+    # the other one is Lightning's own use of a deprecated torch API: neither is the user's to fix
+    warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return
