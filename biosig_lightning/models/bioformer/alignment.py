@@ -1,0 +1,403 @@
+"""FBAM (frequency-band alignment) and TSAM (its time-domain control) for BioFormer.
+
+Both modules act on tokens ``(B, N, D)``; ``N`` may be several independent token
+sequences laid end to end (``n_tokens=(128, 64, 32)`` for BioFormer's three pyramid
+branches), each aligned on its own but with the same weights, exactly as running the
+module once per branch. Everything is vectorised over samples, bands and sequences.
+
+* :class:`FBAM`, BioFormer Sec. 4.2, Eqs. 1-8 and Algorithm 1: rFFT over the token axis
+  per embedding channel, DC kept aside, band descriptors (Eq. 2), cross-attention of
+  learnable band tokens over the band contexts (Eq. 3), three heads giving a softmax
+  kernel ``w``, a gain ``g`` and a phase ``beta`` per band (Eq. 4), residual magnitude
+  update (Eq. 6), unit-complex phase update (Eq. 7), inverse rFFT (Eq. 8).
+* :class:`TSAM`, Appendix B.2: the same controller over uniform *time* segments, with the
+  dynamic convolution and residual gain applied to the tokens themselves (no phase).
+
+Kernel modes (Appendix C.3). ``"sample"``: each sample gets its own kernels (binary
+tasks in the paper). ``"batch"``: the kernels are averaged over the batch and shared
+(multi-class tasks). In the authors' code the batch average is also used at test time,
+so a test sample's logits depend on its batch-mates. Here the batch-shared kernel has a
+BatchNorm-like inference rule instead: during training the module keeps an exponential
+running average of the batch-shared kernel per sequence and band (``running_kernel``,
+momentum ``kernel_momentum``; ``None`` = cumulative average), and in eval mode it uses
+that buffer, so eval outputs never depend on the rest of the batch. Gains and phases
+are always per sample, as in the authors' code.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+import torch
+from torch import nn
+
+from biosig_lightning.models.bioformer.bands import BandLayout, EdgesSpec, resolve_edges
+
+__all__ = ["FBAM", "TSAM", "BandController"]
+
+KernelMode = Literal["sample", "batch"]
+PhaseMode = Literal["rotate", "scale"]
+GainMode = Literal["tanh", "offset"]
+TokenInit = Literal["xavier", "zeros"]
+
+
+class _Head(nn.Sequential):
+    """One modulation head of Eq. 4: Linear -> LayerNorm -> ReLU -> Dropout -> Linear."""
+
+    def __init__(self, d_token: int, n_out: int, dropout: float) -> None:
+        super().__init__(
+            nn.Linear(d_token, d_token),
+            nn.LayerNorm(d_token),
+            nn.ReLU(),
+            nn.Dropout(dropout),
+            nn.Linear(d_token, n_out),
+        )
+
+
+class BandController(nn.Module):
+    """Band descriptors -> band contexts -> band-token cross-attention -> modulation heads.
+
+    Eq. 3: ``o_m = CrossAttn(phi_o(t_m), phi_s(s_m))``. Descriptors are projected to
+    contexts ``c = LN(Linear(s))`` (``phi_s``); the ``M`` learnable band tokens ``T`` are
+    the queries ``T W_q`` and the contexts give keys ``c W_k`` and values ``c W_v`` (one
+    head, no biases, scale ``sqrt(d)``); ``O = LN(softmax(Q K^T / sqrt(d)) V)``. Empty bands
+    are masked out of the keys. ``heads`` maps a head name to its output width; each head
+    is an MLP (Eq. 4) returning raw (pre-activation) values ``(B, S, M, width)``.
+
+    ``token_init="xavier"`` draws the band tokens Xavier-uniform, so the bands are told
+    apart from the first step; ``"zeros"`` reproduces the authors' code, where all
+    queries start at zero and the attention starts uniform.
+    """
+
+    def __init__(
+        self, n_stats: int, d_token: int, n_bands: int, heads: dict[str, int], dropout: float, token_init: TokenInit
+    ) -> None:
+        super().__init__()
+        if token_init not in ("xavier", "zeros"):
+            raise ValueError(f"token_init must be 'xavier' or 'zeros', got {token_init!r}")
+        self.describe = nn.Sequential(nn.Linear(n_stats, d_token), nn.LayerNorm(d_token))
+        self.tokens = nn.Parameter(torch.zeros(n_bands, d_token))
+        if token_init == "xavier":
+            nn.init.xavier_uniform_(self.tokens)
+        self.query = nn.Linear(d_token, d_token, bias=False)
+        self.key = nn.Linear(d_token, d_token, bias=False)
+        self.value = nn.Linear(d_token, d_token, bias=False)
+        self.attn_norm = nn.LayerNorm(d_token)
+        self.heads = nn.ModuleDict({name: _Head(d_token, width, dropout) for name, width in heads.items()})
+        self.scale = 1.0 / math.sqrt(d_token)
+
+    def forward(self, stats: torch.Tensor, valid: torch.Tensor) -> dict[str, torch.Tensor]:
+        context = self.describe(stats)  # (B, S, M, d)
+        q = self.query(self.tokens)  # (M, d)
+        scores = torch.einsum("md,bsnd->bsmn", q, self.key(context)) * self.scale
+        # A finite fill keeps a sequence with no non-empty band (a 1-token branch) NaN-free.
+        scores = scores.masked_fill(~valid[None, :, None, :], torch.finfo(scores.dtype).min)
+        out = self.attn_norm(torch.softmax(scores, dim=-1) @ self.value(context))
+        return {name: head(out) for name, head in self.heads.items()}
+
+
+class _Alignment(nn.Module):
+    """Shared plumbing: sequence bookkeeping, controller, and the batch-shared kernel rule."""
+
+    def __init__(
+        self,
+        *,
+        d_model: int,
+        n_tokens: int | Sequence[int],
+        n_bins: Sequence[int],
+        n_bands: int,
+        band_edges: EdgesSpec,
+        n_stats: int,
+        heads: dict[str, int],
+        d_token: int | None,
+        kernel_size: int,
+        dropout: float,
+        kernel_mode: KernelMode,
+        kernel_momentum: float | None,
+        token_init: TokenInit,
+        eps: float,
+    ) -> None:
+        super().__init__()
+        if d_model < 1 or n_bands < 1:
+            raise ValueError(f"d_model and n_bands must be positive, got {d_model}, {n_bands}")
+        if kernel_mode not in ("sample", "batch"):
+            raise ValueError(f"kernel_mode must be 'sample' or 'batch', got {kernel_mode!r}")
+        if kernel_momentum is not None and not 0.0 < kernel_momentum <= 1.0:
+            raise ValueError(f"kernel_momentum must lie in (0, 1] or be None, got {kernel_momentum}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
+        self.d_model = d_model
+        self.seq_lens = _as_lengths(n_tokens)
+        self.n_tokens = sum(self.seq_lens)
+        self.n_bands = n_bands
+        self.kernel_mode = kernel_mode
+        self.kernel_momentum = kernel_momentum
+        self.eps = eps
+        self.d_token = d_token if d_token is not None else max(1, d_model // 2)
+        edges = resolve_edges(band_edges, n_bins, n_bands)
+        self.layout = BandLayout(n_bins, edges, n_bands, kernel_size)
+        self.controller = BandController(n_stats, self.d_token, n_bands, heads, dropout, token_init)
+        if "kernel" in heads and kernel_mode == "batch":
+            self.register_buffer(
+                "running_kernel", torch.full((len(self.seq_lens), n_bands, kernel_size), 1.0 / kernel_size)
+            )
+            self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long))
+
+    @property
+    def band_edges(self) -> list[list[int]]:
+        """Integer band edges actually used, one list per token sequence."""
+        return [list(e) for e in self.layout.edges]
+
+    def _check(self, x: torch.Tensor) -> None:
+        if x.ndim != 3 or x.shape[1] != self.n_tokens or x.shape[2] != self.d_model:
+            raise ValueError(
+                f"{type(self).__name__} expects tokens (batch, {self.n_tokens}, {self.d_model}), got {tuple(x.shape)}"
+            )
+
+    def _kernel(self, raw: torch.Tensor) -> torch.Tensor:
+        """Softmax kernels ``(B, S, M, r)`` (sample mode) or ``(1, S, M, r)`` (batch mode).
+
+        A mean of points of the probability simplex stays on it, so the batch-shared kernel
+        needs no renormalisation.
+        """
+        kernel = torch.softmax(raw, dim=-1)
+        if self.kernel_mode == "sample":
+            return kernel
+        if not self.training:
+            return self.running_kernel.unsqueeze(0)
+        shared = kernel.mean(0, keepdim=True)
+        with torch.no_grad():
+            self.num_batches_tracked += 1
+            weight = self.kernel_momentum
+            if weight is None:
+                weight = 1.0 / float(self.num_batches_tracked)
+            self.running_kernel.lerp_(shared[0].detach(), weight)
+        return shared
+
+
+class FBAM(_Alignment):
+    """Frequency-Band Alignment Module (BioFormer Sec. 4.2, Algorithm 1) on ``(B, N, D)`` tokens.
+
+    For each token sequence of length ``P`` the rFFT (``norm="ortho"``) runs over the token
+    axis per channel (Eq. 1); the DC bin is kept aside (multiplied by a learnable
+    per-channel weight, initialised to 1, when ``learnable_dc``: Appendix G.3, Variant 2)
+    and the ``floor(P / 2)`` other bins (Nyquist included) are cut into bands. With
+    ``A = |Z|`` and ``P = Z / (A + eps)`` (Algorithm 1, line 3), per band ``m``:
+
+    * magnitude (Eq. 6): ``A' = A + g (A * w - A)``, with ``w = softmax(MLP_w(o))`` an
+      ``r``-tap kernel applied inside the band only, ``g = tanh(MLP_g(o))`` (Algorithm 1,
+      ``gain_mode="tanh"``). ``gain_mode="offset"`` is the authors' code instead:
+      ``g = clamp(1 + gamma * 0.5 tanh(MLP_g(o)), 0.5, 1.5)`` with a learnable scalar
+      ``gamma`` (init 0.5). ``magnitude_clamp=c`` bounds the update to ``[-cA, cA]`` (the
+      authors use 0.5). ``magnitude_residual=False`` drops the residual, ``A' = A * w``
+      (Appendix G.3, Variant 3; no gain head then).
+    * phase (Eq. 7): ``P' = P e^{j beta} / (|P e^{j beta}| + eps)``, ``beta = tanh(MLP_p(o))``,
+      a rotation of every bin of the band by ``beta`` radians (``phase_mode="rotate"``).
+      ``phase_mode="scale"`` is the authors' code: the phase angle is scaled,
+      ``theta -> (1 + beta) theta``.
+
+    Then ``Z' = [Z_DC, A' P']`` and the inverse rFFT of length ``P`` (Eq. 8). Because
+    ``|e^{j beta}| = 1``, Eq. 7 is evaluated in closed form as
+    ``A' P' = A' e^{j beta} Z / (A + eps (A + eps))`` (same value, fewer complex ops).
+    For even ``P`` the Nyquist bin is modulated like any other; the inverse rFFT keeps only
+    its real part, which is the real signal nearest to the rotated spectrum. There is no
+    outer residual: FBAM replaces its input, as in the paper and the authors' code.
+
+    Ablations (Table 5): ``use_magnitude=False`` is "phase only" (no kernel or gain head,
+    magnitude untouched); ``use_phase=False`` is "magnitude only" (no phase head, phase
+    untouched). Turning both off is refused: drop the module instead.
+
+    Invariants (tested): with ``g = 0`` and ``beta = 0`` the output equals the input up to
+    the ``eps`` of Eq. 7 (relative error about ``eps``); the DC bin, hence the mean of every
+    token sequence, is never changed unless ``learnable_dc``.
+
+    Args:
+        d_model: token width ``D``.
+        n_tokens: tokens per sequence, an int or one length per sequence laid end to end.
+        n_bands: bands per sequence ``M`` (paper: 6).
+        band_edges: ``None`` (uniform), ``n_bands + 1`` fractions, or per-sequence integer
+            bin edges over the non-DC bins (see :func:`resolve_edges`).
+        d_token: controller width ``d`` (paper: 64 = ``D / 2``, the default).
+        kernel_size: taps ``r`` of the band kernel (paper: 3).
+        dropout: dropout inside the heads (authors: 0.1).
+        kernel_mode / kernel_momentum: see the module docstring.
+        eps: the ``eps`` of Algorithm 1 and of the log descriptors.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_tokens: int | Sequence[int],
+        n_bands: int = 6,
+        band_edges: EdgesSpec = None,
+        *,
+        d_token: int | None = None,
+        kernel_size: int = 3,
+        dropout: float = 0.1,
+        kernel_mode: KernelMode = "sample",
+        kernel_momentum: float | None = 0.1,
+        use_magnitude: bool = True,
+        use_phase: bool = True,
+        phase_mode: PhaseMode = "rotate",
+        gain_mode: GainMode = "tanh",
+        magnitude_clamp: float | None = None,
+        magnitude_residual: bool = True,
+        learnable_dc: bool = False,
+        token_init: TokenInit = "xavier",
+        eps: float = 1e-6,
+    ) -> None:
+        if not (use_magnitude or use_phase):
+            raise ValueError("FBAM with use_magnitude=False and use_phase=False does nothing; remove the module instead")
+        if phase_mode not in ("rotate", "scale"):
+            raise ValueError(f"phase_mode must be 'rotate' or 'scale', got {phase_mode!r}")
+        if gain_mode not in ("tanh", "offset"):
+            raise ValueError(f"gain_mode must be 'tanh' or 'offset', got {gain_mode!r}")
+        if magnitude_clamp is not None and magnitude_clamp <= 0:
+            raise ValueError(f"magnitude_clamp must be positive or None, got {magnitude_clamp}")
+        heads: dict[str, int] = {}
+        if use_magnitude:
+            heads["kernel"] = kernel_size
+            if magnitude_residual:
+                heads["gain"] = 1
+        if use_phase:
+            heads["phase"] = 1
+        lengths = _as_lengths(n_tokens)
+        super().__init__(
+            d_model=d_model,
+            n_tokens=lengths,
+            n_bins=[p // 2 for p in lengths],
+            n_bands=n_bands,
+            band_edges=band_edges,
+            n_stats=5,
+            heads=heads,
+            d_token=d_token,
+            kernel_size=kernel_size,
+            dropout=dropout,
+            kernel_mode=kernel_mode,
+            kernel_momentum=kernel_momentum,
+            token_init=token_init,
+            eps=eps,
+        )
+        self.use_magnitude = use_magnitude
+        self.use_phase = use_phase
+        self.phase_mode = phase_mode
+        self.gain_mode = gain_mode
+        self.magnitude_clamp = magnitude_clamp
+        self.magnitude_residual = magnitude_residual
+        self.gain_scale = nn.Parameter(torch.tensor(0.5)) if use_magnitude and magnitude_residual and gain_mode == "offset" else None
+        self.dc_weight = nn.Parameter(torch.ones(d_model)) if learnable_dc else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Aligned tokens ``(B, N, D)`` for tokens ``x`` ``(B, N, D)``."""
+        self._check(x)
+        # Channel-first (B, D, N): FFTs, gathers and reductions then run along the last axis.
+        xt = x.transpose(1, 2)
+        spectra = [torch.fft.rfft(part, dim=2, norm="ortho") for part in xt.split(self.seq_lens, dim=2)]
+        z = torch.cat([s[..., 1:] for s in spectra], dim=2)  # (B, D, K) non-DC bins of all sequences
+        mag = z.abs()
+        params = self.controller(self.layout.band_statistics(mag, self.eps), self.layout.valid)
+
+        new_mag = mag
+        if self.use_magnitude:
+            smoothed = self.layout.convolve(mag, self._kernel(params["kernel"]))
+            if not self.magnitude_residual:
+                new_mag = smoothed
+            else:
+                raw_gain = params["gain"][..., 0]
+                if self.gain_mode == "tanh":
+                    gain = torch.tanh(raw_gain)
+                else:
+                    gain = (1.0 + self.gain_scale * 0.5 * torch.tanh(raw_gain)).clamp(0.5, 1.5)
+                delta = self.layout.to_bins(gain).unsqueeze(1) * (smoothed - mag)
+                if self.magnitude_clamp is not None:
+                    bound = self.magnitude_clamp * mag
+                    delta = torch.maximum(torch.minimum(delta, bound), -bound)
+                new_mag = mag + delta
+
+        if self.use_phase:
+            angle = self.layout.to_bins(torch.tanh(params["phase"][..., 0])).unsqueeze(1)  # (B, 1, K)
+            if self.phase_mode == "scale":
+                angle = angle * torch.angle(z)  # theta -> theta + beta * theta
+            rotation = torch.polar(torch.ones_like(angle), angle)
+            z_new = z * rotation * (new_mag / (mag + self.eps * (mag + self.eps)))
+        else:
+            z_new = z * (new_mag / (mag + self.eps))
+
+        out = []
+        for part, spec, n in zip(z_new.split(self.layout.n_bins, dim=2), spectra, self.seq_lens, strict=True):
+            dc = spec[..., :1]
+            if self.dc_weight is not None:
+                dc = dc * self.dc_weight.unsqueeze(-1)
+            out.append(torch.fft.irfft(torch.cat([dc, part], dim=2), n=n, dim=2, norm="ortho"))
+        return torch.cat(out, dim=2).transpose(1, 2)
+
+
+class TSAM(_Alignment):
+    """Temporal Segment Alignment Module (BioFormer Appendix B.2), FBAM's time-domain control.
+
+    Each token sequence is cut into ``n_bands`` contiguous, near-equal segments along the
+    token axis (the "bands" of this module). Per segment four log descriptors summarise
+    it, each per channel and then averaged over channels: magnitude ``mean |x|``,
+    variability ``std(x)``, peak ``max |x|`` and energy ``sum x^2`` (B.2 lists these four;
+    FBAM's peak location has no counterpart). The same controller as FBAM (band tokens,
+    cross-attention, heads) gives a softmax kernel ``w`` and a gain ``g = tanh(.)`` per
+    segment, and ``x' = x + g (x * w - x)`` with the convolution confined to the segment
+    (reflect padding at segment edges). There is no phase. Hyperparameters (kernel size,
+    token width, number of segments, kernel modes) are FBAM's, as B.2 asks for a fair
+    comparison. With ``g = 0`` the module is exactly the identity.
+
+    ``band_edges`` partitions the token axis: ``None`` (uniform), fractions, or
+    per-sequence integer token edges ending at the sequence length.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_tokens: int | Sequence[int],
+        n_bands: int = 6,
+        band_edges: EdgesSpec = None,
+        *,
+        d_token: int | None = None,
+        kernel_size: int = 3,
+        dropout: float = 0.1,
+        kernel_mode: KernelMode = "sample",
+        kernel_momentum: float | None = 0.1,
+        token_init: TokenInit = "xavier",
+        eps: float = 1e-6,
+    ) -> None:
+        lengths = _as_lengths(n_tokens)
+        super().__init__(
+            d_model=d_model,
+            n_tokens=lengths,
+            n_bins=lengths,
+            n_bands=n_bands,
+            band_edges=band_edges,
+            n_stats=4,
+            heads={"kernel": kernel_size, "gain": 1},
+            d_token=d_token,
+            kernel_size=kernel_size,
+            dropout=dropout,
+            kernel_mode=kernel_mode,
+            kernel_momentum=kernel_momentum,
+            token_init=token_init,
+            eps=eps,
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Aligned tokens ``(B, N, D)`` for tokens ``x`` ``(B, N, D)``."""
+        self._check(x)
+        xt = x.transpose(1, 2)  # (B, D, N): the token axis plays the role of FBAM's bins
+        stats = self.layout.band_statistics(xt.abs(), self.eps, signed=xt)[..., :4]
+        params = self.controller(stats, self.layout.valid)
+        smoothed = self.layout.convolve(xt, self._kernel(params["kernel"]))
+        gain = self.layout.to_bins(torch.tanh(params["gain"][..., 0])).unsqueeze(1)
+        return (xt + gain * (smoothed - xt)).transpose(1, 2)
+
+
+def _as_lengths(n_tokens: int | Sequence[int]) -> list[int]:
+    lengths = [int(n_tokens)] if isinstance(n_tokens, int) else [int(n) for n in n_tokens]
+    if not lengths or any(n < 1 for n in lengths):
+        raise ValueError(f"n_tokens must be a positive int or a non-empty list of positive ints, got {n_tokens!r}")
+    return lengths

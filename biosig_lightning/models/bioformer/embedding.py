@@ -1,0 +1,118 @@
+"""Pyramid Convolutional Embedding with in-model augmentation (BioFormer Appendix B.1)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from biosig_lightning.models.layers import SinusoidalPositionalEncoding
+
+__all__ = ["AUGMENTATION_KINDS", "PyramidConvEmbedding", "parse_augmentation"]
+
+# Canonical kind -> default strength. "drop" and "none" are the authors' spellings.
+AUGMENTATION_KINDS = {"jitter": 0.1, "scale": 0.1, "dropout": 0.1, "identity": 0.0}
+_ALIASES = {"drop": "dropout", "none": "identity"}
+_SPEC = re.compile(r"^(jitter|scale|dropout|drop|identity|none)((?:\d+\.?\d*|\.\d+)(?:e-?\d+)?)?$")
+
+
+def parse_augmentation(spec: str) -> tuple[str, float]:
+    """Parse ``"jitter"``, ``"scale0.2"``, ``"drop0.5"``, ``"none"`` ... into ``(kind, strength)``.
+
+    Kinds (Appendix B.1): ``jitter`` adds ``s * N(0, 1)``; ``scale`` multiplies each
+    (sample, embedding channel) by ``1 + s * N(0, 1)``; ``dropout`` (alias ``drop``) is
+    dropout with probability ``s``; ``identity`` (alias ``none``) does nothing. A numeric
+    suffix sets ``s`` (the authors' notation, Appendix C.3); the default is 0.1.
+    """
+    match = _SPEC.match(spec.strip().lower()) if isinstance(spec, str) else None
+    if match is None:
+        raise ValueError(
+            f"unknown augmentation {spec!r}; expected jitter|scale|dropout|drop|identity|none "
+            "with an optional strength suffix, e.g. 'scale0.1', 'drop0.25'"
+        )
+    kind = _ALIASES.get(match.group(1), match.group(1))
+    strength = float(match.group(2)) if match.group(2) else AUGMENTATION_KINDS[kind]
+    if kind == "dropout" and not 0.0 <= strength < 1.0:
+        raise ValueError(f"dropout augmentation {spec!r} needs a probability in [0, 1)")
+    if strength < 0:
+        raise ValueError(f"augmentation {spec!r} needs a non-negative strength")
+    return kind, strength
+
+
+def _augment(e: torch.Tensor, kind: str, strength: float) -> torch.Tensor:
+    if kind == "jitter":
+        return e + strength * torch.randn_like(e)
+    if kind == "scale":
+        return e * (1.0 + strength * torch.randn(e.shape[0], e.shape[1], 1, dtype=e.dtype, device=e.device))
+    if kind == "dropout":
+        return F.dropout(e, strength, training=True)
+    return e
+
+
+class PyramidConvEmbedding(nn.Module):
+    """Token embedding + positions, then one strided Conv-BN-GELU stack per pyramid level.
+
+    ``E = TokenEmbed(X) + PosEmbed`` (B.1): a bias-free ``Conv1d(C, D, 3)`` with circular
+    padding (Kaiming-normal, as in the authors' code) plus the fixed sinusoidal table. The
+    branch for factor ``f`` stacks ``log2 f`` blocks ``Conv1d(D, D, 3, stride 2, pad 1) ->
+    BatchNorm1d -> GELU``, giving ``ceil(T / f)`` tokens; branches share no weights.
+
+    Augmentation (B.1, and the authors' code): in training mode every branch draws one
+    operator uniformly from ``augmentations`` (per forward pass, the whole batch gets the
+    same operator) and applies it to the embedding ``E`` before its convolutions. Draws
+    use torch's RNG, so ``seed_everything`` makes them reproducible. Eval mode never
+    augments.
+
+    Output: the branch token sequences laid end to end, ``(B, sum_j ceil(T / f_j), D)``;
+    :attr:`seq_lens` gives the lengths.
+    """
+
+    def __init__(
+        self,
+        n_chans: int,
+        n_times: int,
+        d_model: int,
+        factors: Sequence[int] = (2, 4, 8),
+        augmentations: Sequence[str] = (),
+    ) -> None:
+        super().__init__()
+        if any(f < 2 or f & (f - 1) for f in factors):
+            raise ValueError(f"pyramid factors must be powers of two >= 2, got {list(factors)}")
+        self.token = nn.Conv1d(n_chans, d_model, kernel_size=3, padding=1, padding_mode="circular", bias=False)
+        nn.init.kaiming_normal_(self.token.weight, mode="fan_in", nonlinearity="leaky_relu")
+        self.positions = SinusoidalPositionalEncoding(d_model, max_len=n_times)
+        self.branches = nn.ModuleList(
+            nn.Sequential(
+                *[
+                    layer
+                    for _ in range(int(math.log2(f)))
+                    for layer in (nn.Conv1d(d_model, d_model, 3, stride=2, padding=1), nn.BatchNorm1d(d_model), nn.GELU())
+                ]
+            )
+            for f in factors
+        )
+        self.factors = [int(f) for f in factors]
+        self.seq_lens = [_downsampled(n_times, f) for f in self.factors]
+        self.augmentations = [parse_augmentation(a) for a in augmentations]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Tokens ``(B, N, D)`` for ``x`` ``(B, C, T)``."""
+        e = self.positions(self.token(x).transpose(1, 2)).transpose(1, 2)  # (B, D, T)
+        choices: list[int | None] = [None] * len(self.branches)
+        if self.training and self.augmentations:
+            choices = torch.randint(len(self.augmentations), (len(self.branches),)).tolist()
+        outs = []
+        for branch, choice in zip(self.branches, choices, strict=True):
+            inp = e if choice is None else _augment(e, *self.augmentations[choice])
+            outs.append(branch(inp))
+        return torch.cat(outs, dim=2).transpose(1, 2)
+
+
+def _downsampled(n: int, factor: int) -> int:
+    for _ in range(int(math.log2(factor))):
+        n = (n - 1) // 2 + 1  # Conv1d(k=3, stride=2, pad=1)
+    return n

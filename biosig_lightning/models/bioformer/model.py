@@ -1,0 +1,175 @@
+"""BioFormer (Du et al., ICML 2026): PCE -> hybrid FBAM/attention encoder -> SCLN -> head."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from biosig_lightning.models.bioformer.alignment import FBAM, TSAM, GainMode, KernelMode, PhaseMode, TokenInit
+from biosig_lightning.models.bioformer.embedding import PyramidConvEmbedding
+from biosig_lightning.models.bioformer.encoder import FfnResidual, MaskDropout, SegmentedEncoderLayer
+from biosig_lightning.models.bioformer.scln import SampleConditionalLayerNorm
+
+__all__ = ["BioFormer"]
+
+Mixer = Literal["fbam", "tsam", "none"]
+DEFAULT_AUGMENTATIONS = ("jitter", "scale", "dropout", "identity")
+
+
+class BioFormer(nn.Module):
+    """BioFormer classifier for ``(batch, n_chans, n_times)`` windows.
+
+    Pipeline (Sec. 4.1, Fig. 3): Pyramid Convolutional Embedding gives three token
+    sequences of ``ceil(T/2)``, ``ceil(T/4)``, ``ceil(T/8)`` tokens (Appendix B.1); each of
+    ``n_layers`` hybrid layers applies its FBAM and then its attention + FFN layer to all
+    three sequences with shared weights (no cross-branch attention); the sequences are
+    concatenated, normalised by SCLN (Sec. 4.3) and the head applies
+    ``GELU -> Dropout -> flatten -> Linear`` (the authors' classifier).
+
+    Table 5 ablations are constructor switches that remove the parts: ``mixer="none"``
+    (no FBAM modules at all), ``use_magnitude=False`` (phase only: no kernel/gain heads),
+    ``use_phase=False`` (magnitude only: no phase head), ``use_scln=False`` (plain
+    LayerNorm, no SCLN MLP). ``mixer="tsam"`` swaps FBAM for its time-domain control
+    (Appendix B.2). ``band_edges`` / ``learnable_dc`` are Appendix G.3's Variants 1 and 2,
+    ``magnitude_residual=False`` is Variant 3.
+
+    Paper vs authors' code (defaults follow the paper; the code's choice is an option):
+    ``phase_mode`` ("rotate" = Eq. 7 rotation by ``beta``; "scale" = code's
+    ``theta -> (1+beta) theta``), ``gain_mode`` ("tanh" = Algorithm 1; "offset" = code's
+    ``clamp(1 + gamma 0.5 tanh, 0.5, 1.5)``), ``magnitude_clamp`` (None; code 0.5),
+    ``token_init`` ("xavier"; code "zeros"), ``ffn_residual`` ("normed" = standard
+    post-norm layer; code "raw"). ``kernel_mode`` is a flag (paper/code: "batch" for more
+    than two classes, "sample" otherwise); in eval mode the batch-shared kernel is the
+    running average kept during training (see :mod:`.alignment`), so eval logits never
+    depend on batch-mates.
+
+    Interfaces for other code: ``forward(x) == head(forward_features(x))`` exactly;
+    :attr:`feature_dim` ``= sum(seq_lens) * d_model``; :meth:`forward_tokens` returns the
+    final-layer token embeddings of each branch (for the FBD analysis, Appendix F).
+
+    With the APAVA configuration (16 x 256, 2 classes, defaults) the model has 1,364,448
+    trainable parameters (authors' code: 1,364,454; the 6 missing are their ``gamma``
+    scalars, present here with ``gain_mode="offset"``).
+    """
+
+    def __init__(
+        self,
+        *,
+        n_chans: int,
+        n_outputs: int,
+        n_times: int,
+        sfreq: float,
+        d_model: int = 128,
+        d_ff: int = 256,
+        n_heads: int = 8,
+        n_layers: int = 6,
+        dropout: float = 0.1,
+        mixer: Mixer = "fbam",
+        n_bands: int = 6,
+        band_edges: list[float] | list[list[int]] | None = None,
+        learnable_dc: bool = False,
+        kernel_mode: KernelMode = "sample",
+        kernel_momentum: float | None = 0.1,
+        kernel_size: int = 3,
+        d_token: int | None = None,
+        fbam_dropout: float = 0.1,
+        use_magnitude: bool = True,
+        use_phase: bool = True,
+        phase_mode: PhaseMode = "rotate",
+        gain_mode: GainMode = "tanh",
+        magnitude_clamp: float | None = None,
+        magnitude_residual: bool = True,
+        token_init: TokenInit = "xavier",
+        use_scln: bool = True,
+        alpha: float = 0.1,
+        ffn_residual: FfnResidual = "normed",
+        augmentations: Sequence[str] = DEFAULT_AUGMENTATIONS,
+    ) -> None:
+        super().__init__()
+        for name, value in dict(
+            n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, d_model=d_model, d_ff=d_ff, n_heads=n_heads,
+            n_layers=n_layers, n_bands=n_bands,
+        ).items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"BioFormer: {name} must be a positive integer, got {value!r}")
+        if n_times < 8:
+            raise ValueError(f"BioFormer needs n_times >= 8 for its T/8 branch, got {n_times}")
+        if mixer not in ("fbam", "tsam", "none"):
+            raise ValueError(f"mixer must be 'fbam', 'tsam' or 'none', got {mixer!r}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
+
+        self.n_chans = n_chans
+        self.n_outputs = n_outputs
+        self.n_times = n_times
+        self.sfreq = float(sfreq)
+        self.d_model = d_model
+        self.mixer = mixer
+
+        self.embedding = PyramidConvEmbedding(n_chans, n_times, d_model, augmentations=augmentations)
+        self.seq_lens = list(self.embedding.seq_lens)
+        self.n_tokens = sum(self.seq_lens)
+
+        common = dict(
+            d_token=d_token, kernel_size=kernel_size, dropout=fbam_dropout, kernel_mode=kernel_mode,
+            kernel_momentum=kernel_momentum, token_init=token_init,
+        )
+        self.mixers: nn.ModuleList | None
+        if mixer == "fbam":
+            self.mixers = nn.ModuleList(
+                FBAM(
+                    d_model, self.seq_lens, n_bands, band_edges, use_magnitude=use_magnitude, use_phase=use_phase,
+                    phase_mode=phase_mode, gain_mode=gain_mode, magnitude_clamp=magnitude_clamp,
+                    magnitude_residual=magnitude_residual, learnable_dc=learnable_dc, **common,
+                )
+                for _ in range(n_layers)
+            )
+        elif mixer == "tsam":
+            self.mixers = nn.ModuleList(TSAM(d_model, self.seq_lens, n_bands, band_edges, **common) for _ in range(n_layers))
+        else:
+            self.mixers = None
+        self.layers = nn.ModuleList(
+            SegmentedEncoderLayer(d_model, n_heads, d_ff, dropout, self.seq_lens, ffn_residual) for _ in range(n_layers)
+        )
+        self.norm: nn.Module = SampleConditionalLayerNorm(d_model, alpha) if use_scln else nn.LayerNorm(d_model)
+        self.feature_dropout = MaskDropout(dropout)
+        self.feature_dim = self.n_tokens * d_model
+        self.head = nn.Linear(self.feature_dim, n_outputs)
+
+    def _check_input(self, x: torch.Tensor) -> None:
+        if x.ndim != 3 or x.shape[1] != self.n_chans or x.shape[2] != self.n_times:
+            raise ValueError(
+                f"BioFormer expects x of shape (batch, n_chans={self.n_chans}, n_times={self.n_times}), "
+                f"got {tuple(x.shape)}"
+            )
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """Encoder output before the final norm: all branch tokens end to end, ``(B, N, D)``."""
+        self._check_input(x)
+        z = self.embedding(x)
+        for i, layer in enumerate(self.layers):
+            if self.mixers is not None:
+                z = self.mixers[i](z)
+            z = layer(z)
+        return z
+
+    def forward_tokens(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """Final-layer token embeddings per pyramid branch, ``[(B, ceil(T/f), D) for f in 2, 4, 8]``.
+
+        These are the "final-layer temporal embeddings" of the FBD analysis (Appendix F):
+        the output of the last hybrid layer, before the final SCLN / LayerNorm.
+        """
+        return list(self.encode(x).split(self.seq_lens, dim=1))
+
+    def forward_features(self, x: torch.Tensor) -> torch.Tensor:
+        """Flattened representation ``(B, feature_dim)`` that :attr:`head` maps to logits."""
+        h = self.norm(self.encode(x))
+        return self.feature_dropout(F.gelu(h)).flatten(1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits ``(B, n_outputs)`` for ``x`` of shape ``(B, n_chans, n_times)``."""
+        return self.head(self.forward_features(x))
