@@ -214,3 +214,12 @@ def test_tensorboard_and_wandb_loggers_selectable(in_tmp: Path, capsys: pytest.C
     offline = list(in_tmp.rglob("offline-run-*"))
     assert offline, "wandb wrote no offline run"
     assert res["metrics"]
+
+
+def test_validate_and_test_a_saved_checkpoint(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    res = run_fit(capsys)
+    ckpt = res["best_checkpoint"]
+    main(["test", *DEMO, "--ckpt_path", ckpt])
+    main(["validate", *DEMO, "--ckpt_path", ckpt])
+    out = capsys.readouterr().out
+    assert "test/acc" in out and "val/acc" in out
