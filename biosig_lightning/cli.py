@@ -376,5 +376,15 @@ def main(argv: list[str] | None = None) -> None:
     raise SystemExit(f"biosig: unknown command {command!r}\n\n{USAGE}")
 
 
+def entry_point() -> None:
+    """Console-script entry: ``main()``, quiet when the reader of our output goes away (``| head``)."""
+    try:
+        main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+
+
 if __name__ == "__main__":
-    main()
+    entry_point()
