@@ -30,6 +30,7 @@ from lightning.pytorch.loggers import WandbLogger
 
 import biosig_lightning
 import biosig_lightning.data.datamodules  # noqa: F401  (LightningCLI registers imported subclasses: short names)
+import biosig_lightning.robust  # noqa: F401  (DGTask by short name)
 import biosig_lightning.tasks  # noqa: F401
 from biosig_lightning.data.module import BiosignalDataModule
 from biosig_lightning.data.spec import DataError
@@ -70,6 +71,21 @@ class BiosigCLI(LightningCLI):
                 parser.link_arguments(f"data.{name}", target, apply_on="instantiate")
         parser.add_argument("--test_after_fit", type=bool, default=True,
                             help="test the best checkpoint after fit and write results.json")
+        # where the run lands, for every configured logger at once (a logger list cannot be
+        # addressed as --trainer.logger.init_args.*); `biosig repeat` and `biosig tune` set these
+        parser.add_argument("--run.save_dir", type=str | None, default=None, help="parent folder of the run")
+        parser.add_argument("--run.name", type=str | None, default=None, help="experiment name (default: logger's)")
+        parser.add_argument("--run.version", type=str | None, default=None, help="run folder (default version_N)")
+        parser.add_argument("--run.group", type=str | None, default=None,
+                            help="wandb group (default: the experiment name, so seeds of one experiment group)")
+        # a wandb dashboard added to whatever loggers the experiment has (experiments/wandb.yaml)
+        parser.add_argument("--wandb.enabled", type=bool, default=False, help="also log to wandb")
+        parser.add_argument("--wandb.project", type=str, default="biosig-lightning")
+        parser.add_argument("--wandb.entity", type=str | None, default=None)
+        parser.add_argument("--wandb.group", type=str | None, default=None, help="default: the experiment name")
+        parser.add_argument("--wandb.tags", type=list[str], default=[])
+        parser.add_argument("--wandb.mode", type=str | None, default=None,
+                            help="offline (default unless WANDB_MODE is set), online or disabled")
 
     # ---- run naming and resume -------------------------------------------------------------------
     def before_instantiate_classes(self) -> None:
@@ -82,6 +98,10 @@ class BiosigCLI(LightningCLI):
             init = lg.get("init_args") if hasattr(lg, "get") else None
             if init is not None and init.get("name") in (None, "auto"):
                 init["name"] = name
+        wandb_cfg = cfg.get("wandb")
+        if wandb_cfg is not None and wandb_cfg.get("enabled"):
+            logger_cfgs = _add_wandb_logger(cfg, logger_cfgs, wandb_cfg)
+        _apply_placement(logger_cfgs, cfg.get("run"), name)
         if self.subcommand == "fit" and cfg.get("ckpt_path") == "last":
             csv = next((lg for lg in logger_cfgs if str(lg.get("class_path", "")).endswith("CSVLogger")), None)
             if csv is not None:
@@ -119,7 +139,7 @@ class BiosigCLI(LightningCLI):
         path = atomic_write_json(run_dir / "results.json", results)
         for lg in trainer.loggers:
             if isinstance(lg, WandbLogger):
-                _wandb_summary(lg, results)
+                _wandb_summary(lg, results, model)
         print_metrics_table(results)
         print(f"results: {path}", flush=True)
 
@@ -253,6 +273,61 @@ def _short(class_path: str | None) -> str:
     return (class_path or "").rsplit(".", 1)[-1]
 
 
+def _add_wandb_logger(cfg: Any, logger_cfgs: list[Any], wandb_cfg: Any) -> list[Any]:
+    """Append a WandbLogger to the run's loggers; it takes the experiment's name and folder.
+
+    wandb stays offline unless ``--wandb.mode`` or the ``WANDB_MODE`` variable says otherwise
+    (``wandb sync runs/wandb/offline-run-*`` uploads later).
+    """
+    from jsonargparse import Namespace
+
+    mode = wandb_cfg.get("mode") or os.environ.get("WANDB_MODE") or "offline"
+    mode = "offline" if mode == "dryrun" else mode  # wandb's old name, which it sets itself in-process
+    first = logger_cfgs[0].get("init_args") if logger_cfgs and hasattr(logger_cfgs[0], "get") else None
+    experiment = first.get("name") if first is not None else None
+    init = Namespace(name=experiment, save_dir=(first.get("save_dir") if first is not None else None) or "runs",
+                     project=wandb_cfg.get("project"), entity=wandb_cfg.get("entity"),
+                     group=wandb_cfg.get("group"), tags=list(wandb_cfg.get("tags") or []) or None,
+                     offline=mode == "offline", mode=None if mode == "offline" else mode, log_model=False)
+    logger_cfgs = [*logger_cfgs, Namespace(class_path="lightning.pytorch.loggers.WandbLogger", init_args=init)]
+    cfg.trainer.logger = logger_cfgs
+    return logger_cfgs
+
+
+def _apply_placement(logger_cfgs: list[Any], run: Any, default_name: str) -> None:
+    """Put every logger of the run in the place ``--run.*`` names.
+
+    File loggers (CSV, TensorBoard) get ``save_dir``/``name``/``version``. wandb gets
+    ``save_dir``, the display name ``name/version`` and a ``group`` (``--run.group``, else the
+    experiment name), so a dashboard shows the seeds of one experiment, or the trials of one
+    study, side by side; wandb's own ``version`` is its run id and is left alone.
+    """
+    get = (lambda key: run.get(key)) if run is not None else (lambda key: None)
+    save_dir, name, version, group = get("save_dir"), get("name"), get("version"), get("group")
+    files = [lg.get("init_args") for lg in logger_cfgs
+             if hasattr(lg, "get") and not str(lg.get("class_path", "")).endswith("WandbLogger")]
+    default_name = next((f.get("name") for f in files if f is not None and f.get("name")), default_name)
+    for lg in logger_cfgs:
+        init = lg.get("init_args") if hasattr(lg, "get") else None
+        if init is None:
+            continue
+        if save_dir is not None:
+            init["save_dir"] = save_dir
+        if str(lg.get("class_path", "")).endswith("WandbLogger"):
+            # wandb's background service outlives a run and keeps its first working directory
+            init["save_dir"] = str(Path(init.get("save_dir") or ".").absolute())
+            experiment = name or default_name
+            if name is not None or version is not None:
+                init["name"] = f"{experiment}/{version}" if version else experiment
+            if group is not None or init.get("group") is None:
+                init["group"] = group or experiment
+            continue
+        if name is not None:
+            init["name"] = name
+        if version is not None:
+            init["version"] = version
+
+
 def _auto_name(cfg: Any) -> str:
     model = cfg.get("model")
     backbone = None
@@ -317,22 +392,51 @@ def _finite_or_none(value: Any) -> Any:
     return [float(v) if np.isfinite(v) else None for v in arr]
 
 
-def _wandb_summary(logger: WandbLogger, results: dict[str, Any]) -> None:
+def _wandb_summary(logger: WandbLogger, results: dict[str, Any], model: LightningModule) -> None:
+    """Complete the wandb run: the full resolved config, test metrics, confusion matrix, model summary."""
     try:
+        import html
+
         import wandb
+        from lightning.pytorch.utilities.model_summary import ModelSummary
 
         run = logger.experiment
+        # the resolved config as LightningCLI saw it (hparams alone miss the data and trainer sections)
+        run.config.update({"config": results["config"], "experiment": results.get("experiment"),
+                           "dataset": results.get("dataset"), "seed": results.get("seed")}, allow_val_change=True)
         for k, v in results["metrics"].items():
             run.summary[k] = v
-        run.summary["num_params"] = results["num_params"]
+        for key in ("num_params", "fit_seconds", "epochs", "best_val", "monitor", "split_id"):
+            if results.get(key) is not None:
+                run.summary[key] = results[key]
+        summary = str(ModelSummary(model, max_depth=2))
+        run.summary["model/summary_text"] = summary
+        payload: dict[str, Any] = {"model/summary": wandb.Html(f"<pre>{html.escape(summary)}</pre>")}
+        preds = results.get("test_predictions")
+        if preds and Path(preds).exists():
+            with np.load(preds, allow_pickle=False) as z:
+                y, pred = z["y"].astype(int).tolist(), z["probs"].argmax(1).astype(int).tolist()
+            payload["test/confusion_matrix"] = wandb.plot.confusion_matrix(
+                y_true=y, preds=pred, class_names=[str(c) for c in results.get("classes", [])] or None)
         if "confusion_matrix" in results:
-            run.summary["test/confusion_matrix"] = results["confusion_matrix"]
-        wandb.finish(quiet=True)
+            run.summary["test/confusion_matrix_counts"] = results["confusion_matrix"]
+        run.log(payload)
+        run.finish()
     except Exception as err:  # a dashboard problem must not lose the run's results
         print(f"wandb: could not write the summary: {err}", file=sys.stderr)
 
 
-USAGE = """usage: biosig {fit,validate,test,predict,profile,repeat,tune,report} --config CONFIG.yaml [--config MORE.yaml] [--key value ...]
+COMMANDS = {
+    "repeat": "biosig_lightning.repeat",
+    "report": "biosig_lightning.report",
+    "tune": "biosig_lightning.tune",
+    "transfer": "biosig_lightning.transfer",
+    "graphs": "biosig_lightning.analysis.graphs",
+    "fbd": "biosig_lightning.analysis.fbd",
+    "probe": "biosig_lightning.analysis.subject_probe",
+}
+
+USAGE = """usage: biosig {fit,validate,test,predict,profile,repeat,tune,report,transfer,graphs,fbd,probe} --config CONFIG.yaml [--config MORE.yaml] [--key value ...]
 
   fit        train, test the best checkpoint, write results.json (LightningCLI)
   validate   evaluate a checkpoint on the validation subjects (LightningCLI)
@@ -342,6 +446,10 @@ USAGE = """usage: biosig {fit,validate,test,predict,profile,repeat,tune,report} 
   repeat     one fit per seed (--seeds 1,2,3 [--out DIR] [--workers N]) into DIR/seed_<s>/
   tune       Optuna search (--search-space SPACE.yaml --study-name S --n-trials N [--storage URL])
   report     biosig report RUN_DIR... [--format markdown|csv|latex] [--out FILE]: mean ± std table + figures
+  transfer   linear probe of a trained run's frozen backbone on another corpus (--source RUN --target-config Y)
+  graphs     SD-Former's learned graphs per class, and their stability across runs (RUN_DIR...)
+  fbd        BioFormer's frequency-band discriminability of a run's embeddings (RUN_DIR)
+  probe      subject probe of a run's frozen features: subject F1, NMI/AMI, silhouettes (RUN_DIR)
 
 'biosig fit --help' lists every option; 'biosig fit --config X --print_config' shows the resolved config."""
 
@@ -365,14 +473,17 @@ def main(argv: list[str] | None = None) -> None:
         if command in ("fit", "validate", "test", "predict"):
             BiosigCLI(args=argv)
             return
-        if command in ("repeat", "report", "tune"):
+        if command in COMMANDS:
             import importlib
 
-            importlib.import_module(f"biosig_lightning.{command}").run(argv[1:])
+            importlib.import_module(COMMANDS[command]).run(argv[1:])
             return
-    except DataError as err:
-        # bad input data: one line that names the file/channel/subject/key, no traceback
-        raise SystemExit(f"biosig {command}: error: {err}") from None
+    except ValueError as err:
+        # bad input (data, run directory, arguments): one line that names the file/channel/subject/key,
+        # no traceback; only our own error types, so a bug elsewhere still shows where it happened
+        if isinstance(err, DataError) or type(err).__module__.startswith("biosig_lightning."):
+            raise SystemExit(f"biosig {command}: error: {err}") from None
+        raise
     raise SystemExit(f"biosig: unknown command {command!r}\n\n{USAGE}")
 
 

@@ -5,8 +5,9 @@
 run in ``DIR/seed_<s>/`` (default ``DIR = runs/repeat/<experiment>``). The experiment name is the
 CSV logger's ``name`` from the configs / overrides, else the first config file's stem.
 
-The run directory is chosen through the CSV logger: ``save_dir = DIR.parent``, ``name = DIR.name``,
-``version = seed_<s>``, so every ``results.json`` carries ``experiment = DIR.name`` (which
+The run directory is chosen through ``biosig fit``'s ``--run.*`` placement, which applies to every
+configured logger: ``save_dir = DIR.parent``, ``name = DIR.name``, ``version = seed_<s>``; wandb runs
+are named ``<experiment>/seed_<s>`` and grouped under ``<experiment>``. So every ``results.json`` carries ``experiment = DIR.name`` (which
 ``biosig report`` uses to label rows).
 
 Resumable: a seed whose ``results.json`` exists is skipped; a seed directory without one (a run
@@ -71,7 +72,7 @@ def experiment_name(fit_args: list[str]) -> str:
             config_stem = config_stem or path.stem
             found = _logger_name(path)
             name = found if found is not None else name
-        elif key == "--trainer.logger.init_args.name":
+        elif key in ("--trainer.logger.init_args.name", "--run.name"):
             name = value
         i += 1 if eq else 2 if key.startswith("--") else 1
     if name and name != "auto":
@@ -85,18 +86,19 @@ def _logger_name(path: Path) -> str | None:
     except (OSError, yaml.YAMLError):
         return None  # the fit itself reports an unreadable config, with jsonargparse's message
     logger = (cfg.get("trainer") or {}).get("logger") if isinstance(cfg, dict) else None
-    if isinstance(logger, dict):
-        name = (logger.get("init_args") or {}).get("name")
-        return str(name) if name is not None else None
+    loggers = [logger] if isinstance(logger, dict) else logger if isinstance(logger, list) else []
+    for lg in loggers:  # the first file logger names the experiment (wandb names runs, not folders)
+        if isinstance(lg, dict) and not str(lg.get("class_path", "")).endswith("WandbLogger"):
+            name = (lg.get("init_args") or {}).get("name")
+            return str(name) if name not in (None, "auto") else None
     return None
 
 
 def seed_args(fit_args: list[str], out: Path, seed: int) -> list[str]:
-    """The ``biosig fit`` arguments that run ``seed`` into ``out/seed_<seed>``."""
-    return [*fit_args, "--seed_everything", str(seed),
-            "--trainer.logger.init_args.save_dir", str(out.parent),
-            "--trainer.logger.init_args.name", out.name,
-            "--trainer.logger.init_args.version", f"seed_{seed}"]
+    """The ``biosig fit`` arguments that run ``seed`` into ``out/seed_<seed>`` (every logger; wandb
+    runs of the seeds share the group ``out.name``)."""
+    return [*fit_args, "--seed_everything", str(seed), "--run.save_dir", str(out.parent), "--run.name", out.name,
+            "--run.version", f"seed_{seed}", "--run.group", out.name]
 
 
 def _fit_in_process(args: list[str]) -> None:
@@ -123,7 +125,7 @@ def repeat(fit_args: list[str], seeds: list[int], out: Path | None = None, worke
     if workers < 1:
         raise RepeatError(f"--workers must be >= 1, got {workers}")
     for arg in fit_args:
-        if arg.split("=", 1)[0] in ("--seed_everything", "--trainer.logger.init_args.version"):
+        if arg.split("=", 1)[0] in ("--seed_everything", "--trainer.logger.init_args.version", "--run.version"):
             raise RepeatError(f"{arg.split('=', 1)[0]} is set per seed by biosig repeat; drop it")
     out = Path(out) if out is not None else Path("runs") / "repeat" / experiment_name(fit_args)
     todo: list[int] = []

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+import torch
 import yaml
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -178,11 +179,34 @@ class OptunaPruning(Callback):
 
     Also keeps the best value seen (by ``direction``), the objective when no checkpoint callback
     monitors ``metric``.
+
+    A trial may itself train with several processes (``--trainer.strategy ddp_spawn
+    --trainer.devices 2``). Then only rank 0 talks to the study (one report per epoch, not one per
+    process), its prune decision is broadcast so every rank stops at the same epoch, and the
+    decision and best value travel back to the tuning process in ``callback_metrics``
+    (``optuna/pruned_epoch``, ``optuna/best``), which Lightning returns from spawned workers. The
+    callback is pickled into spawned workers without its ``Trial`` (whose storage holds a
+    database connection); a worker reopens the trial from ``storage_url``.
     """
 
-    def __init__(self, trial: optuna.Trial, metric: str, direction: str) -> None:
-        self.trial, self.metric, self.direction = trial, metric, direction
+    def __init__(self, trial: optuna.Trial, metric: str, direction: str, storage_url: str | None = None) -> None:
+        self.trial: optuna.Trial | None = trial
+        self.metric, self.direction, self.storage_url = metric, direction, storage_url
+        self._study_name, self._trial_id = trial.study.study_name, trial._trial_id
         self.best: float | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["trial"] = None
+        return state
+
+    def _trial(self) -> optuna.Trial:
+        if self.trial is None:
+            if self.storage_url is None:
+                raise TuneError("OptunaPruning was copied into another process without a storage URL")
+            study = optuna.load_study(study_name=self._study_name, storage=open_storage(self.storage_url))
+            self.trial = optuna.trial.Trial(study, self._trial_id)
+        return self.trial
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if trainer.sanity_checking:
@@ -192,12 +216,25 @@ class OptunaPruning(Callback):
             raise TuneError(f"--metric {self.metric!r} was not logged; logged: {sorted(trainer.callback_metrics)}")
         value = float(value)
         epoch = trainer.current_epoch
-        self.trial.report(value, step=epoch)
         if math.isfinite(value) and (self.best is None or
                                      (value > self.best if self.direction == "maximize" else value < self.best)):
             self.best = value
-        if self.trial.should_prune():
+        prune = False
+        if trainer.is_global_zero:
+            trial = self._trial()
+            trial.report(value, step=epoch)
+            prune = trial.should_prune()
+        if trainer.world_size > 1:
+            prune = bool(trainer.strategy.broadcast(prune, src=0))
+        if self.best is not None:
+            trainer.callback_metrics["optuna/best"] = torch.tensor(self.best)
+        if not prune:
+            return
+        if trainer.world_size == 1:
             raise optuna.TrialPruned(f"pruned at epoch {epoch}: {self.metric}={value:.4f}")
+        # an exception in one spawned rank would leave the others waiting in a collective
+        trainer.callback_metrics["optuna/pruned_epoch"] = torch.tensor(epoch)
+        trainer.should_stop = True
 
 
 # ---- storage and study --------------------------------------------------------------------------------
@@ -234,7 +271,7 @@ def _count(study: optuna.Study) -> tuple[int, int]:
 
 
 def make_objective(config_args: list[str], space: dict[str, dict[str, Any]], metric: str, direction: str,
-                   n_trials: int, runs_dir: Path) -> Any:
+                   n_trials: int, runs_dir: Path, storage_url: str | None = None) -> Any:
     """The Optuna objective: one fresh BiosigCLI run per trial, scored by best ``metric``."""
 
     def objective(trial: optuna.Trial) -> float:
@@ -245,17 +282,27 @@ def make_objective(config_args: list[str], space: dict[str, dict[str, Any]], met
             raise _Surplus()
         params = {key: suggest(trial, key, spec) for key, spec in space.items()}
         args = [*config_args, *override_args(params),
-                f"--trainer.logger.init_args.save_dir={runs_dir}",
-                f"--trainer.logger.init_args.name=trial_{trial.number}"]
+                f"--run.save_dir={runs_dir}", f"--run.name=trial_{trial.number}",
+                f"--run.group={trial.study.study_name}"]
+        cli: BiosigCLI | None = None
         try:
             cli = BiosigCLI(args=args, run=False)
-            pruning = OptunaPruning(trial, metric, direction)
+            if type(getattr(cli.trainer.strategy, "launcher", None)).__name__ == "_SubprocessScriptLauncher":
+                # it would re-run this whole `biosig tune` command in every extra process
+                raise TuneError("a trial cannot use --trainer.strategy ddp (it relaunches the command line); "
+                                "use --trainer.strategy ddp_spawn for multi-process trials")
+            pruning = OptunaPruning(trial, metric, direction, storage_url=storage_url)
             cli.trainer.callbacks.append(pruning)
             trial.set_user_attr("run_dir", str(cli.trainer.log_dir))
             cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+            returned = cli.trainer.callback_metrics  # from rank 0 of a spawned multi-process trial too
+            if "optuna/pruned_epoch" in returned:
+                raise optuna.TrialPruned(f"pruned at epoch {int(returned['optuna/pruned_epoch'])}")
             ckpt = next((cb for cb in cli.trainer.checkpoint_callbacks
                          if isinstance(cb, ModelCheckpoint) and cb.monitor == metric), None)
-            score = ckpt.best_model_score if ckpt is not None and ckpt.best_model_score is not None else pruning.best
+            score = ckpt.best_model_score if ckpt is not None and ckpt.best_model_score is not None else None
+            if score is None:
+                score = returned.get("optuna/best", pruning.best)
             if score is None or not math.isfinite(float(score)):
                 raise TuneError(f"trial {trial.number}: no finite {metric} was reached")
             if ckpt is not None and ckpt.best_model_path:
@@ -266,8 +313,26 @@ def make_objective(config_args: list[str], space: dict[str, dict[str, Any]], met
         except BaseException as err:  # recorded on the trial; optuna marks it FAIL
             trial.set_user_attr("error", f"{type(err).__name__}: {err}"[:2000])
             raise
+        finally:
+            if cli is not None:
+                _finish_wandb(cli.trainer, trial, params)
 
     return objective
+
+
+def _finish_wandb(trainer: Trainer, trial: optuna.Trial, params: dict[str, Any]) -> None:
+    """Close the trial's wandb run (else the next trial would reuse it), tagged with its parameters."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    for lg in trainer.loggers:
+        if isinstance(lg, WandbLogger):
+            try:
+                run = lg.experiment
+                run.summary["optuna/trial"] = trial.number
+                run.config.update({"optuna_params": params}, allow_val_change=True)
+                run.finish()
+            except Exception as err:  # a dashboard problem must not fail the trial
+                print(f"wandb: could not close trial {trial.number}'s run: {err}")
 
 
 class _Surplus(Exception):
@@ -292,7 +357,7 @@ def tune(config_args: list[str], space_path: str | Path, study_name: str, n_tria
         raise TuneError(f"study {study_name!r} in {url} was created to {study.direction.name.lower()}, "
                         f"not {direction}")
     runs_dir = runs_dir or Path("runs") / "tune" / study_name
-    objective = make_objective(config_args, space, metric, direction, n_trials, runs_dir)
+    objective = make_objective(config_args, space, metric, direction, n_trials, runs_dir, url)
     max_failures = n_trials if max_failures is None else max_failures
     failures = 0
     finished: list[optuna.trial.FrozenTrial] = []

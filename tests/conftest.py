@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,3 +24,16 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Run in a temporary directory (runs/ lands there)."""
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A live PostgreSQL server on loopback; CI (``CI`` set) must have one, elsewhere it may be absent."""
+    from tests.postgres import postgres_bin, postgres_server
+
+    if postgres_bin() is None:
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL is not installed; .ci/run installs Debian's postgresql package")
+        pytest.skip("PostgreSQL is not installed here (apt-get install postgresql)")
+    with postgres_server() as url:
+        yield url

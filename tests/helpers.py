@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
@@ -60,3 +61,71 @@ class RecordEpochs(Callback):
 
     def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         (Path(trainer.log_dir) / "epochs_trained.json").write_text(json.dumps(self.epochs))
+
+
+def read_wandb_offline(path: Path) -> dict[str, Any]:
+    """Decode an offline ``run-*.wandb`` file: run name/group, config, history rows and final summary.
+
+    The file is a LevelDB-style log (32 KiB blocks, 7-byte chunk headers: crc, length, type) of
+    protobuf ``Record`` messages after a 7-byte ``:W&B`` header; wandb 0.2x+ ships no Python reader.
+    """
+    import struct
+
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    raw = Path(path).read_bytes()
+    assert raw[:4] == b":W&B", f"{path} is not a wandb run file"
+    block, pos, pending, records = 32768, 7, b"", []
+    while pos + 7 <= len(raw):
+        left = block - pos % block
+        if left < 7:  # block trailer
+            pos += left
+            continue
+        _crc, length, kind = struct.unpack("<IHB", raw[pos:pos + 7])
+        if kind == 0 and length == 0:
+            pos += left
+            continue
+        chunk, pos = raw[pos + 7:pos + 7 + length], pos + 7 + length
+        if kind == 1:
+            records.append(chunk)
+        elif kind == 2:
+            pending = chunk
+        elif kind == 3:
+            pending += chunk
+        elif kind == 4:
+            records.append(pending + chunk)
+    out: dict[str, Any] = {"history": [], "summary": {}, "config": {}, "name": None, "group": None,
+                           "finished": False}
+
+    def items(seq: Any) -> dict[str, Any]:
+        return {(i.key or "/".join(i.nested_key)): json.loads(i.value_json) for i in seq}
+
+    for data in records:
+        rec = pb.Record()
+        rec.ParseFromString(data)
+        which = rec.WhichOneof("record_type")
+        if which == "run":
+            out["name"], out["group"] = rec.run.display_name, rec.run.run_group
+            out["config"].update(items(rec.run.config.update))
+        elif which == "config":
+            out["config"].update(items(rec.config.update))
+        elif which == "history":
+            out["history"].append(items(rec.history.item))
+        elif which == "summary":
+            out["summary"].update(items(rec.summary.update))
+        elif which == "exit":
+            out["finished"] = True
+    return out
+
+
+def wait_for_wandb_run(path: Path, timeout: float = 60.0) -> dict[str, Any]:
+    """Read an offline run once wandb's background service has written its exit record."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        run = read_wandb_offline(path)
+        if run["finished"] or time.monotonic() > deadline:
+            assert run["finished"], f"{path}: wandb never wrote the run's exit record"
+            return run
+        time.sleep(0.2)

@@ -54,17 +54,82 @@ def test_tune_two_trials_and_best_config_fits(in_tmp: Path, capsys: pytest.Captu
     assert cfg["backbone"]["init_args"]["width"] == study.best_params["model.init_args.backbone.init_args.width"]
 
 
-def test_two_workers_share_one_study(in_tmp: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_two_workers_share_one_study(in_tmp: Path, backend: str, request: pytest.FixtureRequest) -> None:
+    if backend == "postgres":
+        url = request.getfixturevalue("postgres_url")
+        study_name = f"shared_{os.getpid()}_{time.time_ns()}"
+    else:
+        url, study_name = "sqlite:///shared.db", "shared"
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "biosig_lightning.cli", *_tune_args(in_tmp, "shared", 3)]
+    cmd = [sys.executable, "-m", "biosig_lightning.cli", *_tune_args(in_tmp, study_name, 3, "--storage", url)]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
              for _ in range(2)]
-    outs = [p.communicate(timeout=240)[0] for p in procs]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[-2000:] for o in outs]
-    study = optuna.load_study(study_name="shared", storage="sqlite:///shared.db")
+    study = optuna.load_study(study_name=study_name, storage=url)
+    complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == 3
+    # no trial ran twice: each trial number and each run directory belongs to exactly one trial
     numbers = [t.number for t in study.trials]
     assert len(numbers) == len(set(numbers))
-    assert sum(t.state == TrialState.COMPLETE for t in study.trials) == 3
+    run_dirs = [t.user_attrs["run_dir"] for t in complete]
+    assert len(set(run_dirs)) == 3
+    # both workers took part (each starts a trial as soon as it opens the study)
+    assert all("study " in o for o in outs)
+
+
+def test_ddp_spawn_trial_reports_once(in_tmp: Path) -> None:
+    main(_tune_args(in_tmp, "ddp", 1, "--trainer.accelerator", "cpu", "--trainer.devices", "2",
+                    "--trainer.strategy", "ddp_spawn", "--trainer.max_epochs", "2"))
+    study = optuna.load_study(study_name="ddp", storage="sqlite:///ddp.db")
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE]
+    trial = study.trials[0]
+    assert sorted(trial.intermediate_values) == [0, 1]
+    # the objective is the best reported value, carried back from the spawned rank 0
+    assert trial.value == pytest.approx(max(trial.intermediate_values.values()), abs=1e-6)
+
+
+class _Trial:
+    """Stands in for optuna.Trial in callback unit tests: records what it is told."""
+
+    def __init__(self, prune_at: int | None = None) -> None:
+        self.reports: list[tuple[int, float]] = []
+        self.prune_at = prune_at
+        self.study = SimpleNamespace(study_name="unit")
+        self._trial_id = 0
+
+    def report(self, value: float, step: int) -> None:
+        self.reports.append((step, value))
+
+    def should_prune(self) -> bool:
+        return self.prune_at is not None and self.reports[-1][0] >= self.prune_at
+
+
+def _rank_trainer(rank: int, decision_from_rank0: bool) -> SimpleNamespace:
+    return SimpleNamespace(sanity_checking=False, current_epoch=3, callback_metrics={"val/f1": torch.tensor(0.5)},
+                           is_global_zero=rank == 0, world_size=2, should_stop=False,
+                           strategy=SimpleNamespace(broadcast=lambda obj, src=0: decision_from_rank0))
+
+
+def test_only_rank_zero_reports_and_all_ranks_stop_together() -> None:
+    lead, other = _Trial(prune_at=3), _Trial(prune_at=3)
+    cb0, cb1 = OptunaPruning(lead, "val/f1", "maximize"), OptunaPruning(other, "val/f1", "maximize")
+    t0, t1 = _rank_trainer(0, True), _rank_trainer(1, True)
+    cb0.on_validation_end(t0, None)
+    cb1.on_validation_end(t1, None)
+    assert lead.reports == [(3, 0.5)] and other.reports == []
+    for t in (t0, t1):  # no exception in a multi-process trial: every rank stops at the same epoch
+        assert t.should_stop and int(t.callback_metrics["optuna/pruned_epoch"]) == 3
+        assert float(t.callback_metrics["optuna/best"]) == pytest.approx(0.5)
+
+
+def test_pruning_callback_pickles_without_its_trial() -> None:
+    import pickle
+
+    cb = OptunaPruning(_Trial(), "val/f1", "maximize", storage_url="sqlite:///x.db")
+    clone = pickle.loads(pickle.dumps(cb))
+    assert clone.trial is None and clone.storage_url == "sqlite:///x.db" and clone._study_name == "unit"
 
 
 def test_killed_worker_trial_is_failed_and_replaced(in_tmp: Path) -> None:
@@ -110,7 +175,8 @@ def test_pruning_callback_reports_and_prunes() -> None:
     study = optuna.create_study(direction="maximize", pruner=optuna.pruners.ThresholdPruner(lower=0.5))
     trial = study.ask()
     cb = OptunaPruning(trial, "val/f1", "maximize")
-    trainer = SimpleNamespace(sanity_checking=False, current_epoch=0, callback_metrics={"val/f1": torch.tensor(0.7)})
+    trainer = SimpleNamespace(sanity_checking=False, current_epoch=0, callback_metrics={"val/f1": torch.tensor(0.7)},
+                              is_global_zero=True, world_size=1)
     cb.on_validation_end(trainer, None)  # above the threshold: reported, not pruned
     trainer.current_epoch, trainer.callback_metrics = 1, {"val/f1": torch.tensor(0.2)}
     with pytest.raises(optuna.TrialPruned, match="epoch 1"):

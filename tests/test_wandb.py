@@ -1,0 +1,68 @@
+"""wandb dashboards, checked offline: what the run file holds after fit, repeat and tune."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from biosig_lightning.cli import main
+from tests.conftest import EXPERIMENTS
+from tests.helpers import wait_for_wandb_run
+
+WANDB = ["--config", str(EXPERIMENTS / "demo.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml"),
+         "--config", str(EXPERIMENTS / "wandb.yaml"), "--trainer.max_epochs", "2"]
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.delenv("WANDB_DIR", raising=False)
+
+
+def _runs(root: Path) -> list[dict]:
+    files = sorted(root.rglob("offline-run-*/run-*.wandb"))
+    assert files, f"no offline wandb run under {root}"
+    return [wait_for_wandb_run(f) for f in files]
+
+
+def test_offline_fit_holds_logged_metrics_config_and_tables(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    main(["fit", *WANDB])
+    res = json.loads(Path(capsys.readouterr().out.strip().splitlines()[-1].split("results: ", 1)[1]).read_text())
+    (run,) = _runs(in_tmp)
+    # every epoch's val/f1 of the CSV log is in the wandb history, with the same value
+    rows = [r for r in csv.DictReader(open(Path(res["run_dir"]) / "metrics.csv")) if r.get("val/f1")]
+    history = [h for h in run["history"] if "val/f1" in h]
+    assert len(rows) == len(history) == 2
+    for row, h in zip(rows, history, strict=True):
+        assert h["val/f1"] == pytest.approx(float(row["val/f1"]), abs=1e-6)
+    for key, value in res["metrics"].items():
+        assert run["summary"][key] == pytest.approx(value, abs=1e-6)
+    assert run["summary"]["num_params"] == res["num_params"]
+    assert run["summary"]["test/confusion_matrix_counts"] == res["confusion_matrix"]
+    assert "ClassificationTask" in run["summary"]["model/summary_text"] or "backbone" in run["summary"]["model/summary_text"]
+    assert any("test/confusion_matrix_table/_type" in h for h in run["history"])
+    assert run["config"]["config"]["model"]["init_args"]["backbone"]["class_path"].endswith("CNN1D")
+    assert run["group"] == "demo"
+
+
+def test_repeat_groups_its_seeds(in_tmp: Path) -> None:
+    main(["repeat", *WANDB, "--trainer.max_epochs", "1", "--seeds", "3,4", "--out", str(in_tmp / "rep" / "demo")])
+    runs = _runs(in_tmp / "rep")
+    assert sorted(r["name"] for r in runs) == ["demo/seed_3", "demo/seed_4"]
+    assert {r["group"] for r in runs} == {"demo"}
+    assert {r["config"]["seed"] for r in runs} == {3, 4}
+    assert all(any("val/f1" in h for h in r["history"]) for r in runs)
+
+
+def test_tune_names_trials_by_number(in_tmp: Path) -> None:
+    space = in_tmp / "space.yaml"
+    space.write_text("model.init_args.lr: {type: float, low: 1.0e-3, high: 1.0e-2, log: true}\n")
+    main(["tune", *WANDB, "--trainer.max_epochs", "1", "--search-space", str(space), "--study-name", "wb",
+          "--n-trials", "2"])
+    runs = _runs(in_tmp / "runs" / "tune")
+    assert sorted(r["name"] for r in runs) == ["trial_0", "trial_1"]
+    assert {r["group"] for r in runs} == {"wb"}
+    assert all(any("val/f1" in h for h in r["history"]) for r in runs)
