@@ -1,0 +1,443 @@
+"""``biosig graphs``: the learned SD-Former graphs of finished runs, per class, and their stability over seeds.
+
+SD-Former (Sharma, Sec. 4) infers a sparse directed graph per window and uses it as an
+attention mask; its Limitations section (Sec. 8) lists as missing: "We do not visualize the
+learned graphs, analyze their stability across seeds, or compare them against random graphs
+with matched sparsity". This command provides the first two (the matched-sparsity control is
+``graph: random`` in :class:`~biosig_lightning.models.sdformer.SDFormer`).
+
+Per run (reopened with :func:`biosig_lightning.runs.load_run`, eval mode, chosen split):
+
+* ``edge_frequency[k, i, j]``: the fraction of the split's class-``k`` windows whose hard
+  graph has ``a_ij = 1`` (``SDFormer.forward_with_aux(x).adjacency``), i.e. the class mean of
+  the per-sample 0/1 adjacency. Orientation as in the model: ``a_ij = 1`` means node ``j``
+  may influence node ``i`` (``j -> i``; row ``i`` lists ``i``'s parents). The diagonal is 0
+  (self-attention is always allowed and is not an edge).
+* ``edge_probability[k]``: the class mean of ``sigmoid(s_ij)``, the soft scores behind it.
+* ``edge_density[k]``: the mean edge count over the ``M (M - 1)`` ordered pairs, which is the
+  mean over the class's windows of each window's density, in ``[0, 1]``.
+* ``acyclic_fraction[k]``: the fraction of those windows whose graph is a DAG (NOTEARS
+  ``h(A) = 0``, :func:`~biosig_lightning.models.sdformer.notears_acyclicity`).
+* Nodes are the graph nodes of the model: channels (``band_pooling: true``) or channel-band
+  tokens named ``"<channel>/<band>"`` in the model's channel-major order.
+
+Written: ``graphs.npz`` (the arrays above plus ``classes``, ``node_names``, ``n_windows`` and
+the all-windows graph ``all_edge_frequency``), ``graphs.json`` (summary, top edges) and one
+PNG per class: a heat map of ``edge_frequency`` and a circular drawing of the strongest
+edges as arrows ``parent -> child``.
+
+Stability over runs (several ``RUN_DIR``; meant for one configuration trained with several
+seeds), per class and for all windows, over every pair of runs:
+
+* Jaccard index of the thresholded class graphs ``edge_frequency > 0.5`` (edges present in
+  most of the class's windows) over the off-diagonal pairs. Two empty graphs agree
+  completely, so their index is defined as 1.
+* Pearson correlation of the off-diagonal edge frequencies. Undefined (``null``) when either
+  graph's frequencies are constant (for example an empty graph); means are taken over the
+  defined pairs.
+
+Both are written to ``stability.json`` as mean, std and per-pair values, and printed.
+Runs must share node names and classes. As the paper stresses, these graphs are routing
+priors of a model, not physiological or causal networks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import itertools
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from biosig_lightning.utils import atomic_write_bytes, atomic_write_json
+
+__all__ = [
+    "ClassGraphs",
+    "GraphError",
+    "class_graphs",
+    "graph_node_names",
+    "jaccard",
+    "pearson",
+    "run",
+    "stability",
+]
+
+THRESHOLD = 0.5
+SPLITS = ("train", "val", "test")
+
+
+class GraphError(ValueError):
+    """A run without a learned graph, incompatible runs or bad ``biosig graphs`` arguments."""
+
+
+@dataclass
+class ClassGraphs:
+    """Per-class mean graphs of one run on one split (see the module docstring for each array)."""
+
+    classes: list[str]
+    node_names: list[str]
+    n_windows: np.ndarray  # (K,)
+    edge_frequency: np.ndarray  # (K, M, M), nan for a class without windows
+    edge_probability: np.ndarray  # (K, M, M)
+    edge_density: np.ndarray  # (K,)
+    acyclic_fraction: np.ndarray  # (K,)
+    all_edge_frequency: np.ndarray  # (M, M)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Everything as plain numpy arrays (strings as unicode, so no pickling is needed)."""
+        return {
+            "classes": np.asarray(self.classes, dtype=str),
+            "node_names": np.asarray(self.node_names, dtype=str),
+            "n_windows": self.n_windows,
+            "edge_frequency": self.edge_frequency,
+            "edge_probability": self.edge_probability,
+            "edge_density": self.edge_density,
+            "acyclic_fraction": self.acyclic_fraction,
+            "all_edge_frequency": self.all_edge_frequency,
+        }
+
+
+# --------------------------------------------------------------------------- collection
+
+
+def _require_learned_graph(backbone: Any, where: str) -> None:
+    name = type(backbone).__name__
+    if not callable(getattr(backbone, "forward_with_aux", None)) or not hasattr(backbone, "graph"):
+        raise GraphError(f"{where}: backbone {name} has no learned graph (biosig graphs needs an SD-Former run)")
+    if backbone.graph != "learned":
+        raise GraphError(f"{where}: backbone {name} uses a fixed graph (graph={backbone.graph!r}), not a learned "
+                         "one; biosig graphs needs graph: learned")
+
+
+def graph_node_names(backbone: nn.Module, ch_names: list[str]) -> list[str]:
+    """Names of an SD-Former's graph nodes: channels with band pooling, else ``"<channel>/<band>"``."""
+    if getattr(backbone, "band_pooling", False):
+        return list(ch_names)
+    bands = [band[0] for band in backbone.tokenizer.band_power.bands]
+    return [f"{ch}/{band}" for ch in ch_names for band in bands]  # token 5 c + b: channel-major
+
+
+@torch.no_grad()
+def class_graphs(backbone: nn.Module, loader: Any, classes: list[str], node_names: list[str],
+                 device: torch.device) -> ClassGraphs:
+    """Average the per-sample hard graphs of every window a loader yields, per class."""
+    from biosig_lightning.models.sdformer import notears_acyclicity
+
+    k, m = len(classes), len(node_names)
+    counts = np.zeros(k, dtype=np.int64)
+    edges = np.zeros((k, m, m))
+    probs = np.zeros((k, m, m))
+    acyclic = np.zeros(k)
+    for batch in loader:
+        out = backbone.forward_with_aux(batch["x"].to(device))
+        adjacency = (out.adjacency.detach() > 0.5).double()
+        if adjacency.shape[1:] != (m, m):
+            raise GraphError(f"graph of shape {tuple(adjacency.shape[1:])}, expected {m} nodes ({node_names[:3]}...)")
+        is_dag = notears_acyclicity(adjacency) < 1e-6
+        y = batch["y"].to(device)
+        for c in y.unique().tolist():
+            sel = y == c
+            counts[c] += int(sel.sum())
+            edges[c] += adjacency[sel].sum(0).cpu().numpy()
+            probs[c] += out.edge_probs.detach()[sel].double().sum(0).cpu().numpy()
+            acyclic[c] += float(is_dag[sel].sum())
+    total = counts.sum()
+    if total == 0:
+        raise GraphError("the split has no windows")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frequency = edges / counts[:, None, None]
+        probability = probs / counts[:, None, None]
+        acyclic_fraction = acyclic / counts
+    off = ~np.eye(m, dtype=bool)
+    density = frequency[:, off].mean(axis=1) if m > 1 else np.zeros(k)
+    return ClassGraphs(classes=list(classes), node_names=list(node_names), n_windows=counts,
+                       edge_frequency=frequency, edge_probability=probability, edge_density=density,
+                       acyclic_fraction=acyclic_fraction, all_edge_frequency=edges.sum(0) / total)
+
+
+def _split_loader(dm: Any, split: str, batch_size: int) -> torch.utils.data.DataLoader:
+    """An unshuffled, unsampled loader over one split of a set-up BiosignalDataModule."""
+    from biosig_lightning.data.module import collate_batch
+
+    return torch.utils.data.DataLoader(dm.datasets[split], batch_size=batch_size, shuffle=False,
+                                       collate_fn=collate_batch, num_workers=dm.num_workers)
+
+
+def run_graphs(run_dir: Path, split: str, checkpoint: str, batch_size: int,
+               device: torch.device) -> tuple[ClassGraphs, dict[str, Any]]:
+    """Reopen one run and collect its class graphs on ``split``; returns them and run metadata."""
+    from biosig_lightning.runs import RunError, load_run
+
+    try:
+        loaded = load_run(run_dir, checkpoint=checkpoint)
+    except RunError as err:
+        raise GraphError(str(err)) from err
+    backbone = getattr(loaded.task, "backbone", loaded.task)
+    _require_learned_graph(backbone, str(run_dir))
+    backbone.eval().to(device)
+    dm = loaded.datamodule
+    dm.prepare_data()
+    dm.setup("test")
+    names = graph_node_names(backbone, list(dm.spec.ch_names))
+    graphs = class_graphs(backbone, _split_loader(dm, split, batch_size), list(dm.spec.classes), names, device)
+    meta = {"run_dir": str(run_dir), "checkpoint": str(loaded.checkpoint), "split": split,
+            "model": loaded.results.get("model"), "dataset": loaded.results.get("dataset"),
+            "seed": loaded.results.get("seed"),
+            "nodes": "channel" if getattr(backbone, "band_pooling", False) else "channel-band"}
+    return graphs, meta
+
+
+# --------------------------------------------------------------------------- comparison
+
+
+def jaccard(a: np.ndarray, b: np.ndarray) -> float:
+    """Jaccard index of two boolean edge sets; 1 when both are empty (they agree completely)."""
+    union = np.logical_or(a, b).sum()
+    return 1.0 if union == 0 else float(np.logical_and(a, b).sum() / union)
+
+
+def pearson(a: np.ndarray, b: np.ndarray) -> float | None:
+    """Pearson correlation of two vectors; ``None`` when either is constant (undefined)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    da, db = a - a.mean(), b - b.mean()
+    norm = math.sqrt(float((da**2).sum()) * float((db**2).sum()))
+    if norm <= 1e-12:
+        return None
+    return float(np.clip((da * db).sum() / norm, -1.0, 1.0))
+
+
+def _summary(values: list[float | None]) -> dict[str, Any]:
+    defined = [v for v in values if v is not None]
+    return {"mean": float(np.mean(defined)) if defined else None,
+            "std": float(np.std(defined)) if defined else None,
+            "n_defined": len(defined), "pairs": values}
+
+
+def stability(graphs: list[ClassGraphs], labels: list[str], threshold: float = THRESHOLD) -> dict[str, Any]:
+    """Pairwise Jaccard (thresholded graphs) and Pearson (edge frequencies) over runs, per class.
+
+    Classes without windows in either run of a pair are left out of that pair.
+    """
+    if len(graphs) < 2:
+        raise GraphError("stability needs at least two runs")
+    first = graphs[0]
+    for g, label in zip(graphs[1:], labels[1:], strict=True):
+        if g.node_names != first.node_names or g.classes != first.classes:
+            raise GraphError(f"run {label} has other graph nodes or classes than run {labels[0]}; "
+                             "stability compares runs of one configuration (e.g. seeds)")
+    off = ~np.eye(len(first.node_names), dtype=bool)
+    pairs = list(itertools.combinations(range(len(graphs)), 2))
+    per_class: dict[str, Any] = {}
+    views = [(c, lambda g, c=c: g.edge_frequency[c], lambda g, c=c: g.n_windows[c] > 0)
+             for c in range(len(first.classes))]
+    views.append(("all", lambda g: g.all_edge_frequency, lambda g: True))
+    for key, freq, present in views:
+        jac, cor = [], []
+        for i, j in pairs:
+            if not (present(graphs[i]) and present(graphs[j])):
+                continue
+            fi, fj = freq(graphs[i])[off], freq(graphs[j])[off]
+            jac.append(jaccard(fi > threshold, fj > threshold))
+            cor.append(pearson(fi, fj))
+        name = first.classes[key] if key != "all" else "all"
+        per_class[name] = {"jaccard": _summary(jac), "pearson": _summary(cor), "n_pairs": len(jac)}
+    return {"runs": labels, "threshold": threshold, "pairs": [[labels[i], labels[j]] for i, j in pairs],
+            "classes": per_class}
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+def _top_edges(freq: np.ndarray, names: list[str], n: int) -> list[dict[str, Any]]:
+    if not np.isfinite(freq).all():
+        return []
+    flat = np.where(~np.eye(len(names), dtype=bool), freq, -1.0)
+    order = np.argsort(flat, axis=None, kind="stable")[::-1][:n]
+    out = []
+    for idx in order:
+        i, j = np.unravel_index(idx, flat.shape)
+        if flat[i, j] <= 0:
+            break
+        out.append({"parent": names[j], "child": names[i], "frequency": round(float(flat[i, j]), 4)})
+    return out
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "class"
+
+
+def plot_class_graph(freq: np.ndarray, names: list[str], title: str, path: Path, top: int = 20) -> Path:
+    """Heat map of ``freq`` (rows: children, columns: parents) beside a circular drawing of its top edges."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    m = len(names)
+    fig, (ax_map, ax_net) = plt.subplots(1, 2, figsize=(11, 5.6))
+    image = ax_map.imshow(freq, vmin=0.0, vmax=1.0, cmap="viridis")
+    step = max(1, math.ceil(m / 40))  # keep tick labels legible for 115 channel-band nodes
+    ticks = np.arange(0, m, step)
+    fontsize = 7 if m <= 25 else 5
+    ax_map.set_xticks(ticks, [names[t] for t in ticks], rotation=90, fontsize=fontsize)
+    ax_map.set_yticks(ticks, [names[t] for t in ticks], fontsize=fontsize)
+    ax_map.set_xlabel("parent j")
+    ax_map.set_ylabel("child i")
+    ax_map.set_title("edge frequency a_ij (j -> i)")
+    fig.colorbar(image, ax=ax_map, fraction=0.046, pad=0.04)
+
+    angle = 2 * np.pi * np.arange(m) / max(m, 1)
+    xy = np.stack([np.cos(angle), np.sin(angle)], axis=1)
+    ax_net.scatter(xy[:, 0], xy[:, 1], s=30 if m <= 40 else 8, color="0.3", zorder=3)
+    if m <= 40:
+        for (x, y), name in zip(xy, names, strict=True):
+            ax_net.annotate(name, (x * 1.12, y * 1.12), ha="center", va="center", fontsize=fontsize)
+    edges = _top_edges(freq, names, top)
+    index = {n: i for i, n in enumerate(names)}
+    for e in edges:
+        j, i = index[e["parent"]], index[e["child"]]
+        ax_net.annotate("", xy=xy[i], xytext=xy[j],
+                        arrowprops={"arrowstyle": "-|>", "color": plt.cm.viridis(e["frequency"]),
+                                    "lw": 0.5 + 2.0 * e["frequency"], "shrinkA": 4, "shrinkB": 4,
+                                    "connectionstyle": "arc3,rad=0.1"})
+    ax_net.set_title(f"top {len(edges)} edges (parent -> child)")
+    ax_net.set_xlim(-1.35, 1.35)
+    ax_net.set_ylim(-1.35, 1.35)
+    ax_net.set_aspect("equal")
+    ax_net.axis("off")
+    fig.suptitle(title)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+def write_run_outputs(graphs: ClassGraphs, meta: dict[str, Any], out: Path, figures: bool = True,
+                      top: int = 20) -> dict[str, Any]:
+    """Write ``graphs.npz``, ``graphs.json`` and the per-class figures of one run into ``out``."""
+    buf = io.BytesIO()
+    np.savez(buf, **graphs.arrays())
+    atomic_write_bytes(out / "graphs.npz", buf.getvalue())
+    names = graphs.node_names
+    per_class: dict[str, Any] = {}
+    written: list[str] = []
+    for c, cls in enumerate(graphs.classes):
+        freq = graphs.edge_frequency[c]
+        per_class[cls] = {
+            "n_windows": int(graphs.n_windows[c]),
+            "edge_density": _finite(graphs.edge_density[c]),
+            "mean_edge_probability": _finite(graphs.edge_probability[c][~np.eye(len(names), dtype=bool)].mean())
+            if len(names) > 1 else None,
+            "acyclic_fraction": _finite(graphs.acyclic_fraction[c]),
+            "edges_above_threshold": int((freq > THRESHOLD).sum()) if graphs.n_windows[c] else 0,
+            "top_edges": _top_edges(freq, names, top),
+        }
+        if figures and graphs.n_windows[c]:
+            title = f"{meta.get('model')} on {meta.get('dataset')} ({meta['split']}): class {cls}, " \
+                    f"{int(graphs.n_windows[c])} windows, density {graphs.edge_density[c]:.3f}"
+            written.append(str(plot_class_graph(freq, names, title, out / f"graph_{c}_{_safe(cls)}.png", top)))
+    summary = {
+        **meta,
+        "orientation": "edge_frequency[k, i, j] = fraction of class-k windows with a_ij = 1, i.e. j -> i "
+                       "(row i lists i's parents); diagonal 0",
+        "threshold": THRESHOLD,
+        "node_names": names,
+        "classes": per_class,
+        "all": {"n_windows": int(graphs.n_windows.sum()),
+                "edge_density": float(graphs.all_edge_frequency[~np.eye(len(names), dtype=bool)].mean())
+                if len(names) > 1 else 0.0},
+        "npz": str(out / "graphs.npz"),
+        "figures": written,
+    }
+    atomic_write_json(out / "graphs.json", summary)
+    return summary
+
+
+def _print_run(summary: dict[str, Any]) -> None:
+    title = (f"graphs: {summary.get('model')} on {summary.get('dataset')} (seed {summary.get('seed')}, "
+             f"{summary['split']}, {len(summary['node_names'])} {summary['nodes']} nodes)")
+    print(title)
+    print("-" * len(title))
+    print(f"  {'class':<14} {'windows':>8} {'density':>8} {'acyclic':>8} {'edges>0.5':>10}")
+    for cls, row in summary["classes"].items():
+        dens = "-" if row["edge_density"] is None else f"{row['edge_density']:.4f}"
+        acyc = "-" if row["acyclic_fraction"] is None else f"{row['acyclic_fraction']:.3f}"
+        print(f"  {cls:<14} {row['n_windows']:>8} {dens:>8} {acyc:>8} {row['edges_above_threshold']:>10}")
+
+
+def _print_stability(report: dict[str, Any]) -> None:
+    title = f"graph stability over {len(report['runs'])} runs ({len(report['pairs'])} pairs)"
+    print(title)
+    print("-" * len(title))
+    print(f"  {'class':<14} {'jaccard':>16} {'pearson':>16}")
+
+    def cell(s: dict[str, Any]) -> str:
+        return "-" if s["mean"] is None else f"{s['mean']:.3f} ± {s['std']:.3f}"
+
+    for cls, row in report["classes"].items():
+        print(f"  {cls:<14} {cell(row['jaccard']):>16} {cell(row['pearson']):>16}")
+
+
+# --------------------------------------------------------------------------- command
+
+
+def _labels(run_dirs: list[Path]) -> tuple[Path, list[str]]:
+    """Common parent of the runs and one unique, file-name-safe label per run."""
+    resolved = [p.resolve() for p in run_dirs]
+    parent = Path(os.path.commonpath(resolved))
+    if len(set(resolved)) == 1:
+        parent = parent.parent
+    labels: list[str] = []
+    for i, p in enumerate(resolved):
+        label = _safe(str(p.relative_to(parent)).replace(os.sep, "_"))
+        labels.append(label if label not in labels else f"{label}-{i}")
+    return parent, labels
+
+
+def run(argv: list[str]) -> None:
+    """Entry point of ``biosig graphs`` (argv without the command word)."""
+    ap = argparse.ArgumentParser(prog="biosig graphs", allow_abbrev=False,
+                                 description="per-class learned SD-Former graphs and their stability over seeds")
+    ap.add_argument("run_dirs", nargs="+", type=Path, help="finished `biosig fit` run directories (SD-Former)")
+    ap.add_argument("--split", default="test", choices=SPLITS, help="windows to average over")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="output directory (default: RUN_DIR/graphs for one run, <common parent>/graphs for several)")
+    ap.add_argument("--checkpoint", default="best", help="best, last or a checkpoint path")
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--top-edges", type=int, default=20, help="edges listed and drawn per class")
+    ap.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
+    ap.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
+    args = ap.parse_args(argv)
+    if args.batch_size < 1 or args.top_edges < 0:
+        ap.error("--batch-size must be >= 1 and --top-edges >= 0")
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    several = len(args.run_dirs) > 1
+    parent, labels = _labels(args.run_dirs)
+    out = args.out or (parent / "graphs" if several else args.run_dirs[0] / "graphs")
+    collected: list[ClassGraphs] = []
+    for run_dir, label in zip(args.run_dirs, labels, strict=True):
+        graphs, meta = run_graphs(run_dir, args.split, args.checkpoint, args.batch_size, device)
+        summary = write_run_outputs(graphs, meta, out / label if several else out, not args.no_figures,
+                                    args.top_edges)
+        _print_run(summary)
+        print(f"graphs: {summary['npz']}", flush=True)
+        collected.append(graphs)
+    if several:
+        report = {"split": args.split, "run_dirs": [str(p) for p in args.run_dirs],
+                  **stability(collected, labels)}
+        path = atomic_write_json(out / "stability.json", report)
+        _print_stability(report)
+        print(f"stability: {path}", flush=True)

@@ -1,0 +1,158 @@
+"""``biosig graphs``: per-class learned SD-Former graphs of tiny runs and their stability over seeds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from biosig_lightning.analysis.graphs import (
+    ClassGraphs,
+    GraphError,
+    graph_node_names,
+    jaccard,
+    pearson,
+    run,
+    stability,
+)
+from biosig_lightning.cli import main
+from biosig_lightning.data.corpora.chb_mit import CHANNELS_23
+from biosig_lightning.models.sdformer import SDFormer
+
+# edge_bias_init 0 starts the edge MLP at a coin flip, so even a one-epoch model has non-trivial graphs
+TINY = {"d_model": 8, "n_layers": 1, "n_heads": 2, "d_ff": 16, "stft_frames": 4, "token_hidden": 4,
+        "encoder_ff": 8, "edge_hidden": 8, "recon_hidden": 8, "dropout": 0.0, "band_pooling": True,
+        "edge_bias_init": 0.0}
+
+
+def _fit(tmp: Path, name: str, seed: int, **backbone: object) -> Path:
+    config = {
+        "seed_everything": seed,
+        "model": {"class_path": "ClassificationTask",
+                  "init_args": {"backbone": {"class_path": "biosig_lightning.models.sdformer.SDFormer",
+                                             "init_args": {**TINY, **backbone}},
+                                "scheduler": "none", "early_stopping_patience": None}},
+        "data": {"class_path": "CHBMITDataModule",
+                 "init_args": {"synthetic": True, "synthetic_options": {"windows_per_subject": 8},
+                               "batch_size": 16}},
+        "trainer": {"max_epochs": 1, "limit_train_batches": 2, "limit_val_batches": 1, "limit_test_batches": 1,
+                    "enable_progress_bar": False, "enable_model_summary": False, "log_every_n_steps": 1,
+                    "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",
+                               "init_args": {"save_dir": str(tmp / "runs"), "name": name}}},
+    }
+    path = tmp / f"{name}_{seed}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    main(["fit", "--config", str(path)])
+    run_dir = next(p for p in sorted((tmp / "runs" / name).glob("version_*"))
+                   if json.loads((p / "results.json").read_text())["seed"] == seed)
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory, _cache_dir: None) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("graphs")
+    return {"seed1": _fit(tmp, "sd", 1), "seed2": _fit(tmp, "sd", 2), "full": _fit(tmp, "full", 1, graph="full"),
+            "tmp": tmp}
+
+
+def test_two_seeds_per_class_graphs_and_stability(runs: dict[str, Path],
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    out = runs["tmp"] / "two_seeds"
+    run([str(runs["seed1"]), str(runs["seed2"]), "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert f"stability: {out / 'stability.json'}" in printed and "jaccard" in printed
+    results = json.loads((runs["seed1"] / "results.json").read_text())
+    labels = ["version_0", "version_1"]
+    for label in labels:
+        with np.load(out / label / "graphs.npz", allow_pickle=False) as z:
+            freq, density, n = z["edge_frequency"], z["edge_density"], z["n_windows"]
+            assert z["node_names"].tolist() == list(CHANNELS_23)  # band pooling: channel nodes
+            assert z["classes"].tolist() == ["background", "seizure"]
+            assert freq.shape == (2, 23, 23) and z["edge_probability"].shape == (2, 23, 23)
+            assert n.sum() == results["windows"]["test"] and (n > 0).all()
+            assert ((freq >= 0) & (freq <= 1)).all() and (np.diagonal(freq, axis1=1, axis2=2) == 0).all()
+            assert ((density >= 0) & (density <= 1)).all()
+            off = ~np.eye(23, dtype=bool)
+            np.testing.assert_allclose(density, freq[:, off].mean(axis=1))
+            # the all-windows graph is the window-weighted mean of the class graphs
+            np.testing.assert_allclose(z["all_edge_frequency"], (freq * n[:, None, None]).sum(0) / n.sum())
+        summary = json.loads((out / label / "graphs.json").read_text())
+        assert summary["nodes"] == "channel" and summary["split"] == "test"
+        assert len(summary["figures"]) == 2 and all(Path(f).stat().st_size > 1000 for f in summary["figures"])
+        for row in summary["classes"].values():
+            assert all(0 <= e["frequency"] <= 1 and e["parent"] != e["child"] for e in row["top_edges"])
+    report = json.loads((out / "stability.json").read_text())
+    assert report["runs"] == labels and report["pairs"] == [labels]
+    assert set(report["classes"]) == {"background", "seizure", "all"}
+    for row in report["classes"].values():
+        assert row["n_pairs"] == 1 and 0.0 <= row["jaccard"]["mean"] <= 1.0
+        assert row["pearson"]["mean"] is None or -1.0 <= row["pearson"]["mean"] <= 1.0
+
+
+def test_class_graph_is_the_mean_of_per_sample_adjacency(runs: dict[str, Path]) -> None:
+    from biosig_lightning.runs import load_run
+
+    out = runs["tmp"] / "one"
+    run([str(runs["seed1"]), "--out", str(out), "--no-figures", "--batch-size", "5"])
+    loaded = load_run(runs["seed1"])
+    dm = loaded.datamodule
+    dm.setup("test")
+    xs, ys = zip(*((b["x"], b["y"]) for b in dm.test_dataloader()), strict=True)
+    with torch.no_grad():
+        adjacency = loaded.task.backbone.forward_with_aux(torch.cat(xs)).adjacency.numpy()
+    y = torch.cat(ys).numpy()
+    with np.load(out / "graphs.npz", allow_pickle=False) as z:
+        for c in range(2):
+            np.testing.assert_allclose(z["edge_frequency"][c], adjacency[y == c].mean(0), atol=1e-12)
+    assert not list(out.glob("*.png"))
+
+
+def test_same_run_twice_is_perfectly_stable(runs: dict[str, Path]) -> None:
+    out = runs["tmp"] / "twice"
+    run([str(runs["seed1"]), str(runs["seed1"]), "--out", str(out), "--no-figures"])
+    report = json.loads((out / "stability.json").read_text())
+    assert report["runs"] == ["version_0", "version_0-1"]
+    for row in report["classes"].values():
+        assert row["jaccard"]["mean"] == 1.0
+        assert row["pearson"]["mean"] is None or row["pearson"]["mean"] == pytest.approx(1.0)
+
+
+def test_no_learned_graph_and_bad_dir_are_clear_errors(runs: dict[str, Path], tmp_path: Path) -> None:
+    with pytest.raises(GraphError, match=r"fixed graph \(graph='full'\)"):
+        run([str(runs["full"]), "--out", str(tmp_path / "x")])
+    with pytest.raises(GraphError, match=r"nowhere.*results\.json"):
+        run([str(tmp_path / "nowhere")])
+
+
+def test_node_names_channels_or_channel_bands() -> None:
+    kwargs = dict(n_chans=2, n_outputs=5, n_times=3000, sfreq=100.0, d_model=8, n_layers=1, n_heads=2, d_ff=8,
+                  stft_frames=4, token_hidden=4, encoder_ff=8, edge_hidden=8, recon_hidden=8)
+    names = graph_node_names(SDFormer(**kwargs), ["EEG Fpz-Cz", "EEG Pz-Oz"])
+    assert names[:2] == ["EEG Fpz-Cz/delta", "EEG Fpz-Cz/theta"] and names[5] == "EEG Pz-Oz/delta"
+    assert len(names) == 10
+    pooled = SDFormer(**kwargs, band_pooling=True)
+    assert graph_node_names(pooled, ["EEG Fpz-Cz", "EEG Pz-Oz"]) == ["EEG Fpz-Cz", "EEG Pz-Oz"]
+
+
+def test_jaccard_pearson_and_incompatible_runs() -> None:
+    a = np.array([True, True, False, False])
+    b = np.array([True, False, True, False])
+    assert jaccard(a, b) == pytest.approx(1 / 3) and jaccard(a, a) == 1.0
+    assert jaccard(np.zeros(4, bool), np.zeros(4, bool)) == 1.0
+    assert pearson([0.1, 0.5, 0.9], [0.2, 0.6, 1.0]) == pytest.approx(1.0)
+    assert pearson([0.1, 0.5, 0.9], [0.9, 0.5, 0.1]) == pytest.approx(-1.0)
+    assert pearson([0.0, 0.0, 0.0], [0.1, 0.2, 0.3]) is None
+
+    def graphs(names: list[str]) -> ClassGraphs:
+        m = len(names)
+        freq = np.zeros((1, m, m))
+        return ClassGraphs(["a"], names, np.array([3]), freq, freq, np.zeros(1), np.zeros(1), freq[0])
+
+    with pytest.raises(GraphError, match="other graph nodes"):
+        stability([graphs(["x", "y"]), graphs(["x", "z"])], ["r0", "r1"])
+    empty = stability([graphs(["x", "y"]), graphs(["x", "y"])], ["r0", "r1"])
+    assert empty["classes"]["a"]["jaccard"]["mean"] == 1.0 and empty["classes"]["a"]["pearson"]["mean"] is None
