@@ -1,5 +1,6 @@
 """LightningModules: training recipes around pure nn.Module backbones."""
 
 from biosig_lightning.tasks.classification import ClassificationTask
+from biosig_lightning.tasks.sdformer import SDFormerTask
 
-__all__ = ["ClassificationTask"]
+__all__ = ["ClassificationTask", "SDFormerTask"]

@@ -1,0 +1,377 @@
+"""SDFormerTask: the two-phase recipe, resume, and every SD-Former experiment YAML on its stand-in."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import yaml
+from lightning.pytorch import Callback, LightningModule, Trainer
+
+from biosig_lightning.cli import main
+from biosig_lightning.data.datamodules import SyntheticDataModule
+from biosig_lightning.models.sdformer import SDFormer
+from biosig_lightning.tasks import SDFormerTask
+from biosig_lightning.tasks.classification import warmup_cosine
+from biosig_lightning.tasks.sdformer import learned_edge_density
+from tests.conftest import EXPERIMENTS
+from tests.helpers import state_hash
+
+CORPORA = ("sleepedf", "chbmit", "ptbxl")
+BASELINES = ("patchtst", "transformer", "static_gnn", "cnn1d")
+ABLATIONS = EXPERIMENTS / "sdformer" / "ablations"
+MONITOR = {"sleepedf": "val/f1", "chbmit": "val/auroc", "ptbxl": "val/f1"}
+POOLING = {"sleepedf": False, "chbmit": True, "ptbxl": True}
+TINY_SDFORMER = dict(d_model=16, n_layers=1, n_heads=2, d_ff=16, stft_frames=4, token_hidden=4, encoder_ff=16,
+                     edge_hidden=16, recon_hidden=16)
+#: shrink each backbone for the smoke runs (the YAMLs' own sizes are the paper's)
+TINY = {
+    "SDFormer": TINY_SDFORMER,
+    "CNN1D": dict(width=8, n_blocks=2, convs_per_block=1),
+    "PatchTST": dict(d_model=16, n_layers=1, n_heads=2, d_ff=16),
+    "TransformerClassifier": dict(d_model=16, n_layers=1, n_heads=2, d_ff=16),
+    "StaticGNN": dict(width=8, encoder_blocks=1),
+}
+SMOKE = ["--config", str(EXPERIMENTS / "synthetic.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml"),
+         "--trainer.enable_progress_bar=false",  # smoke.yaml: at most 2 batches per stage
+         "--data.init_args.batch_size", "8", "--data.init_args.eval_batch_size", "16",
+         "--data.init_args.synthetic_options", "{windows_per_subject: 4}"]
+TWO_PHASES = ["--trainer.max_epochs", "2", "--model.init_args.phase1_epochs", "1",
+              "--model.init_args.phase2_epochs", "1"]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread() -> Any:
+    # tiny models: a second intra-op thread only adds contention on a shared 2-core machine
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+# ---- helpers -------------------------------------------------------------------------------------
+def backbone_class(config: Path) -> str:
+    return yaml.safe_load(config.read_text())["model"]["init_args"]["backbone"]["class_path"].rsplit(".", 1)[-1]
+
+
+def cli_fit(capsys: pytest.CaptureFixture[str], configs: list[Path], *extra: str) -> dict[str, Any]:
+    args = ["fit"]
+    for cfg in configs:
+        args += ["--config", str(cfg)]
+    cls = backbone_class(configs[0])
+    args += [*SMOKE, "--model.init_args.backbone.init_args", json.dumps(TINY[cls]), *extra]
+    main(args)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("results: "), last
+    return json.loads(Path(last.split("results: ", 1)[1]).read_text())
+
+
+def tiny_task(**kwargs: Any) -> SDFormerTask:
+    backbone = SDFormer(n_chans=2, n_outputs=2, n_times=128, sfreq=64.0, dropout=0.0, **TINY_SDFORMER)
+    defaults = dict(lr=1e-2, warmup_epochs=1, early_stopping_patience=None)
+    return SDFormerTask(backbone, n_outputs=2, **{**defaults, **kwargs})
+
+
+def tiny_data() -> SyntheticDataModule:
+    return SyntheticDataModule(n_chans=2, sfreq=64.0, n_times=128, n_classes=2, label_level="window",
+                               n_subjects=6, windows_per_subject=8, batch_size=8)
+
+
+def tiny_trainer(root: Path, callbacks: list[Callback], max_epochs: int = 10) -> Trainer:
+    return Trainer(max_epochs=max_epochs, limit_train_batches=2, limit_val_batches=1, num_sanity_val_steps=0,
+                   logger=False, default_root_dir=root, callbacks=callbacks, enable_progress_bar=False,
+                   enable_model_summary=False, accelerator="cpu", devices=1)
+
+
+class RecordPhase(Callback):
+    """Per training step: epoch, phase, aux weights, optimiser identity/state and learning rate."""
+
+    def __init__(self) -> None:
+        self.steps: list[dict[str, Any]] = []
+        self.start_hash: dict[int, str] = {}
+        self.end_hash: dict[int, str] = {}
+
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.start_hash[trainer.current_epoch] = state_hash(pl_module.backbone)
+
+    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int) -> None:
+        opt = trainer.optimizers[0]
+        first = next(iter(opt.state.values()), {})
+        self.steps.append({"epoch": trainer.current_epoch, "phase": pl_module.phase,
+                           "weights": pl_module.loss_weights(), "opt": id(opt),
+                           "opt_steps": int(first["step"]) if "step" in first else 0,
+                           "lr": opt.param_groups[0]["lr"]})
+
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        # a non-monitoring callback hook: runs before the task's own epoch end (the switch)
+        self.end_hash[trainer.current_epoch] = state_hash(pl_module.backbone)
+
+    def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if trainer.log_dir:
+            (Path(trainer.log_dir) / "phase_steps.json").write_text(json.dumps(self.steps))
+
+
+class FakeMonitor(Callback):
+    """Logs ``val/fake`` from a fixed sequence, one value per validation epoch."""
+
+    def __init__(self, values: list[float]) -> None:
+        self.values = values
+
+    def on_validation_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        pl_module.log("val/fake", self.values[trainer.current_epoch])
+
+
+# ---- the recipe -------------------------------------------------------------------------------------
+def test_phase_switch_by_epoch_cap_resets_optimizer_and_schedule(tmp_path: Path) -> None:
+    task = tiny_task(phase1_epochs=2, phase2_epochs=2)
+    rec = RecordPhase()
+    trainer = tiny_trainer(tmp_path, [rec])
+    trainer.fit(task, datamodule=tiny_data())
+    epochs = [s["epoch"] for s in rec.steps]
+    assert epochs == [0, 0, 1, 1, 2, 2, 3, 3]  # phase 2 ended the run before max_epochs=10
+    assert [s["phase"] for s in rec.steps] == [1] * 4 + [2] * 4
+    paper = {"recon": 0.1, "dep": 0.1, "dag": 0.5, "sparse": 0.01}
+    assert all(s["weights"] == paper for s in rec.steps[:4])
+    assert all(set(s["weights"].values()) == {0.0} for s in rec.steps[4:])
+    # one optimiser per phase; phase 2's starts with no moments
+    assert len({s["opt"] for s in rec.steps[:4]}) == 1 and len({s["opt"] for s in rec.steps[4:]}) == 1
+    assert rec.steps[3]["opt"] != rec.steps[4]["opt"]
+    assert [s["opt_steps"] for s in rec.steps] == [0, 1, 2, 3, 0, 1, 2, 3]
+    # warm-up (1 epoch = 2 steps) then cosine over each phase's 4 steps, restarted at the switch
+    expected = [1e-2 * warmup_cosine(i, 2, 4) for i in range(4)] * 2
+    assert [s["lr"] for s in rec.steps] == pytest.approx(expected)
+    assert expected[:4] == pytest.approx([5e-3, 1e-2, 1e-2, 5e-3])
+    assert task.phase == 2 and task.phase_start_epoch == 2
+
+
+@pytest.mark.parametrize("init", ["best", "last"])
+def test_phase1_early_stopping_switches_and_phase2_stops(tmp_path: Path, init: str) -> None:
+    # val/fake: best in epoch 0, worse in 1 (patience 1: switch), best of phase 2 in 2, worse in 3 (stop)
+    task = tiny_task(phase1_epochs=10, phase2_epochs=10, early_stopping_patience=1, monitor="val/fake",
+                     phase2_init=init)
+    rec = RecordPhase()
+    trainer = tiny_trainer(tmp_path, [rec, FakeMonitor([0.5, 0.4, 0.3, 0.2, 0.1, 0.1])], max_epochs=20)
+    trainer.fit(task, datamodule=tiny_data())
+    by_epoch = {s["epoch"]: s["phase"] for s in rec.steps}
+    assert by_epoch == {0: 1, 1: 1, 2: 2, 3: 2}
+    assert trainer.current_epoch == 4
+    # phase 2 starts from phase 1's best (epoch 0) or last (epoch 1) weights
+    source = 0 if init == "best" else 1
+    assert rec.start_hash[2] == rec.end_hash[source]
+    assert rec.end_hash[0] != rec.end_hash[1]
+    # the tested checkpoint is the best over both phases: epoch 0's 0.5
+    assert float(trainer.checkpoint_callback.best_model_score) == pytest.approx(0.5)
+
+
+def test_aux_weights_in_phase1_and_none_in_phase2() -> None:
+    torch.manual_seed(0)
+    task = tiny_task(lambda_recon=0.3, lambda_dep=0.2, lambda_dag=0.7, lambda_sparse=0.05).eval()
+    batch = {"x": torch.randn(4, 2, 128), "y": torch.tensor([0, 1, 0, 1])}
+    out = task.backbone.forward_with_aux(batch["x"])
+    ce = torch.nn.functional.cross_entropy(out.logits, batch["y"]).detach()
+    aux = {k: v.detach() for k, v in out.losses().items()}
+    assert all(torch.isfinite(v) for v in aux.values())
+    assert float(aux["recon"]) > 0 and float(aux["dep"]) > 0  # the terms the weights act on are not zero
+    loss, logits, extra = task.training_loss(batch)
+    manual = ce + 0.3 * aux["recon"] + 0.2 * aux["dep"] + 0.7 * aux["dag"] + 0.05 * aux["sparse"]
+    assert float(loss) == pytest.approx(float(manual), rel=1e-5)
+    assert float(extra["task_loss"]) == pytest.approx(float(ce), rel=1e-5)
+    task.phase = 2
+    loss2, _, extra2 = task.training_loss(batch)
+    assert float(loss2) == pytest.approx(float(ce), rel=1e-5)
+    assert float(extra2["recon"]) == pytest.approx(float(aux["recon"]), rel=1e-5)  # still logged
+
+
+def test_zero_weight_term_cannot_poison_the_loss(monkeypatch: pytest.MonkeyPatch) -> None:
+    task = tiny_task(lambda_dag=0.0).eval()
+    real = task.backbone.forward_with_aux
+
+    def overflowing(x: torch.Tensor) -> Any:
+        out = real(x)
+        out.dag = torch.tensor(float("inf"))
+        return out
+
+    monkeypatch.setattr(task.backbone, "forward_with_aux", overflowing)
+    loss, _, _ = task.training_loss({"x": torch.randn(2, 2, 128), "y": torch.tensor([0, 1])})
+    assert torch.isfinite(loss)
+
+
+def test_bad_arguments_are_clear_errors() -> None:
+    with pytest.raises(ValueError, match="lambda_dag"):
+        tiny_task(lambda_dag=-1.0)
+    with pytest.raises(ValueError, match="phase2_init"):
+        tiny_task(phase2_init="middle")
+    with pytest.raises(ValueError, match="graph: random"):
+        tiny_task(graph_density_from="somewhere")
+    from biosig_lightning.models.baselines import CNN1D
+
+    with pytest.raises(TypeError, match="forward_with_aux"):
+        SDFormerTask(CNN1D(n_chans=2, n_outputs=2, n_times=128, sfreq=64.0))
+
+
+def test_resume_restores_phase_optimizer_and_schedule(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = [EXPERIMENTS / "sdformer_sleepedf.yaml"]
+    args = ("--trainer.max_epochs", "3", "--model.init_args.phase1_epochs", "1", "--model.init_args.phase2_epochs",
+            "2", "--trainer.logger.init_args.name", "resume", "--trainer.callbacks+=tests.test_sdformer_task.RecordPhase")
+    with pytest.raises((SystemExit, KeyboardInterrupt)):
+        cli_fit(capsys, cfg, *args, "--trainer.callbacks+=tests.helpers.InterruptAfterEpoch",
+                "--trainer.callbacks.init_args.epoch", "1")
+    capsys.readouterr()
+    run_dir = in_tmp / "runs" / "resume" / "version_0"
+    saved = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert saved["sdformer_phase"]["phase"] == 2 and saved["sdformer_phase"]["phase_start_epoch"] == 1
+    res = cli_fit(capsys, cfg, *args, "--ckpt_path", "last")
+    steps = json.loads((run_dir / "phase_steps.json").read_text())
+    spe = len(steps)  # steps per epoch
+    assert spe >= 1 and [(s["epoch"], s["phase"]) for s in steps] == [(2, 2)] * spe
+    # phase 2's optimiser and schedule continue after the epoch it ran before the crash
+    # (5 warm-up epochs, a 2-epoch phase: still warming up)
+    assert [s["opt_steps"] for s in steps] == list(range(spe, 2 * spe))
+    assert [s["lr"] for s in steps] == pytest.approx([1e-3 * warmup_cosine(i, 5 * spe, 2 * spe)
+                                                      for i in range(spe, 2 * spe)])
+    assert all(v == 0.0 for v in steps[0]["weights"].values())
+    assert res["epochs"] == 3 and res["run_dir"] == str(Path("runs/resume/version_0"))
+
+
+# ---- the experiment files ------------------------------------------------------------------------------
+def _all_yamls() -> list[Path]:
+    return ([EXPERIMENTS / f"sdformer_{c}.yaml" for c in CORPORA]
+            + [EXPERIMENTS / "sdformer" / f"{b}_{c}.yaml" for c in CORPORA for b in BASELINES])
+
+
+def test_yamls_share_the_paper_schedule() -> None:
+    for path in _all_yamls():
+        text = path.read_text()
+        cfg = yaml.safe_load(text)
+        corpus = path.stem.rsplit("_", 1)[-1]
+        init = cfg["model"]["init_args"]
+        assert "--seeds 42,123,7,0,256" in text, path
+        assert "# root:" in text and "root" not in cfg["data"]["init_args"], path  # commented placeholder
+        assert cfg["trainer"]["gradient_clip_val"] == 1.0 and cfg["trainer"]["max_epochs"] == 80, path
+        assert cfg["trainer"].get("precision") is None, path  # bf16 comes from experiments/sdformer/bf16.yaml
+        assert (init["optimizer"], init["lr"], init["weight_decay"], init["warmup_epochs"]) == ("adamw", 1e-3, 1e-2, 5)
+        assert init["monitor"] == MONITOR[corpus] and init["early_stopping_patience"] == 10, path
+        assert cfg["data"]["init_args"]["batch_size"] == 64, path
+    bf16 = yaml.safe_load((EXPERIMENTS / "sdformer" / "bf16.yaml").read_text())
+    assert bf16["trainer"]["precision"] == "bf16-mixed"
+
+
+@pytest.fixture(scope="module")
+def learned_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One smoke-sized learned SD-Former run on the Sleep-EDF stand-in (shared by several tests)."""
+    root = tmp_path_factory.mktemp("learned")
+    buf = io.StringIO()
+    with contextlib.chdir(root), contextlib.redirect_stdout(buf):
+        main(["fit", "--config", str(EXPERIMENTS / "sdformer_sleepedf.yaml"), *SMOKE,
+              "--model.init_args.backbone.init_args", json.dumps(TINY_SDFORMER), *TWO_PHASES,
+              # a start with edges on, so the measured density is not trivially zero
+              "--model.init_args.backbone.init_args.edge_bias_init", "0.0"])
+    last = buf.getvalue().strip().splitlines()[-1]
+    res = json.loads((root / last.split("results: ", 1)[1]).read_text())
+    res["root"] = root
+    return res
+
+
+@pytest.mark.parametrize("corpus", CORPORA)
+def test_sdformer_yaml_smoke_runs(in_tmp: Path, capsys: pytest.CaptureFixture[str], corpus: str,
+                                  learned_run: dict[str, Any]) -> None:
+    if corpus == "sleepedf":
+        res = learned_run
+    else:
+        res = cli_fit(capsys, [EXPERIMENTS / f"sdformer_{corpus}.yaml"], *TWO_PHASES)
+    assert res["model"] == "SDFormer" and res["task"] == "SDFormerTask"
+    assert res["dataset"].endswith("-synthetic") and res["epochs"] == 2
+    assert {"test/f1", "test/auroc", "test/edge_density"} <= res["metrics"].keys()
+    init = res["config"]["model"]["init_args"]
+    assert init["backbone"]["init_args"]["band_pooling"] is POOLING[corpus]
+    assert (init["lambda_recon"], init["lambda_dep"], init["lambda_dag"], init["lambda_sparse"]) == (
+        0.1, 0.1, 0.5, 0.01)
+    assert res["monitor"] == MONITOR[corpus]
+
+
+@pytest.mark.parametrize("name", [f"{b}_{c}" for c in CORPORA for b in BASELINES])
+def test_baseline_yaml_smoke_runs(in_tmp: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
+    path = EXPERIMENTS / "sdformer" / f"{name}.yaml"
+    res = cli_fit(capsys, [path])
+    assert res["model"] == backbone_class(path) and res["task"] == "ClassificationTask"
+    assert {"test/f1", "test/auroc"} <= res["metrics"].keys()
+    assert res["monitor"] == MONITOR[name.rsplit("_", 1)[-1]]
+    if name.startswith("static_gnn"):
+        # the channel list in the YAML is the corpus's own (the distance graph needs it)
+        from biosig_lightning.data.datamodules import CHBMITDataModule, PTBXLDataModule, SleepEDFDataModule
+
+        dm = {"sleepedf": SleepEDFDataModule, "chbmit": CHBMITDataModule, "ptbxl": PTBXLDataModule}
+        expected = dm[name.rsplit("_", 1)[-1]](synthetic=True).ch_names
+        assert res["config"]["model"]["init_args"]["backbone"]["init_args"]["ch_names"] == expected
+
+
+@pytest.mark.parametrize(("ablation", "weights"), [
+    ("no_dep", (0.1, 0.0, 0.5, 0.01)), ("no_dag", (0.1, 0.1, 0.0, 0.01)), ("no_recon", (0.0, 0.1, 0.5, 0.01)),
+    ("cls_only", (0.0, 0.0, 0.0, 0.0))])
+def test_ablation_overrides_change_the_objective(in_tmp: Path, capsys: pytest.CaptureFixture[str], ablation: str,
+                                                 weights: tuple[float, ...]) -> None:
+    phases = TWO_PHASES if ablation != "cls_only" else ["--model.init_args.phase1_epochs", "1"]
+    res = cli_fit(capsys, [EXPERIMENTS / "sdformer_sleepedf.yaml", ABLATIONS / f"{ablation}.yaml"], *phases)
+    ckpt = torch.load(res["best_checkpoint"], map_location="cpu", weights_only=True)
+    hp = ckpt["hyper_parameters"]
+    assert (hp["lambda_recon"], hp["lambda_dep"], hp["lambda_dag"], hp["lambda_sparse"]) == weights
+    if ablation == "cls_only":
+        # one classification-only phase with the full model's 80-epoch budget, no switch
+        assert yaml.safe_load((ABLATIONS / "cls_only.yaml").read_text())["model"]["init_args"]["phase1_epochs"] == 80
+        assert hp["phase2_epochs"] == 0 and res["epochs"] == 1
+        assert ckpt["sdformer_phase"]["phase"] == 1
+    else:
+        assert res["epochs"] == 2
+
+
+def test_checkpoint_stores_validation_edge_density(learned_run: dict[str, Any]) -> None:
+    run_dir = learned_run["root"] / learned_run["run_dir"]
+    density, n_nodes = learned_edge_density(run_dir)
+    assert n_nodes == 10  # Sleep-EDF without band pooling: 2 channels x 5 bands
+    best_epoch = int(Path(learned_run["best_checkpoint"]).stem.split("epoch")[1].split("-")[0])
+    with (run_dir / "metrics.csv").open() as fh:
+        rows = [r for r in csv.DictReader(fh) if r.get("val/edge_density") and int(r["epoch"]) == best_epoch]
+    assert rows and density == pytest.approx(float(rows[-1]["val/edge_density"]), abs=1e-6)
+    assert 0.0 < density < 1.0
+
+
+def test_random_graph_control_matches_learned_density(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a learned run's checkpoint reduced to what the control reads: density 0.3 on 10 nodes
+    fake = in_tmp / "learned.ckpt"
+    torch.save({"sdformer_phase": {"val_edge_density": 0.3, "graph": "learned", "n_nodes": 10}}, fake)
+    cfgs = [EXPERIMENTS / "sdformer_sleepedf.yaml", ABLATIONS / "random_graph.yaml"]
+    res = cli_fit(capsys, cfgs, *TWO_PHASES, "--model.init_args.graph_density_from", str(fake))
+    assert res["config"]["model"]["init_args"]["backbone"]["init_args"]["graph"] == "random"
+    ckpt = torch.load(res["best_checkpoint"], map_location="cpu", weights_only=True)
+    graph = ckpt["state_dict"]["backbone.fixed_adjacency"]
+    assert int(graph.sum()) == round(0.3 * 10 * 9) == 27
+    assert not torch.linalg.matrix_power(graph, 10).any()  # nilpotent: a DAG
+    assert ckpt["sdformer_phase"]["matched_graph_density"] == pytest.approx(0.3)
+    assert res["metrics"]["test/edge_density"] == pytest.approx(27 / 90, abs=1e-6)
+    # a learned run with a different node count (another corpus or band pooling) is refused
+    torch.save({"sdformer_phase": {"val_edge_density": 0.3, "graph": "learned", "n_nodes": 23}}, fake)
+    with pytest.raises(ValueError, match="23-node graph"):
+        cli_fit(capsys, cfgs, *TWO_PHASES, "--model.init_args.graph_density_from", str(fake))
+
+
+def test_random_graph_placeholder_is_a_clear_error(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ValueError, match="SET-ME.*does not exist"):
+        cli_fit(capsys, [EXPERIMENTS / "sdformer_sleepedf.yaml", ABLATIONS / "random_graph.yaml"], *TWO_PHASES)
+
+
+def test_lr_schedule_spans_each_phase_budget() -> None:
+    task = tiny_task(phase1_epochs=4, phase2_epochs=2, warmup_epochs=1, phase2_warmup_epochs=0)
+    task._steps_per_epoch = 3
+    phase1 = [task.lr_factor(i) for i in range(12)]
+    assert phase1[0] == pytest.approx(1 / 3) and phase1[2] == pytest.approx(1.0)
+    assert phase1[-1] == pytest.approx(0.5 * (1 + math.cos(math.pi * 8 / 9)))
+    task.phase = 2
+    phase2 = [task.lr_factor(i) for i in range(6)]
+    assert phase2[0] == pytest.approx(1.0) and phase2[3] == pytest.approx(0.5)
