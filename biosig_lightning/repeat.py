@@ -3,12 +3,13 @@
 ``biosig repeat --config X.yaml [--config more.yaml] --seeds 41,42,43 [--out DIR] [--workers N]
 [--key value ...]`` runs ``biosig fit`` with ``--seed_everything s`` for every seed and puts the
 run in ``DIR/seed_<s>/`` (default ``DIR = runs/repeat/<experiment>``). The experiment name is the
-CSV logger's ``name`` from the configs / overrides, else the first config file's stem.
+logger ``name`` the configs give plus ``+<stem>`` for each later override file (see
+:func:`experiment_name`), so variants of one experiment never share a directory.
 
 The run directory is chosen through ``biosig fit``'s ``--run.*`` placement, which applies to every
 configured logger: ``save_dir = DIR.parent``, ``name = DIR.name``, ``version = seed_<s>``; wandb runs
-are named ``<experiment>/seed_<s>`` and grouped under ``<experiment>``. So every ``results.json`` carries ``experiment = DIR.name`` (which
-``biosig report`` uses to label rows).
+are named ``<experiment>/seed_<s>`` and grouped under ``<experiment>``. So every ``results.json``
+carries ``experiment = DIR.name`` (which ``biosig report`` uses to label rows).
 
 Resumable: a seed whose ``results.json`` exists is skipped; a seed directory without one (a run
 that died) is removed and that seed starts again from scratch, since a CSV logger reopening the
@@ -58,9 +59,16 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def experiment_name(fit_args: list[str]) -> str:
-    """The CSV logger name the fit would use: last ``--trainer.logger.init_args.name`` wins, then the configs."""
+    """The experiment's name: the logger name the configs give, plus ``+<stem>`` per later override file.
+
+    ``--config sdformer_sleepedf.yaml --config ablations/no_dep.yaml`` gives
+    ``sdformer_sleepedf+no_dep``, so a variant never shares (and never skips the seeds of) the base
+    experiment's directory. A ``--trainer.logger.init_args.name`` / ``--run.name`` on the command line
+    names the experiment outright. Without any logger name, the config stems are joined.
+    """
     name: str | None = None
-    config_stem: str | None = None
+    suffix: list[str] = []
+    explicit: str | None = None
     i = 0
     while i < len(fit_args):
         arg = fit_args[i]
@@ -69,15 +77,19 @@ def experiment_name(fit_args: list[str]) -> str:
             value = fit_args[i + 1]
         if key == "--config":
             path = Path(value)
-            config_stem = config_stem or path.stem
             found = _logger_name(path)
-            name = found if found is not None else name
-        elif key in ("--trainer.logger.init_args.name", "--run.name"):
-            name = value
+            if found is not None:
+                name, suffix = found, []
+            elif name is None and not suffix:
+                name = path.stem
+            else:
+                suffix.append(path.stem)
+        elif key in ("--trainer.logger.init_args.name", "--run.name") and value != "auto":
+            explicit = value
         i += 1 if eq else 2 if key.startswith("--") else 1
-    if name and name != "auto":
-        return name
-    return config_stem or "experiment"
+    if explicit:
+        return explicit
+    return "+".join([name or "experiment", *suffix])
 
 
 def _logger_name(path: Path) -> str | None:

@@ -146,3 +146,16 @@ def test_report_without_results_is_a_clear_error(tmp_path: Path) -> None:
         main(["report", str(tmp_path / "empty")])
     with pytest.raises(SystemExit, match="does not exist"):
         main(["report", str(tmp_path / "missing")])
+
+
+def test_variant_overrides_name_their_own_experiment(tmp_path: Path) -> None:
+    from biosig_lightning.repeat import experiment_name
+
+    base, abl = EXPERIMENTS / "sdformer_sleepedf.yaml", EXPERIMENTS / "sdformer" / "ablations" / "no_dep.yaml"
+    assert experiment_name(["--config", str(base)]) == "sdformer_sleepedf"
+    # an ablation must not land in (and skip the seeds of) the full model's directory
+    assert experiment_name(["--config", str(base), "--config", str(abl)]) == "sdformer_sleepedf+no_dep"
+    assert experiment_name(["--config", str(base), "--config", str(abl), "--run.name", "x"]) == "x"
+    named = tmp_path / "named.yaml"
+    named.write_text("trainer:\n  logger:\n    class_path: CSVLogger\n    init_args: {name: mine}\n")
+    assert experiment_name(["--config", str(base), "--config", str(named)]) == "mine"
