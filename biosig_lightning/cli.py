@@ -78,6 +78,8 @@ class BiosigCLI(LightningCLI):
         parser.add_argument("--run.version", type=str | None, default=None, help="run folder (default version_N)")
         parser.add_argument("--run.group", type=str | None, default=None,
                             help="wandb group (default: the experiment name, so seeds of one experiment group)")
+        parser.add_argument("--tensorboard", type=bool, default=False,
+                            help="also log to TensorBoard, in the run directory of the first logger")
         # a wandb dashboard added to whatever loggers the experiment has (experiments/wandb.yaml)
         parser.add_argument("--wandb.enabled", type=bool, default=False, help="also log to wandb")
         parser.add_argument("--wandb.project", type=str, default="biosig-lightning")
@@ -98,6 +100,9 @@ class BiosigCLI(LightningCLI):
             init = lg.get("init_args") if hasattr(lg, "get") else None
             if init is not None and init.get("name") in (None, "auto"):
                 init["name"] = name
+        if cfg.get("tensorboard"):
+            logger_cfgs = _add_logger(cfg, logger_cfgs, "lightning.pytorch.loggers.TensorBoardLogger",
+                                      default_hp_metric=False)
         wandb_cfg = cfg.get("wandb")
         if wandb_cfg is not None and wandb_cfg.get("enabled"):
             logger_cfgs = _add_wandb_logger(cfg, logger_cfgs, wandb_cfg)
@@ -271,6 +276,19 @@ def _logger_configs(logger: Any) -> list[Any]:
 
 def _short(class_path: str | None) -> str:
     return (class_path or "").rsplit(".", 1)[-1]
+
+
+def _add_logger(cfg: Any, logger_cfgs: list[Any], class_path: str, **extra: Any) -> list[Any]:
+    """Append a file logger that writes beside the first one (same save_dir, name and version)."""
+    from jsonargparse import Namespace
+
+    first = logger_cfgs[0].get("init_args") if logger_cfgs and hasattr(logger_cfgs[0], "get") else None
+    init = Namespace(save_dir=(first.get("save_dir") if first is not None else None) or "runs",
+                     name=first.get("name") if first is not None else None,
+                     version=first.get("version") if first is not None else None, **extra)
+    logger_cfgs = [*logger_cfgs, Namespace(class_path=class_path, init_args=init)]
+    cfg.trainer.logger = logger_cfgs
+    return logger_cfgs
 
 
 def _add_wandb_logger(cfg: Any, logger_cfgs: list[Any], wandb_cfg: Any) -> list[Any]:
