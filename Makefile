@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make install   create $(VENV) and install biosig-lightning with its dev tools"
-	@echo "make demo      train on the built-in synthetic corpus, print test metrics and the results path"
+	@echo "make demo      train BioFormer on APAVA's synthetic stand-in, print test metrics and the results path"
 	@echo "make test      run the whole test suite"
 	@echo "make lint      ruff"
 	@echo "make bench     loader and train-step throughput (benchmarks/)"
@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/biosig fit --config experiments/demo.yaml
+	$(BIN)/biosig fit --config experiments/bioformer_apava.yaml --config experiments/synthetic.yaml
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
