@@ -51,7 +51,15 @@ class CNN1D(nn.Module):
 
     Shapes: ``x`` is ``(batch, n_chans, n_times)``; ``forward`` returns logits
     ``(batch, n_outputs)`` and ``forward_features`` returns ``(batch, width)``.
+
+    ``style_site`` / ``style_channel_dim`` tell :class:`biosig_lightning.robust.DGTask`
+    where MixStyle/DSU act: the ``(B, width, T')`` output of the first block (its max-pool,
+    or its last activation when it does not pool), as BioFormer C.4 does for EEGNet. The
+    site's index in :attr:`blocks` depends on ``convs_per_block``, so it is set per instance.
     """
+
+    style_site: str
+    style_channel_dim: int = 1
 
     def __init__(
         self,
@@ -91,7 +99,7 @@ class CNN1D(nn.Module):
 
         layers: list[nn.Module] = []
         in_ch, length = n_chans, n_times
-        for _ in range(n_blocks):
+        for block in range(n_blocks):
             for _ in range(convs_per_block):
                 # No conv bias: the following BatchNorm's shift makes it redundant.
                 layers.append(nn.Conv1d(in_ch, width, kernel_size, padding="same", bias=False))
@@ -101,6 +109,8 @@ class CNN1D(nn.Module):
             if length > 1:
                 layers.append(nn.MaxPool1d(kernel_size=2, stride=2, ceil_mode=True))
                 length = math.ceil(length / 2)
+            if block == 0:
+                self.style_site = f"blocks.{len(layers) - 1}"
         self.blocks = nn.Sequential(*layers)
         self.feature_dropout = nn.Dropout(dropout)
         self.feature_dim = width

@@ -28,6 +28,24 @@ Parameter count. With the SD-Former defaults the encoder alone holds 1.19 M para
 Transformer, and the 0.2 M difference matches SD-Former's own spectral tokenizer and
 token encoder (Sec. 4), which a raw-signal baseline does not have.
 
+"+FBAM" (BioFormer Table 3, Appendix C.4). ``fbam=True`` inserts one
+:class:`~biosig_lightning.models.bioformer.FBAM` over the ``(B, N, D)`` tokens before
+every encoder layer ("FreqBandDrift blocks are inserted between successive encoder
+layers"), replacing its input as in BioFormer; ``fbam_bands`` uniform bands over the
+non-DC bins of the token axis (paper: 6) and ``fbam_kernel_mode`` ``"sample"`` (binary
+tasks) or ``"batch"`` (multi-class tasks, Appendix C.3). The default ``fbam=False`` builds
+exactly the plain network.
+
+Domain-generalisation style site. ``style_site = "embed"`` and ``style_channel_dim = 1``
+tell :class:`biosig_lightning.robust.DGTask` to apply MixStyle/DSU to the token
+embedding's output ``(B, d_model, N)``, per embedding channel over the tokens (BioFormer
+C.4: "immediately after the embedding layer"). The site is the embedding itself, before
+the positional table is added, so the perturbation changes the signal's statistics and
+leaves the (sample-independent) positions intact. ``align_site = "encoder.norm"`` with
+``align_channel_dim = -1`` points DGTask's MMD/CORAL/GRL at the encoder output
+``(B, N, D)``, which it averages over the tokens (C.4: "temporally averaging the encoder
+outputs"), whatever the pooling of the classification head.
+
 Implementation notes. The encoder is :class:`torch.nn.TransformerEncoder`, batch first,
 so attention runs through ``scaled_dot_product_attention`` (fused kernels where the
 device has them). Positions are the fixed sinusoidal table (Vaswani et al., 2017,
@@ -43,6 +61,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from biosig_lightning.models.bioformer.alignment import FBAM
 from biosig_lightning.models.layers import SinusoidalPositionalEncoding
 
 __all__ = ["TransformerClassifier"]
@@ -84,10 +103,21 @@ class TransformerClassifier(nn.Module):
         norm_first: pre-norm layers (SD-Former) when true, post-norm (TSLib) when false.
             A final LayerNorm follows the last layer in both cases.
         activation: feed-forward activation.
+        fbam: insert an FBAM before every encoder layer (BioFormer Table 3, "+FBAM").
+        fbam_bands: FBAM bands per token sequence (paper: 6).
+        fbam_kernel_mode: FBAM kernels per sample (``"sample"``) or shared by the batch
+            (``"batch"``).
 
     Shapes: ``x`` is ``(batch, n_chans, n_times)``; ``forward`` returns logits
     ``(batch, n_outputs)`` and ``forward_features`` returns ``(batch, feature_dim)``.
     """
+
+    #: where DGTask's MixStyle/DSU act: the token embedding's ``(B, d_model, N)`` output
+    style_site: str = "embed"
+    style_channel_dim: int = 1
+    #: where DGTask's feature alignment reads: the encoder output ``(B, N, d_model)``
+    align_site: str = "encoder.norm"
+    align_channel_dim: int = -1
 
     def __init__(
         self,
@@ -106,6 +136,9 @@ class TransformerClassifier(nn.Module):
         embedding: Embedding = "linear",
         norm_first: bool = True,
         activation: Activation = "gelu",
+        fbam: bool = False,
+        fbam_bands: int = 6,
+        fbam_kernel_mode: Literal["sample", "batch"] = "sample",
     ) -> None:
         super().__init__()
         _check_positive(
@@ -166,6 +199,13 @@ class TransformerClassifier(nn.Module):
         self.encoder = nn.TransformerEncoder(
             layer, num_layers=n_layers, norm=nn.LayerNorm(d_model), enable_nested_tensor=False
         )
+        # One FBAM per encoder layer, applied before it; None keeps the plain network intact.
+        self.fbam: nn.ModuleList | None = None
+        if fbam:
+            _check_positive(fbam_bands=fbam_bands)
+            self.fbam = nn.ModuleList(
+                FBAM(d_model, self.n_tokens, fbam_bands, kernel_mode=fbam_kernel_mode) for _ in range(n_layers)
+            )
         self.flatten_act = nn.GELU() if activation == "gelu" else nn.ReLU()
         self.feature_dropout = nn.Dropout(dropout)
         self.feature_dim = d_model if pooling == "mean" else self.n_tokens * d_model
@@ -184,8 +224,12 @@ class TransformerClassifier(nn.Module):
         pad = self.n_tokens * self.patch_len - self.n_times
         if pad:
             x = nn.functional.pad(x, (0, pad))
-        z = self.embed(x).transpose(1, 2)
-        return self.encoder(self.positions(z))
+        z = self.positions(self.embed(x).transpose(1, 2))
+        if self.fbam is None:
+            return self.encoder(z)
+        for align, layer in zip(self.fbam, self.encoder.layers, strict=True):
+            z = layer(align(z))
+        return self.encoder.norm(z)
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """Pooled embedding ``(batch, feature_dim)`` that :attr:`head` maps to logits."""
