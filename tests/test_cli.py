@@ -227,10 +227,12 @@ def test_validate_and_test_a_saved_checkpoint(in_tmp: Path, capsys: pytest.Captu
 
 def test_profile_counts_transformer_encoder_flops(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # nn.TransformerEncoder's no-grad fast path hides its matmuls from the flop counter
-    main(["profile", *DEMO, "--steps", "1", "--warmup", "0", "--model.init_args.backbone",
-          "biosig_lightning.models.baselines.TransformerClassifier",
-          "--model.init_args.backbone.init_args.n_layers=1", "--model.init_args.backbone.init_args.d_model=32",
-          "--model.init_args.backbone.init_args.patch_len=16"])
-    out = json.loads(capsys.readouterr().out)
-    # one layer of 16 tokens x width 32: at least the q/k/v/out projections, 2 * 16 * 4 * 32 * 32 FLOPs
-    assert out["flops_per_sample"] >= 2 * 16 * 4 * 32 * 32
+    def flops(n_layers: int) -> int:
+        main(["profile", *DEMO, "--steps", "1", "--warmup", "0", "--model.init_args.backbone",
+              "biosig_lightning.models.baselines.TransformerClassifier",
+              f"--model.init_args.backbone.init_args.n_layers={n_layers}",
+              "--model.init_args.backbone.init_args.d_model=32", "--model.init_args.backbone.init_args.patch_len=16"])
+        return json.loads(capsys.readouterr().out)["flops_per_sample"]
+
+    # one more layer of 16 tokens x width 32 costs at least its q/k/v/out projections
+    assert flops(2) - flops(1) >= 2 * 16 * 4 * 32 * 32
