@@ -33,6 +33,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from biosig_lightning.models.checks import check_positive_ints
+
 __all__ = [
     "DSU",
     "GradientReversal",
@@ -93,9 +95,9 @@ class SubjectDiscriminator(nn.Module):
         self, in_features: int, n_subjects: int, hidden: int = 256, n_hidden_layers: int = 2, dropout: float = 0.1
     ) -> None:
         super().__init__()
-        for name, value in dict(in_features=in_features, n_subjects=n_subjects, hidden=hidden).items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"SubjectDiscriminator: {name} must be a positive integer, got {value!r}")
+        check_positive_ints("SubjectDiscriminator",
+            in_features=in_features, n_subjects=n_subjects, hidden=hidden,
+        )
         if n_hidden_layers < 0:
             raise ValueError(f"SubjectDiscriminator: n_hidden_layers must be >= 0, got {n_hidden_layers}")
         if not 0.0 <= dropout < 1.0:

@@ -120,6 +120,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from biosig_lightning.features.spectral import EEG_BANDS, ShortTimeBandPower
+from biosig_lightning.models.checks import check_positive_ints, check_window
 
 __all__ = [
     "DependencyInferencer",
@@ -458,22 +459,11 @@ class SDFormer(nn.Module):
         edge_bias_init: float = -1.0,
     ) -> None:
         super().__init__()
-        for name, value in dict(
-            n_chans=n_chans,
-            n_outputs=n_outputs,
-            n_times=n_times,
-            d_model=d_model,
-            n_layers=n_layers,
-            n_heads=n_heads,
-            d_ff=d_ff,
-            stft_frames=stft_frames,
-            token_hidden=token_hidden,
-            encoder_ff=encoder_ff,
-            edge_hidden=edge_hidden,
-            recon_hidden=recon_hidden,
-        ).items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"SDFormer: {name} must be a positive integer, got {value!r}")
+        check_positive_ints("SDFormer",
+            n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, d_model=d_model, n_layers=n_layers,
+            n_heads=n_heads, d_ff=d_ff, stft_frames=stft_frames, token_hidden=token_hidden,
+            encoder_ff=encoder_ff, edge_hidden=edge_hidden, recon_hidden=recon_hidden,
+        )
         if graph not in _GRAPH_MODES:
             raise ValueError(f"SDFormer: graph must be one of {_GRAPH_MODES}, got {graph!r}")
         if not 0.0 <= dropout < 1.0:
@@ -530,11 +520,7 @@ class SDFormer(nn.Module):
     # -- pieces -------------------------------------------------------------------------
 
     def _check_input(self, x: torch.Tensor) -> None:
-        if x.ndim != 3 or x.shape[1] != self.n_chans or x.shape[2] != self.n_times:
-            raise ValueError(
-                f"SDFormer expects x of shape (batch, n_chans={self.n_chans}, n_times={self.n_times}), "
-                f"got {tuple(x.shape)}"
-            )
+        check_window("SDFormer", x, self.n_chans, self.n_times)
 
     def _graph_nodes(self, tokens: torch.Tensor) -> torch.Tensor:
         if not self.band_pooling:

@@ -29,6 +29,8 @@ from typing import Literal
 import torch
 from torch import nn
 
+from biosig_lightning.models.checks import check_positive_ints, check_window
+
 __all__ = ["CNN1D"]
 
 Activation = Literal["gelu", "relu"]
@@ -76,17 +78,10 @@ class CNN1D(nn.Module):
         activation: Activation = "gelu",
     ) -> None:
         super().__init__()
-        for name, value in dict(
-            n_chans=n_chans,
-            n_outputs=n_outputs,
-            n_times=n_times,
-            width=width,
-            n_blocks=n_blocks,
-            kernel_size=kernel_size,
-            convs_per_block=convs_per_block,
-        ).items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        check_positive_ints("CNN1D",
+            n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, width=width, n_blocks=n_blocks,
+            kernel_size=kernel_size, convs_per_block=convs_per_block,
+        )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
         if activation not in ("gelu", "relu"):
@@ -118,11 +113,7 @@ class CNN1D(nn.Module):
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """Globally averaged embedding ``(batch, width)`` that :attr:`head` maps to logits."""
-        if x.ndim != 3 or x.shape[1] != self.n_chans or x.shape[2] != self.n_times:
-            raise ValueError(
-                f"CNN1D expects x of shape (batch, n_chans={self.n_chans}, n_times={self.n_times}), "
-                f"got {tuple(x.shape)}"
-            )
+        check_window("CNN1D", x, self.n_chans, self.n_times)
         return self.feature_dropout(self.blocks(x).mean(dim=-1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -44,6 +44,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from biosig_lightning.models.checks import check_positive_ints, check_window
+
 __all__ = ["EEGNet"]
 
 
@@ -125,12 +127,10 @@ class EEGNet(nn.Module):
         bn_momentum: float = 0.01,
     ) -> None:
         super().__init__()
-        for name, value in dict(
+        check_positive_ints("EEGNet",
             n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, F1=F1, D=D, F2=F2,
             kernel_length=kernel_length, separable_kernel=separable_kernel, pool1=pool1, pool2=pool2,
-        ).items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"EEGNet: {name} must be a positive integer, got {value!r}")
+        )
         if n_times < pool1 * pool2:
             raise ValueError(
                 f"EEGNet needs n_times >= pool1 * pool2 = {pool1 * pool2} samples (two average pools of "
@@ -171,11 +171,7 @@ class EEGNet(nn.Module):
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """Flattened block-2 output ``(B, feature_dim)`` that :attr:`head` maps to logits."""
-        if x.ndim != 3 or x.shape[1] != self.n_chans or x.shape[2] != self.n_times:
-            raise ValueError(
-                f"EEGNet expects x of shape (batch, n_chans={self.n_chans}, n_times={self.n_times}), "
-                f"got {tuple(x.shape)}"
-            )
+        check_window("EEGNet", x, self.n_chans, self.n_times)
         z = self.separable(self.spatial(self.temporal(x.unsqueeze(1))))
         return z.flatten(1)
 

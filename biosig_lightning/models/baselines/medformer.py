@@ -94,6 +94,7 @@ from torch.nn import functional as F
 from biosig_lightning.models.bioformer.alignment import FBAM
 from biosig_lightning.models.bioformer.embedding import parse_augmentation
 from biosig_lightning.models.bioformer.encoder import MaskDropout
+from biosig_lightning.models.checks import check_positive_ints, check_window
 from biosig_lightning.models.layers import sinusoidal_positions
 
 __all__ = ["APAVA_PATCH_LENS", "Medformer"]
@@ -324,12 +325,10 @@ class Medformer(nn.Module):
         fbam_kwargs: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        for name, value in dict(
+        check_positive_ints("Medformer",
             n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, d_model=d_model, n_heads=n_heads,
             e_layers=e_layers, d_ff=d_ff, fbam_bands=fbam_bands,
-        ).items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"Medformer: {name} must be a positive integer, got {value!r}")
+        )
         patch_lens = list(patch_lens)
         if not patch_lens or any(not isinstance(p, int) or isinstance(p, bool) or p < 1 for p in patch_lens):
             raise ValueError(f"Medformer: patch_lens must be a non-empty list of positive ints, got {patch_lens!r}")
@@ -377,11 +376,7 @@ class Medformer(nn.Module):
         self.head = nn.Linear(self.feature_dim, n_outputs)
 
     def _check_input(self, x: torch.Tensor) -> None:
-        if x.ndim != 3 or x.shape[1] != self.n_chans or x.shape[2] != self.n_times:
-            raise ValueError(
-                f"Medformer expects x of shape (batch, n_chans={self.n_chans}, n_times={self.n_times}), "
-                f"got {tuple(x.shape)}"
-            )
+        check_window("Medformer", x, self.n_chans, self.n_times)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Last-layer tokens of all granularities end to end, ``(B', N, D)``, before the final norm."""

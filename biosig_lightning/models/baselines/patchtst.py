@@ -35,6 +35,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from biosig_lightning.models.checks import check_positive_ints, check_window
+
 __all__ = ["PatchTST"]
 
 HeadType = Literal["flatten", "mean"]
@@ -115,19 +117,10 @@ class PatchTST(nn.Module):
         revin: bool = True,
     ) -> None:
         super().__init__()
-        for name, value in dict(
-            n_chans=n_chans,
-            n_outputs=n_outputs,
-            n_times=n_times,
-            patch_len=patch_len,
-            stride=stride,
-            d_model=d_model,
-            n_layers=n_layers,
-            n_heads=n_heads,
-            d_ff=d_ff,
-        ).items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"PatchTST: {name} must be a positive integer, got {value!r}")
+        check_positive_ints("PatchTST",
+            n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, patch_len=patch_len, stride=stride,
+            d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff,
+        )
         if patch_len > n_times:
             raise ValueError(f"PatchTST: patch_len ({patch_len}) exceeds n_times ({n_times})")
         if d_model % n_heads != 0:
@@ -147,11 +140,7 @@ class PatchTST(nn.Module):
         self.head = nn.Linear(self.feature_dim, n_outputs)
 
     def _check_input(self, x: torch.Tensor) -> None:
-        if x.ndim != 3 or x.shape[1] != self.n_chans or x.shape[2] != self.n_times:
-            raise ValueError(
-                f"PatchTST expects x of shape (batch, n_chans={self.n_chans}, n_times={self.n_times}), "
-                f"got {tuple(x.shape)}"
-            )
+        check_window("PatchTST", x, self.n_chans, self.n_times)
 
     def patches(self, x: torch.Tensor) -> torch.Tensor:
         """Patches ``(batch, n_chans, n_patches, patch_len)`` of the (normalised) input."""

@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from biosig_lightning.features.montage import channel_adjacency
+from biosig_lightning.models.checks import check_positive_ints, check_window
 
 __all__ = ["StaticGNN", "normalized_adjacency"]
 
@@ -86,11 +87,9 @@ class StaticGNN(nn.Module):
         fallback_full: bool = False,
     ) -> None:
         super().__init__()
-        for name, value in dict(
-            n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, width=width, n_layers=n_layers
-        ).items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"StaticGNN: {name} must be a positive integer, got {value!r}")
+        check_positive_ints("StaticGNN",
+            n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, width=width, n_layers=n_layers,
+        )
         self.n_chans, self.n_outputs, self.n_times, self.sfreq = n_chans, n_outputs, n_times, float(sfreq)
         self.ch_names = list(ch_names) if ch_names is not None else None
         graph = channel_adjacency(ch_names, n_chans=n_chans, threshold=threshold, fallback_full=fallback_full)
@@ -109,11 +108,7 @@ class StaticGNN(nn.Module):
         self.head = nn.Linear(width, n_outputs)
 
     def _check_input(self, x: torch.Tensor) -> None:
-        if x.ndim != 3 or x.shape[1] != self.n_chans or x.shape[2] != self.n_times:
-            raise ValueError(
-                f"StaticGNN expects x of shape (batch, n_chans={self.n_chans}, n_times={self.n_times}), "
-                f"got {tuple(x.shape)}"
-            )
+        check_window("StaticGNN", x, self.n_chans, self.n_times)
 
     def node_states(self, x: torch.Tensor) -> torch.Tensor:
         """Node states ``(batch, n_chans, width)`` after the GCN layers."""

@@ -62,6 +62,7 @@ import torch
 from torch import nn
 
 from biosig_lightning.models.bioformer.alignment import FBAM
+from biosig_lightning.models.checks import check_positive_ints, check_window
 from biosig_lightning.models.layers import SinusoidalPositionalEncoding
 
 __all__ = ["TransformerClassifier"]
@@ -69,12 +70,6 @@ __all__ = ["TransformerClassifier"]
 Pooling = Literal["mean", "flatten"]
 Embedding = Literal["linear", "circular_conv"]
 Activation = Literal["gelu", "relu"]
-
-
-def _check_positive(**values: int) -> None:
-    for name, value in values.items():
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 class TransformerClassifier(nn.Module):
@@ -141,17 +136,12 @@ class TransformerClassifier(nn.Module):
         fbam_kernel_mode: Literal["sample", "batch"] = "sample",
     ) -> None:
         super().__init__()
-        _check_positive(
-            n_chans=n_chans,
-            n_outputs=n_outputs,
-            n_times=n_times,
-            d_model=d_model,
-            n_layers=n_layers,
-            n_heads=n_heads,
-            d_ff=d_ff,
+        check_positive_ints("TransformerClassifier",
+            n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, d_model=d_model, n_layers=n_layers,
+            n_heads=n_heads, d_ff=d_ff,
         )
         if patch_len is not None:
-            _check_positive(patch_len=patch_len)
+            check_positive_ints("TransformerClassifier", patch_len=patch_len)
             if patch_len > n_times:
                 raise ValueError(f"patch_len ({patch_len}) must not exceed n_times ({n_times})")
         if d_model % n_heads != 0:
@@ -202,7 +192,7 @@ class TransformerClassifier(nn.Module):
         # One FBAM per encoder layer, applied before it; None keeps the plain network intact.
         self.fbam: nn.ModuleList | None = None
         if fbam:
-            _check_positive(fbam_bands=fbam_bands)
+            check_positive_ints("TransformerClassifier", fbam_bands=fbam_bands)
             self.fbam = nn.ModuleList(
                 FBAM(d_model, self.n_tokens, fbam_bands, kernel_mode=fbam_kernel_mode) for _ in range(n_layers)
             )
@@ -212,11 +202,7 @@ class TransformerClassifier(nn.Module):
         self.head = nn.Linear(self.feature_dim, n_outputs)
 
     def _check_input(self, x: torch.Tensor) -> None:
-        if x.ndim != 3 or x.shape[1] != self.n_chans or x.shape[2] != self.n_times:
-            raise ValueError(
-                f"TransformerClassifier expects x of shape (batch, n_chans={self.n_chans}, "
-                f"n_times={self.n_times}), got {tuple(x.shape)}"
-            )
+        check_window("TransformerClassifier", x, self.n_chans, self.n_times)
 
     def tokens(self, x: torch.Tensor) -> torch.Tensor:
         """Encoded tokens ``(batch, n_tokens, d_model)`` after the final LayerNorm."""

@@ -13,6 +13,7 @@ from biosig_lightning.models.bioformer.alignment import FBAM, TSAM, GainMode, Ke
 from biosig_lightning.models.bioformer.embedding import PyramidConvEmbedding
 from biosig_lightning.models.bioformer.encoder import FfnResidual, MaskDropout, SegmentedEncoderLayer
 from biosig_lightning.models.bioformer.scln import SampleConditionalLayerNorm
+from biosig_lightning.models.checks import check_positive_ints, check_window
 
 __all__ = ["BioFormer"]
 
@@ -90,12 +91,10 @@ class BioFormer(nn.Module):
         augmentations: Sequence[str] = DEFAULT_AUGMENTATIONS,
     ) -> None:
         super().__init__()
-        for name, value in dict(
-            n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, d_model=d_model, d_ff=d_ff, n_heads=n_heads,
-            n_layers=n_layers, n_bands=n_bands,
-        ).items():
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"BioFormer: {name} must be a positive integer, got {value!r}")
+        check_positive_ints("BioFormer",
+            n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, d_model=d_model, d_ff=d_ff,
+            n_heads=n_heads, n_layers=n_layers, n_bands=n_bands,
+        )
         if n_times < 8:
             raise ValueError(f"BioFormer needs n_times >= 8 for its T/8 branch, got {n_times}")
         if mixer not in ("fbam", "tsam", "none"):
@@ -141,11 +140,7 @@ class BioFormer(nn.Module):
         self.head = nn.Linear(self.feature_dim, n_outputs)
 
     def _check_input(self, x: torch.Tensor) -> None:
-        if x.ndim != 3 or x.shape[1] != self.n_chans or x.shape[2] != self.n_times:
-            raise ValueError(
-                f"BioFormer expects x of shape (batch, n_chans={self.n_chans}, n_times={self.n_times}), "
-                f"got {tuple(x.shape)}"
-            )
+        check_window("BioFormer", x, self.n_chans, self.n_times)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Encoder output before the final norm: all branch tokens end to end, ``(B, N, D)``."""
