@@ -173,3 +173,25 @@ def test_shipped_search_spaces_name_real_config_keys(space: str, experiment: str
 
     validate_space(["--config", str(EXPERIMENTS / f"{experiment}.yaml")],
                    load_search_space(EXPERIMENTS / "search_spaces" / f"{space}.yaml"))
+
+
+FBAM_TINY = {
+    "transformer": ["--model.init_args.backbone.init_args.n_layers=1", "--model.init_args.backbone.init_args.d_model=16",
+                    "--model.init_args.backbone.init_args.d_ff=16", "--model.init_args.backbone.init_args.n_heads=2"],
+    "medformer": ["--model.init_args.backbone.init_args.e_layers=1", "--model.init_args.backbone.init_args.d_model=16",
+                  "--model.init_args.backbone.init_args.d_ff=16", "--model.init_args.backbone.init_args.n_heads=2",
+                  "--model.init_args.backbone.init_args.patch_lens=[8,16]"],
+    "eegnet": [],
+}
+
+
+@pytest.mark.parametrize("backbone", sorted(FBAM_TINY))
+def test_table3_fbam_trains_on_each_backbone(backbone: str, in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table3 = EXPERIMENTS / "bioformer" / "table3"
+    res = _fit(capsys, "--config", str(EXPERIMENTS / "bioformer_apava.yaml"), "--config", str(table3 / f"{backbone}.yaml"),
+               "--config", str(table3 / "fbam.yaml"), *SMOKE, *FBAM_TINY[backbone])
+    assert res["config"]["model"]["init_args"]["backbone"]["init_args"]["fbam"] is True
+    from biosig_lightning.models.bioformer import FBAM
+    from biosig_lightning.runs import load_run
+
+    assert any(isinstance(m, FBAM) for m in load_run(res["run_dir"]).task.backbone.modules())

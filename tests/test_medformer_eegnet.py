@@ -304,3 +304,21 @@ def test_cli_smoke_fit(in_tmp: Path, capsys: pytest.CaptureFixture[str], backbon
     name, value = overrides[0].split("=")
     assert backbone_cfg["init_args"][name] == int(value)
     assert res["num_params"] > 0 and 0.0 <= res["metrics"]["test/acc"] <= 1.0
+
+
+def test_eegnet_with_fbam_between_its_stages() -> None:
+    from biosig_lightning.models.baselines import EEGNet
+    from biosig_lightning.models.bioformer import FBAM
+
+    kw = dict(n_chans=4, n_outputs=3, n_times=64, sfreq=64.0, F1=4, D=2, F2=8, kernel_length=8, max_norm=False)
+    plain, with_fbam = EEGNet(**kw), EEGNet(**kw, fbam=True, fbam_kwargs={"kernel_mode": "batch"})
+    extra = sum(p.numel() for p in FBAM(16, 64, 6).parameters()) + sum(p.numel() for p in FBAM(8, 16, 6).parameters())
+    assert sum(p.numel() for p in with_fbam.parameters()) == sum(p.numel() for p in plain.parameters()) + extra
+    x = torch.randn(5, 4, 64)
+    out = with_fbam(x)
+    assert out.shape == (5, 3)
+    out.sum().backward()
+    grads = [p.grad for p in with_fbam.fbam.parameters() if p.requires_grad]
+    assert grads and all(g is not None for g in grads) and any(g.abs().sum() > 0 for g in grads)
+    with_fbam.eval()
+    assert torch.allclose(with_fbam(x[:1]), with_fbam(x)[:1], atol=1e-5)  # batch-shared kernels: eval rule

@@ -35,15 +35,27 @@ Feature alignment (MMD/CORAL/GRL, "temporal average of the encoder outputs", Bio
 C.4): :attr:`align_site` ``= "separable"``, block 2's output ``(B, F2, 1, T')``, averaged
 over its last two axes by the DG task (``align_channel_dim = 1``).
 
+"+FBAM" (BioFormer Table 3, ``fbam=True``): EEGNet has no token encoder, so FBAM is inserted
+between its convolutional stages, on the feature maps read as token sequences over time: before
+the depthwise spatial filter on the first block's ``(B, F1, C, T)`` maps (``T`` tokens of width
+``F1 * C``) and before the separable block on ``(B, D*F1, 1, T / pool1)`` (tokens of width
+``D * F1``). *Reading:* FBAM aligns spectra along the time axis of an intermediate
+representation; these are the two places where EEGNet still has one, before each of its
+learned mixing stages. ``fbam_kwargs`` go to :class:`~biosig_lightning.models.bioformer.FBAM`
+(e.g. ``{"kernel_mode": "batch"}`` for multi-class tasks).
+
 Any ``n_times >= pool1 * pool2`` (32 by default) works; the feature length is
 ``F2 * floor(floor(T / pool1) / pool2)``. ``forward(x) == head(forward_features(x))``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
+from biosig_lightning.models.bioformer import FBAM
 from biosig_lightning.models.checks import check_positive_ints, check_window
 
 __all__ = ["EEGNet"]
@@ -101,6 +113,8 @@ class EEGNet(nn.Module):
         max_norm: apply the paper's max-norm constraints (1 on spatial filters, 0.25 on the
             classifier).
         bn_momentum: torch BatchNorm momentum (0.01 = Keras' 0.99, the reference code's).
+        fbam, fbam_bands, fbam_kwargs: insert BioFormer's FBAM between the convolutional stages
+            (Table 3 "+FBAM"; see the module docstring).
     """
 
     style_site: str = "temporal"
@@ -125,6 +139,9 @@ class EEGNet(nn.Module):
         dropout: float = 0.25,
         max_norm: bool = True,
         bn_momentum: float = 0.01,
+        fbam: bool = False,
+        fbam_bands: int = 6,
+        fbam_kwargs: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         check_positive_ints("EEGNet",
@@ -166,15 +183,41 @@ class EEGNet(nn.Module):
             nn.AvgPool2d((1, pool2)),
             nn.Dropout(dropout),
         )
+        self.fbam: nn.ModuleList | None = None
+        if fbam:
+            check_positive_ints("EEGNet", fbam_bands=fbam_bands)
+            opts = dict(fbam_kwargs or {})
+            self.fbam = nn.ModuleList([
+                _MapFBAM(FBAM(F1 * n_chans, n_times, fbam_bands, **opts)),
+                _MapFBAM(FBAM(D * F1, n_times // pool1, fbam_bands, **opts)),
+            ])
         self.feature_dim = F2 * ((n_times // pool1) // pool2)
         self.head = _MaxNormLinear(self.feature_dim, n_outputs, max_norm=0.25 if max_norm else None)
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """Flattened block-2 output ``(B, feature_dim)`` that :attr:`head` maps to logits."""
         check_window("EEGNet", x, self.n_chans, self.n_times)
-        z = self.separable(self.spatial(self.temporal(x.unsqueeze(1))))
-        return z.flatten(1)
+        z = self.temporal(x.unsqueeze(1))
+        if self.fbam is not None:
+            z = self.fbam[0](z)
+        z = self.spatial(z)
+        if self.fbam is not None:
+            z = self.fbam[1](z)
+        return self.separable(z).flatten(1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits ``(B, n_outputs)`` for ``x`` of shape ``(B, n_chans, n_times)``."""
         return self.head(self.forward_features(x))
+
+
+class _MapFBAM(nn.Module):
+    """FBAM on ``(B, F, H, T)`` feature maps read as ``T`` tokens of width ``F * H``."""
+
+    def __init__(self, fbam: FBAM) -> None:
+        super().__init__()
+        self.fbam = fbam
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        b, f, h, t = z.shape
+        tokens = z.permute(0, 3, 1, 2).reshape(b, t, f * h)
+        return self.fbam(tokens).reshape(b, t, f, h).permute(0, 2, 3, 1)
