@@ -201,7 +201,7 @@ def profile(argv: list[str]) -> dict[str, Any]:
     """``biosig profile``: size, forward FLOPs and train-step speed of an experiment's model."""
     import argparse
 
-    from torch.utils.flop_counter import FlopCounterMode
+    from biosig_lightning.profiling import count_forward_flops
 
     ap = argparse.ArgumentParser(prog="biosig profile", add_help=True)
     ap.add_argument("--steps", type=int, default=10, help="timed train steps (median reported)")
@@ -221,11 +221,7 @@ def profile(argv: list[str]) -> dict[str, Any]:
     bs = int(batch["y"].shape[0])
 
     model.eval()
-    # grad mode on: under no_grad, nn.TransformerEncoder takes a fused fast path whose matmuls the
-    # flop counter cannot see (it would report ~0 FLOPs for a 6-layer Transformer)
-    with FlopCounterMode(display=False) as counter:
-        model(batch["x"][:1])
-    flops = int(counter.get_total_flops())
+    flops = count_forward_flops(model, batch["x"][:1])
 
     model.train()
     opt = model.build_optimizer() if hasattr(model, "build_optimizer") else torch.optim.AdamW(model.parameters())
