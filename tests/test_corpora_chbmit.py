@@ -278,3 +278,32 @@ def test_bad_options(corpus: Path) -> None:
         CHBMIT(corpus, stride_seconds=0)
     with pytest.raises(ValueError, match="max_files_per_subject"):
         CHBMIT(corpus, max_files_per_subject=0)
+
+
+# ---- the DataModule keeps chb01 and chb21 together -------------------------------------------------
+SPLITS = [dict(strategy="ratio", seed=seed) for seed in range(6)] + [
+    dict(strategy="kfold", n_folds=5, fold=fold, seed=seed) for fold in range(5) for seed in (0, 1)] + [
+    dict(strategy="loso", fold=fold, seed=1) for fold in (0, 5, 17)]
+
+
+@pytest.mark.parametrize("user_groups", [None, [[2, 3]], [[21, 5], [7, 8]]], ids=["none", "disjoint", "overlapping"])
+def test_datamodule_keeps_one_child_in_one_split(tmp_path: Path, user_groups: list[list[int]] | None) -> None:
+    # 21 stand-in subjects, so ids 1 and 21 both exist. A user's own split groups used to *replace* the
+    # corpus's [[1, 21]] (one child recorded twice), putting chb01 and chb21 in different partitions.
+    from biosig_lightning.data.datamodules import CHBMITDataModule
+    from biosig_lightning.data.splits import SplitConfig
+
+    cache = str(tmp_path / "cache")
+    separated = []
+    for options in SPLITS:
+        split = SplitConfig(stratify=False, groups=user_groups, **options)
+        dm = CHBMITDataModule(synthetic=True, synthetic_options={"n_subjects": 21, "windows_per_subject": 2},
+                              cache_dir=cache, split=split)
+        dm.setup()
+        where = {s: name for name, subjects in dm.subjects.items() for s in subjects}
+        assert len(where) == 21, options
+        if where[1] != where[21]:
+            separated.append(options)
+        for group in user_groups or []:  # the user's own groups hold too
+            assert len({where[s] for s in group}) == 1, (options, group)
+    assert separated == [], f"chb01 and chb21 split apart under {separated}"

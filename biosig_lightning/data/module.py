@@ -266,8 +266,10 @@ class BiosignalDataModule(LightningDataModule):
             return
         cache = self.cache
         cfg = self.split_config or self.default_split()
-        if self.subject_groups and not cfg.groups:
-            cfg = _replace(cfg, groups=self.subject_groups)
+        if self.subject_groups:
+            # the corpus's groups are facts about its subjects (one person recorded twice), so
+            # they hold whatever groups the user adds: merged, never replaced
+            cfg = _replace(cfg, groups=merge_groups(cfg.groups or [], self.subject_groups))
         subject_labels = cache.subject_labels() if self.spec.label_level == "subject" else None
         self.subjects = split_subjects(cache.subject_ids().tolist(), cfg, subject_labels)
         self.split_id = split_fingerprint(self.subjects)
@@ -371,6 +373,34 @@ class BiosignalDataModule(LightningDataModule):
         state["_cache"] = None
         state["datasets"] = {}
         return state
+
+
+def merge_groups(*group_lists: Sequence[Sequence[int]]) -> list[list[int]]:
+    """Union of several lists of split groups: groups sharing a subject become one sorted group.
+
+    ``merge_groups([[2, 3]], [[1, 21]])`` keeps both groups; ``merge_groups([[1, 2]], [[1, 21]])``
+    gives ``[[1, 2, 21]]``, since 1 must stay with 2 and with 21. Groups come out sorted by
+    their smallest subject.
+    """
+    parent: dict[int, int] = {}
+
+    def root(s: int) -> int:
+        while parent[s] != s:
+            parent[s] = parent[parent[s]]
+            s = parent[s]
+        return s
+
+    for groups in group_lists:
+        for group in groups:
+            members = [int(s) for s in group]
+            for s in members:
+                parent.setdefault(s, s)
+            for s in members[1:]:
+                parent[root(s)] = root(members[0])
+    merged: dict[int, list[int]] = {}
+    for s in parent:
+        merged.setdefault(root(s), []).append(s)
+    return sorted((sorted(g) for g in merged.values()), key=lambda g: g[0])
 
 
 def _replace(cfg: SplitConfig, **changes: Any) -> SplitConfig:

@@ -14,6 +14,9 @@ from biosig_lightning.data.splits import SplitConfig
 class CHBMITDataModule(BiosignalDataModule):
     """Window-level seizure detection; chb01 and chb21 (one child) always share a split.
 
+    The pair is a corpus group (:data:`SUBJECT_GROUPS`): split groups set in
+    ``data.init_args.split.groups`` are added to it (overlapping groups merge), never replace it.
+
     Args:
         montage: ``"23"`` (SD-Former) or ``"18"`` (the standard double banana).
         window_seconds, stride_seconds: windowing (non-overlapping by default).
