@@ -31,7 +31,7 @@ from biosig_lightning.analysis.subject_probe import (
     train_probe,
 )
 from biosig_lightning.cli import main
-from biosig_lightning.models.baselines import CNN1D
+from biosig_lightning.models.baselines import CNN1D, Medformer, TransformerClassifier
 from biosig_lightning.models.bioformer import BioFormer
 from tests.conftest import EXPERIMENTS
 
@@ -158,6 +158,14 @@ def test_fbd_layers_need_a_temporal_embedding() -> None:
     assert [tuple(s.shape) for s in seqs] == [(3, 16, 8), (3, 8, 8), (3, 4, 8)]
     with pytest.raises(AnalysisError, match="CNN1D has no forward_tokens.*--layer input"):
         fbd._token_fn(CNN1D(**shape), "final")
+    # the Table 3 backbones give their own temporal embeddings, so Fig. 6 can compare methods
+    transformer = TransformerClassifier(**shape, d_model=8, n_layers=1, n_heads=2, d_ff=8).eval()
+    (seq,) = fbd._token_fn(transformer, "final")(x := torch.randn(3, 2, 32))
+    assert seq.shape == (3, 32, 8)
+    torch.testing.assert_close(transformer.encoder.norm(seq), transformer.tokens(x))  # before the final norm
+    medformer = Medformer(**shape, patch_lens=[4, 8], d_model=8, n_heads=2, e_layers=1, d_ff=8).eval()
+    seqs = fbd._token_fn(medformer, "final")(x)
+    assert [tuple(s.shape) for s in seqs] == [(3, 8, 8), (3, 4, 8)]  # floor(32 / p) patches, routers left out
     with pytest.raises(AnalysisError, match="needs a BioFormer"):
         fbd._token_fn(CNN1D(**shape), "scln")
 

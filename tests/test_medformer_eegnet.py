@@ -131,7 +131,7 @@ def test_medformer_two_stage_attention_matches_reference_mha() -> None:
 def test_medformer_fbam_option() -> None:
     torch.manual_seed(3)
     base = tiny_medformer()
-    m = tiny_medformer(fbam=True, fbam_bands=2, fbam_kwargs={"kernel_mode": "batch"})
+    m = tiny_medformer(fbam=True, fbam_bands=2)  # 3 classes: "auto" gives batch-shared kernels
     assert m.fbam is not None and len(m.fbam) == 2
     assert all(isinstance(f, FBAM) and f.seq_lens == m.n_tokens and f.n_bands == 2 for f in m.fbam)
     assert m.fbam[0].kernel_mode == "batch"
@@ -311,7 +311,8 @@ def test_eegnet_with_fbam_between_its_stages() -> None:
     from biosig_lightning.models.bioformer import FBAM
 
     kw = dict(n_chans=4, n_outputs=3, n_times=64, sfreq=64.0, F1=4, D=2, F2=8, kernel_length=8, max_norm=False)
-    plain, with_fbam = EEGNet(**kw), EEGNet(**kw, fbam=True, fbam_kwargs={"kernel_mode": "batch"})
+    plain, with_fbam = EEGNet(**kw), EEGNet(**kw, fbam=True)  # 3 classes: "auto" -> batch-shared kernels
+    assert with_fbam.fbam[0].fbam.kernel_mode == "batch"
     extra = sum(p.numel() for p in FBAM(16, 64, 6).parameters()) + sum(p.numel() for p in FBAM(8, 16, 6).parameters())
     assert sum(p.numel() for p in with_fbam.parameters()) == sum(p.numel() for p in plain.parameters()) + extra
     x = torch.randn(5, 4, 64)
@@ -322,3 +323,29 @@ def test_eegnet_with_fbam_between_its_stages() -> None:
     assert grads and all(g is not None for g in grads) and any(g.abs().sum() > 0 for g in grads)
     with_fbam.eval()
     assert torch.allclose(with_fbam(x[:1]), with_fbam(x)[:1], atol=1e-5)  # batch-shared kernels: eval rule
+
+
+@pytest.mark.parametrize("n_outputs,expected", [(2, "sample"), (3, "batch"), (5, "batch")])
+def test_fbam_hosts_pick_the_papers_kernel_mode(n_outputs: int, expected: str) -> None:
+    # Appendix C.3: batch-shared kernels for multi-class tasks, sample-specific for binary ones
+    from biosig_lightning.models.baselines import TransformerClassifier
+    from biosig_lightning.models.bioformer import BioFormer
+
+    shape = dict(n_chans=3, n_outputs=n_outputs, n_times=32, sfreq=32.0)
+    hosts = [
+        TransformerClassifier(**shape, d_model=8, n_layers=1, n_heads=2, d_ff=8, fbam=True).fbam[0],
+        Medformer(**shape, patch_lens=[4, 8], d_model=8, n_heads=2, e_layers=1, d_ff=8, fbam=True).fbam[0],
+        EEGNet(**shape, F1=2, D=1, F2=2, kernel_length=4, fbam=True).fbam[0].fbam,
+        BioFormer(**shape, d_model=8, d_ff=8, n_heads=2, n_layers=1).mixers[0],
+    ]
+    assert [m.kernel_mode for m in hosts] == [expected] * 4
+    forced = TransformerClassifier(**shape, d_model=8, n_layers=1, n_heads=2, d_ff=8, fbam=True,
+                                   fbam_kernel_mode="sample")
+    assert forced.fbam[0].kernel_mode == "sample"
+
+
+def test_fbam_kernel_mode_is_set_in_one_place() -> None:
+    with pytest.raises(ValueError, match="fbam_kernel_mode"):
+        tiny_medformer(fbam=True, fbam_kwargs={"kernel_mode": "batch"})
+    with pytest.raises(ValueError, match="'auto', 'sample' or 'batch'"):
+        tiny_medformer(fbam=True, fbam_kernel_mode="shared")

@@ -51,9 +51,11 @@ Readings chosen where the paper is silent or ambiguous:
    Each band reports the mean bin FBD and ``frac_above_1``, the share of its bins with
    ``FBD > 1`` (the red area of Fig. 6).
 9. ``eps = 1e-12`` (Eq. 20).
-10. FBD is a spectral measure, so it needs a representation that is a signal over time. A
-    backbone without ``forward_tokens(x) -> (B, L, D)`` (CNN1D, PatchTST, ...) is refused with a
-    clear error instead of guessing a time axis; ``--layer input`` still works for it.
+10. FBD is a spectral measure, so it needs a representation that is a signal over time. BioFormer,
+    the Transformer baseline (one token per time step or patch) and Medformer (one sequence per
+    granularity, routers left out) provide ``forward_tokens``, so Fig. 6's comparison of methods can
+    be made; a backbone without it (CNN1D, PatchTST, ...) is refused with a clear error instead of
+    guessing a time axis; ``--layer input`` still works for it.
 """
 
 from __future__ import annotations
@@ -285,8 +287,8 @@ def _token_fn(backbone: nn.Module, layer: str) -> Callable[[torch.Tensor], list[
         if tokens is None:
             raise AnalysisError(
                 f"--layer final: backbone {name} has no forward_tokens(x) -> (B, L, D) temporal embedding, and FBD "
-                "is a spectrum over time (Appendix F); only BioFormer provides one. Use --layer input for the "
-                "input FBD alone"
+                "is a spectrum over time (Appendix F); BioFormer, TransformerClassifier and Medformer provide one. "
+                "Use --layer input for the input FBD alone"
             )
 
         def final(x: torch.Tensor) -> list[torch.Tensor]:

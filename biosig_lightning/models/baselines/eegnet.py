@@ -41,8 +41,9 @@ the depthwise spatial filter on the first block's ``(B, F1, C, T)`` maps (``T`` 
 ``F1 * C``) and before the separable block on ``(B, D*F1, 1, T / pool1)`` (tokens of width
 ``D * F1``). *Reading:* FBAM aligns spectra along the time axis of an intermediate
 representation; these are the two places where EEGNet still has one, before each of its
-learned mixing stages. ``fbam_kwargs`` go to :class:`~biosig_lightning.models.bioformer.FBAM`
-(e.g. ``{"kernel_mode": "batch"}`` for multi-class tasks).
+learned mixing stages. ``fbam_kernel_mode="auto"`` (default) gives batch-shared kernels for
+multi-class tasks and sample-specific ones for binary tasks (Appendix C.3); ``fbam_kwargs`` go to
+:class:`~biosig_lightning.models.bioformer.FBAM`.
 
 Any ``n_times >= pool1 * pool2`` (32 by default) works; the feature length is
 ``F2 * floor(floor(T / pool1) / pool2)``. ``forward(x) == head(forward_features(x))``.
@@ -55,7 +56,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from biosig_lightning.models.bioformer import FBAM
+from biosig_lightning.models.bioformer.alignment import FBAM, HostKernelMode, fbam_options
 from biosig_lightning.models.checks import check_positive_ints, check_window
 
 __all__ = ["EEGNet"]
@@ -113,8 +114,8 @@ class EEGNet(nn.Module):
         max_norm: apply the paper's max-norm constraints (1 on spatial filters, 0.25 on the
             classifier).
         bn_momentum: torch BatchNorm momentum (0.01 = Keras' 0.99, the reference code's).
-        fbam, fbam_bands, fbam_kwargs: insert BioFormer's FBAM between the convolutional stages
-            (Table 3 "+FBAM"; see the module docstring).
+        fbam, fbam_bands, fbam_kernel_mode, fbam_kwargs: insert BioFormer's FBAM between the
+            convolutional stages (Table 3 "+FBAM"; see the module docstring).
     """
 
     style_site: str = "temporal"
@@ -141,6 +142,7 @@ class EEGNet(nn.Module):
         bn_momentum: float = 0.01,
         fbam: bool = False,
         fbam_bands: int = 6,
+        fbam_kernel_mode: HostKernelMode = "auto",
         fbam_kwargs: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
@@ -186,7 +188,7 @@ class EEGNet(nn.Module):
         self.fbam: nn.ModuleList | None = None
         if fbam:
             check_positive_ints("EEGNet", fbam_bands=fbam_bands)
-            opts = dict(fbam_kwargs or {})
+            opts = fbam_options("EEGNet", fbam_kernel_mode, n_outputs, fbam_kwargs)
             self.fbam = nn.ModuleList([
                 _MapFBAM(FBAM(F1 * n_chans, n_times, fbam_bands, **opts)),
                 _MapFBAM(FBAM(D * F1, n_times // pool1, fbam_bands, **opts)),

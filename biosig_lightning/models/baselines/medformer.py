@@ -61,8 +61,9 @@ features of all channels.
 ``fbam=True`` is BioFormer's "Medf. + FBAM" (Table 3, Appendix C.4): one
 :class:`~biosig_lightning.models.bioformer.FBAM` is inserted before each encoder layer and
 aligns every granularity's token sequence (router included) on its own, with weights
-shared across granularities, like BioFormer's branches. ``fbam_kwargs`` passes further
-FBAM options (e.g. ``kernel_mode="batch"`` for multi-class tasks, Appendix C.3).
+shared across granularities, like BioFormer's branches. ``fbam_kernel_mode`` is ``"auto"`` by
+default: batch-shared kernels for multi-class tasks, sample-specific ones for binary tasks
+(Appendix C.3); ``fbam_kwargs`` passes further FBAM options.
 
 Implementation. Granularities are kept sorted by patch length (the model is equivariant to
 the order of ``patch_lens`` up to a relabelling of its parameters) and their tokens are
@@ -71,7 +72,10 @@ patch length share one strided convolution call and one batched attention comput
 (their per-granularity weights are stacked), so a layer runs one attention per *distinct*
 patch length rather than per granularity. The embedding module
 (:attr:`style_site` ``= "embedding"``) returns that single tensor, so MixStyle/DSU can
-perturb its per-token-sequence channel statistics (``style_channel_dim = -1``).
+perturb its channel statistics (``style_channel_dim = -1``). *Reading:* those statistics are
+taken per sample and embedding channel over all tokens of all granularities, i.e. over the
+whole output of Medformer's embedding layer (C.4: "immediately after the embedding layer"),
+not per granularity.
 ``forward(x) == head(forward_features(x))`` holds exactly. For the feature-alignment
 losses (MMD/CORAL/GRL, "temporal average of the encoder outputs", BioFormer C.4)
 :attr:`align_site` ``= "norm"`` (``align_channel_dim = -1``) is the final LayerNorm, whose
@@ -91,7 +95,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from biosig_lightning.models.bioformer.alignment import FBAM
+from biosig_lightning.models.bioformer.alignment import FBAM, HostKernelMode, fbam_options
 from biosig_lightning.models.bioformer.embedding import parse_augmentation
 from biosig_lightning.models.bioformer.encoder import MaskDropout
 from biosig_lightning.models.checks import check_positive_ints, check_window
@@ -291,7 +295,8 @@ class Medformer(nn.Module):
         single_channel: patch every channel separately (Medformer's ablation).
         inter_attention: ``False`` is Medformer's ``--no_inter_attn`` ablation.
         variant: ``"paper"`` (commit 446275f, default) or ``"head"`` (repository HEAD).
-        fbam, fbam_bands, fbam_kwargs: insert BioFormer's FBAM before every layer.
+        fbam, fbam_bands, fbam_kernel_mode, fbam_kwargs: insert BioFormer's FBAM before every
+            layer (``fbam_kernel_mode="auto"``: batch-shared kernels when ``n_outputs > 2``).
 
     Attributes: :attr:`feature_dim` (``N * D`` for ``"paper"``, ``G * D`` for ``"head"``,
     times ``n_chans`` with ``single_channel``), :attr:`head`, :attr:`n_tokens` (tokens per
@@ -322,6 +327,7 @@ class Medformer(nn.Module):
         variant: Variant = "paper",
         fbam: bool = False,
         fbam_bands: int = 6,
+        fbam_kernel_mode: HostKernelMode = "auto",
         fbam_kwargs: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
@@ -355,7 +361,11 @@ class Medformer(nn.Module):
         self.register_buffer("router_index", router_index, persistent=False)
         groups = [(n_times // p + 1, k) for p, k in self.embedding.groups]
         self.fbam = (
-            nn.ModuleList(FBAM(d_model, self.n_tokens, n_bands=fbam_bands, **(fbam_kwargs or {})) for _ in range(e_layers))
+            nn.ModuleList(
+                FBAM(d_model, self.n_tokens, n_bands=fbam_bands, **fbam_options("Medformer", fbam_kernel_mode, n_outputs,
+                                                                                 fbam_kwargs))
+                for _ in range(e_layers)
+            )
             if fbam
             else None
         )
@@ -387,6 +397,18 @@ class Medformer(nn.Module):
                 z = self.fbam[i](z)
             z = layer(z)
         return z
+
+    def forward_tokens(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """Final-layer temporal embedding per granularity, ``[(B, n_i - 1, D)]``, before the final norm.
+
+        For BioFormer's FBD analysis (Appendix F): each granularity's patch tokens in time order,
+        without its router (the last token, a summary rather than a time step), sorted by patch
+        length like :attr:`n_tokens`. Not defined with ``single_channel`` (rows are channels).
+        """
+        if self.single_channel:
+            raise ValueError("Medformer.forward_tokens: with single_channel=True the rows are single channels, "
+                             "not samples; there is no per-sample temporal embedding")
+        return [part[:, :-1] for part in self.encode(x).split(self.n_tokens, dim=1)]
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """Flattened representation ``(B, feature_dim)`` that :attr:`head` maps to logits."""

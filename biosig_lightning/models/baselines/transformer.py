@@ -33,7 +33,7 @@ token encoder (Sec. 4), which a raw-signal baseline does not have.
 every encoder layer ("FreqBandDrift blocks are inserted between successive encoder
 layers"), replacing its input as in BioFormer; ``fbam_bands`` uniform bands over the
 non-DC bins of the token axis (paper: 6) and ``fbam_kernel_mode`` ``"sample"`` (binary
-tasks) or ``"batch"`` (multi-class tasks, Appendix C.3). The default ``fbam=False`` builds
+tasks) or ``"batch"`` (multi-class tasks, Appendix C.3); ``"auto"`` (default) picks by ``n_outputs``. The default ``fbam=False`` builds
 exactly the plain network.
 
 Domain-generalisation style site. ``style_site = "embed"`` and ``style_channel_dim = 1``
@@ -61,7 +61,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from biosig_lightning.models.bioformer.alignment import FBAM
+from biosig_lightning.models.bioformer.alignment import FBAM, HostKernelMode, resolve_kernel_mode
 from biosig_lightning.models.checks import check_positive_ints, check_window
 from biosig_lightning.models.layers import SinusoidalPositionalEncoding
 
@@ -100,8 +100,8 @@ class TransformerClassifier(nn.Module):
         activation: feed-forward activation.
         fbam: insert an FBAM before every encoder layer (BioFormer Table 3, "+FBAM").
         fbam_bands: FBAM bands per token sequence (paper: 6).
-        fbam_kernel_mode: FBAM kernels per sample (``"sample"``) or shared by the batch
-            (``"batch"``).
+        fbam_kernel_mode: FBAM kernels per sample (``"sample"``), shared by the batch
+            (``"batch"``), or ``"auto"``: batch-shared for more than two classes (Appendix C.3).
 
     Shapes: ``x`` is ``(batch, n_chans, n_times)``; ``forward`` returns logits
     ``(batch, n_outputs)`` and ``forward_features`` returns ``(batch, feature_dim)``.
@@ -133,7 +133,7 @@ class TransformerClassifier(nn.Module):
         activation: Activation = "gelu",
         fbam: bool = False,
         fbam_bands: int = 6,
-        fbam_kernel_mode: Literal["sample", "batch"] = "sample",
+        fbam_kernel_mode: HostKernelMode = "auto",
     ) -> None:
         super().__init__()
         check_positive_ints("TransformerClassifier",
@@ -194,7 +194,8 @@ class TransformerClassifier(nn.Module):
         if fbam:
             check_positive_ints("TransformerClassifier", fbam_bands=fbam_bands)
             self.fbam = nn.ModuleList(
-                FBAM(d_model, self.n_tokens, fbam_bands, kernel_mode=fbam_kernel_mode) for _ in range(n_layers)
+                FBAM(d_model, self.n_tokens, fbam_bands, kernel_mode=resolve_kernel_mode(fbam_kernel_mode, n_outputs))
+                for _ in range(n_layers)
             )
         self.flatten_act = nn.GELU() if activation == "gelu" else nn.ReLU()
         self.feature_dropout = nn.Dropout(dropout)
@@ -204,18 +205,29 @@ class TransformerClassifier(nn.Module):
     def _check_input(self, x: torch.Tensor) -> None:
         check_window("TransformerClassifier", x, self.n_chans, self.n_times)
 
-    def tokens(self, x: torch.Tensor) -> torch.Tensor:
-        """Encoded tokens ``(batch, n_tokens, d_model)`` after the final LayerNorm."""
+    def _encode(self, x: torch.Tensor) -> torch.Tensor:
+        """Output of the last encoder layer ``(batch, n_tokens, d_model)``, before the final LayerNorm."""
         self._check_input(x)
         pad = self.n_tokens * self.patch_len - self.n_times
         if pad:
             x = nn.functional.pad(x, (0, pad))
         z = self.positions(self.embed(x).transpose(1, 2))
-        if self.fbam is None:
-            return self.encoder(z)
-        for align, layer in zip(self.fbam, self.encoder.layers, strict=True):
-            z = layer(align(z))
-        return self.encoder.norm(z)
+        aligners = self.fbam if self.fbam is not None else [None] * len(self.encoder.layers)
+        for align, layer in zip(aligners, self.encoder.layers, strict=True):
+            z = layer(z if align is None else align(z))
+        return z
+
+    def tokens(self, x: torch.Tensor) -> torch.Tensor:
+        """Encoded tokens ``(batch, n_tokens, d_model)`` after the final LayerNorm."""
+        return self.encoder.norm(self._encode(x))
+
+    def forward_tokens(self, x: torch.Tensor) -> torch.Tensor:
+        """Final-layer temporal embedding ``(batch, n_tokens, d_model)``, before the final LayerNorm.
+
+        One token per time step (or patch), in time order: the representation whose spectrum
+        BioFormer's FBD analysis (Appendix F) measures, as for BioFormer's own ``forward_tokens``.
+        """
+        return self._encode(x)
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """Pooled embedding ``(batch, feature_dim)`` that :attr:`head` maps to logits."""

@@ -5,7 +5,7 @@ any token backbone (Table 3, "+FBAM"); ``TSAM`` is its time-domain control (Appe
 B.2); ``SampleConditionalLayerNorm`` is SCLN (Sec. 4.3).
 """
 
-from biosig_lightning.models.bioformer.alignment import FBAM, TSAM, BandController
+from biosig_lightning.models.bioformer.alignment import FBAM, TSAM, BandController, resolve_kernel_mode
 from biosig_lightning.models.bioformer.bands import BandLayout, resolve_edges, uniform_edges
 from biosig_lightning.models.bioformer.embedding import PyramidConvEmbedding, parse_augmentation
 from biosig_lightning.models.bioformer.encoder import SegmentedEncoderLayer
@@ -22,6 +22,7 @@ __all__ = [
     "SampleConditionalLayerNorm",
     "SegmentedEncoderLayer",
     "parse_augmentation",
+    "resolve_kernel_mode",
     "resolve_edges",
     "uniform_edges",
 ]

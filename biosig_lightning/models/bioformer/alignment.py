@@ -28,19 +28,47 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import nn
 
 from biosig_lightning.models.bioformer.bands import BandLayout, EdgesSpec, resolve_edges
 
-__all__ = ["FBAM", "TSAM", "BandController"]
+__all__ = ["FBAM", "TSAM", "BandController", "fbam_options", "resolve_kernel_mode"]
 
 KernelMode = Literal["sample", "batch"]
+#: what a backbone hosting FBAM accepts: ``"auto"`` applies the paper's rule for its class count
+HostKernelMode = Literal["auto", "sample", "batch"]
 PhaseMode = Literal["rotate", "scale"]
 GainMode = Literal["tanh", "offset"]
 TokenInit = Literal["xavier", "zeros"]
+
+
+def resolve_kernel_mode(mode: str, n_outputs: int) -> KernelMode:
+    """The FBAM kernel mode for a task with ``n_outputs`` classes.
+
+    ``"auto"`` is the paper's rule (Appendix C.3): batch-shared kernels for multi-class tasks
+    (``K > 2``), sample-specific kernels for binary ones. ``"sample"`` / ``"batch"`` pass through.
+    """
+    if mode == "auto":
+        return "batch" if n_outputs > 2 else "sample"
+    if mode not in ("sample", "batch"):
+        raise ValueError(f"FBAM kernel mode must be 'auto', 'sample' or 'batch', got {mode!r}")
+    return mode  # type: ignore[return-value]
+
+
+def fbam_options(host: str, kernel_mode: str, n_outputs: int, extra: dict[str, Any] | None) -> dict[str, Any]:
+    """FBAM keyword arguments for a backbone that hosts FBAM (Table 3 "+FBAM").
+
+    ``kernel_mode`` is the host's ``fbam_kernel_mode`` (resolved by :func:`resolve_kernel_mode`);
+    ``extra`` are further FBAM options, which must not name the kernel mode a second time.
+    """
+    opts = dict(extra or {})
+    if "kernel_mode" in opts:
+        raise ValueError(f"{host}: set the FBAM kernel mode with fbam_kernel_mode, not fbam_kwargs.kernel_mode")
+    opts["kernel_mode"] = resolve_kernel_mode(kernel_mode, n_outputs)
+    return opts
 
 
 class _Head(nn.Sequential):

@@ -9,7 +9,15 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from biosig_lightning.models.bioformer.alignment import FBAM, TSAM, GainMode, KernelMode, PhaseMode, TokenInit
+from biosig_lightning.models.bioformer.alignment import (
+    FBAM,
+    TSAM,
+    GainMode,
+    HostKernelMode,
+    PhaseMode,
+    TokenInit,
+    resolve_kernel_mode,
+)
 from biosig_lightning.models.bioformer.embedding import PyramidConvEmbedding
 from biosig_lightning.models.bioformer.encoder import FfnResidual, MaskDropout, SegmentedEncoderLayer
 from biosig_lightning.models.bioformer.scln import SampleConditionalLayerNorm
@@ -44,7 +52,7 @@ class BioFormer(nn.Module):
     ``clamp(1 + gamma 0.5 tanh, 0.5, 1.5)``), ``magnitude_clamp`` (None; code 0.5),
     ``token_init`` ("xavier"; code "zeros"), ``ffn_residual`` ("normed" = standard
     post-norm layer; code "raw"). ``kernel_mode`` is a flag (paper/code: "batch" for more
-    than two classes, "sample" otherwise); in eval mode the batch-shared kernel is the
+    than two classes, "sample" otherwise; ``"auto"``, the default, applies that rule); in eval mode the batch-shared kernel is the
     running average kept during training (see :mod:`.alignment`), so eval logits never
     depend on batch-mates.
 
@@ -73,7 +81,7 @@ class BioFormer(nn.Module):
         n_bands: int = 6,
         band_edges: list[float] | list[list[int]] | None = None,
         learnable_dc: bool = False,
-        kernel_mode: KernelMode = "sample",
+        kernel_mode: HostKernelMode = "auto",
         kernel_momentum: float | None = 0.1,
         kernel_size: int = 3,
         d_token: int | None = None,
@@ -113,8 +121,9 @@ class BioFormer(nn.Module):
         self.seq_lens = list(self.embedding.seq_lens)
         self.n_tokens = sum(self.seq_lens)
 
+        self.kernel_mode = resolve_kernel_mode(kernel_mode, n_outputs)
         common = dict(
-            d_token=d_token, kernel_size=kernel_size, dropout=fbam_dropout, kernel_mode=kernel_mode,
+            d_token=d_token, kernel_size=kernel_size, dropout=fbam_dropout, kernel_mode=self.kernel_mode,
             kernel_momentum=kernel_momentum, token_init=token_init,
         )
         self.mixers: nn.ModuleList | None
