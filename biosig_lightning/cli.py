@@ -150,6 +150,8 @@ class BiosigCLI(LightningCLI):
 
     def _results(self, cfg: Any, model: LightningModule, dm: LightningDataModule, run_dir: Path,
                  test_metrics: dict[str, float], best: str, fit_seconds: float) -> dict[str, Any]:
+        from biosig_lightning.repeat import variant_of
+
         backbone = getattr(model, "backbone", model)
         described = dm.describe() if hasattr(dm, "describe") else {}
         metrics = {k: v for k, v in test_metrics.items() if k.startswith("test/")}
@@ -157,6 +159,8 @@ class BiosigCLI(LightningCLI):
             "model": type(backbone).__name__,
             "task": type(model).__name__,
             "experiment": _experiment_name(self.trainer),
+            # what `biosig report` puts in the row beside the model: the result-changing override files
+            "variant": variant_of([str(p) for p in cfg.get("config") or []]),
             "dataset": described.get("dataset", type(dm).__name__),
             "seed": int(cfg.get("seed_everything") or 0),
             "metrics": metrics,

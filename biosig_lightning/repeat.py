@@ -3,20 +3,24 @@
 ``biosig repeat --config X.yaml [--config more.yaml] --seeds 41,42,43 [--out DIR] [--workers N]
 [--key value ...]`` runs ``biosig fit`` with ``--seed_everything s`` for every seed and puts the
 run in ``DIR/seed_<s>/`` (default ``DIR = runs/repeat/<experiment>``). The experiment name is the
-logger ``name`` the configs give plus ``+<stem>`` for each later override file (see
-:func:`experiment_name`), so variants of one experiment never share a directory.
+logger ``name`` the configs give plus ``+<stem>`` for each later override file that changes results
+(see :func:`experiment_name`), so variants of one experiment never share a directory, while an
+overlay that only adds a dashboard (``wandb.yaml``, ``tensorboard.yaml``; see :func:`is_overlay`)
+leaves the name, and so the resumable directory, alone.
 
 The run directory is chosen through ``biosig fit``'s ``--run.*`` placement, which applies to every
 configured logger: ``save_dir = DIR.parent``, ``name = DIR.name``, ``version = seed_<s>``; wandb runs
-are named ``<experiment>/seed_<s>`` and grouped under ``<experiment>``. So every ``results.json``
-carries ``experiment = DIR.name`` (which ``biosig report`` uses to label rows).
+are named ``<experiment>/seed_<s>`` and grouped under ``<experiment>`` (or the user's
+``--wandb.group``). Every ``results.json`` carries ``experiment = DIR.name`` and a ``variant`` (see
+:func:`variant_of`), which ``biosig report`` uses to label rows.
 
 Resumable: a seed whose ``results.json`` exists is skipped; a seed directory without one (a run
 that died) is removed and that seed starts again from scratch, since a CSV logger reopening the
 directory would overwrite its learning curves anyway.
 
 ``--workers N`` (N > 1) runs seeds in parallel worker processes (``python -m biosig_lightning.cli
-fit ...``, output in ``DIR/seed_<s>.log``); serial mode runs the fits in this process.
+fit ...``, output in ``DIR/seed_<s>.log``, without progress bars); serial mode runs the fits in this
+process.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ import os
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +41,15 @@ import numpy as np
 import yaml
 
 SUMMARY_METRICS = ("test/acc", "test/f1", "test/auroc")
+#: the seed range every library seeded by ``seed_everything`` accepts (numpy: 32-bit unsigned)
+SEED_MIN, SEED_MAX = 0, 2**32 - 1
+#: config keys that change where and how a run is logged, never what it computes
+OVERLAY_KEYS = ("wandb", "tensorboard", "run", "trainer.logger", "trainer.enable_progress_bar",
+                "trainer.enable_model_summary")
+#: keys that choose the dataset (the report's column says which) ...
+DATASET_KEYS = ("data.class_path", "data.init_args.synthetic", "data.init_args.root")
+#: ... and the key that chooses the backbone (the report's row names the model)
+BACKBONE_KEY = "model.init_args.backbone.class_path"
 
 
 class RepeatError(ValueError):
@@ -42,7 +57,7 @@ class RepeatError(ValueError):
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``"41,42,43"`` -> ``[41, 42, 43]``; any non-integer item is one clear error."""
+    """``"41,42,43"`` -> ``[41, 42, 43]``; a non-integer, out-of-range or repeated seed is one clear error."""
     items = [s.strip() for s in text.split(",") if s.strip()]
     if not items:
         raise RepeatError(f"--seeds: expected comma-separated integers, got {text!r}")
@@ -52,19 +67,72 @@ def parse_seeds(text: str) -> list[int]:
             seeds.append(int(item))
         except ValueError:
             raise RepeatError(f"--seeds: {item!r} is not an integer (expected e.g. --seeds 41,42,43)") from None
+        if not SEED_MIN <= seeds[-1] <= SEED_MAX:
+            # checked here: Lightning would only fail after the run directory exists
+            raise RepeatError(f"--seeds: {item} is out of range (seeds are integers {SEED_MIN}..{SEED_MAX})")
     dup = sorted({s for s in seeds if seeds.count(s) > 1})
     if dup:
         raise RepeatError(f"--seeds: seed(s) {dup} given twice")
     return seeds
 
 
+# ---- what a config file does ------------------------------------------------------------------------
+def _load(path: str | Path) -> Any:
+    try:
+        return yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return None  # the fit itself reports an unreadable config, with jsonargparse's message
+
+
+def _leaves(node: Any, prefix: str = "") -> list[str]:
+    """Dotted keys of every leaf value a config sets (``data.init_args.root``, ...)."""
+    if isinstance(node, dict) and node:
+        return [leaf for k, v in node.items() for leaf in _leaves(v, f"{prefix}{k}.")]
+    return [prefix[:-1]] if prefix else []
+
+
+def _under(key: str, roots: tuple[str, ...]) -> bool:
+    return any(key == r or key.startswith(r + ".") for r in roots)
+
+
+def config_keys(path: str | Path) -> list[str] | None:
+    """The dotted keys ``path`` sets; ``None`` when it cannot be read as a mapping."""
+    cfg = _load(path)
+    if cfg is None and Path(path).is_file():
+        return []  # comments only: sets nothing
+    return _leaves(cfg) if isinstance(cfg, dict) else None
+
+
+def is_overlay(path: str | Path) -> bool:
+    """Whether a config only touches logging (``wandb``, ``tensorboard``, ``run``, ``trainer.logger`` keys).
+
+    Such a file (``experiments/wandb.yaml``) cannot change a result, so it neither renames the
+    experiment (its seeds stay resumable in the same directory) nor makes a new report row.
+    """
+    keys = config_keys(path)
+    return keys is not None and all(_under(k, OVERLAY_KEYS) for k in keys)
+
+
+def config_label(path: str | Path) -> str:
+    """The short name of an override file in experiment names and report rows: its stem.
+
+    ``biosig tune`` exports ``runs/tune/<study>/best.yaml``; that one is called ``<study>_best`` so the
+    best configs of two studies never share a ``biosig repeat`` directory.
+    """
+    path = Path(path)
+    if path.stem == "best" and path.parent.name:
+        return f"{path.parent.name}_best"
+    return path.stem
+
+
 def experiment_name(fit_args: list[str]) -> str:
-    """The experiment's name: the logger name the configs give, plus ``+<stem>`` per later override file.
+    """The experiment's name: the logger name the configs give, plus ``+<label>`` per later override file.
 
     ``--config sdformer_sleepedf.yaml --config ablations/no_dep.yaml`` gives
     ``sdformer_sleepedf+no_dep``, so a variant never shares (and never skips the seeds of) the base
-    experiment's directory. A ``--trainer.logger.init_args.name`` / ``--run.name`` on the command line
-    names the experiment outright. Without any logger name, the config stems are joined.
+    experiment's directory. Overlays (:func:`is_overlay`: ``wandb.yaml``, ``tensorboard.yaml``) add
+    nothing. A ``--trainer.logger.init_args.name`` / ``--run.name`` on the command line names the
+    experiment outright. Without any logger name, the first config's stem is the name.
     """
     name: str | None = None
     suffix: list[str] = []
@@ -82,8 +150,8 @@ def experiment_name(fit_args: list[str]) -> str:
                 name, suffix = found, []
             elif name is None and not suffix:
                 name = path.stem
-            else:
-                suffix.append(path.stem)
+            elif not is_overlay(path):
+                suffix.append(config_label(path))
         elif key in ("--trainer.logger.init_args.name", "--run.name") and value != "auto":
             explicit = value
         i += 1 if eq else 2 if key.startswith("--") else 1
@@ -92,11 +160,29 @@ def experiment_name(fit_args: list[str]) -> str:
     return "+".join([name or "experiment", *suffix])
 
 
+def variant_of(config_paths: list[str | Path]) -> str:
+    """The variant a run's configs make of its base experiment (the first config): ``'+'``-joined labels.
+
+    It is what distinguishes two report rows of one model: ``bioformer_apava.yaml +
+    table3/medformer.yaml + table3/mmd.yaml`` is the variant ``mmd`` of the model Medformer. Left out
+    are overlays (they change no result), files that only pick the dataset (``synthetic.yaml``: the
+    report's column names the dataset) and files that pick the backbone (``table3/medformer.yaml``:
+    the row names the model).
+    """
+    labels: list[str] = []
+    for path in config_paths[1:]:
+        keys = config_keys(path)
+        if keys is None:
+            labels.append(config_label(path))
+            continue
+        if all(_under(k, OVERLAY_KEYS + DATASET_KEYS) for k in keys) or BACKBONE_KEY in keys:
+            continue
+        labels.append(config_label(path))
+    return "+".join(labels)
+
+
 def _logger_name(path: Path) -> str | None:
-    try:
-        cfg = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        return None  # the fit itself reports an unreadable config, with jsonargparse's message
+    cfg = _load(path) or {}
     logger = (cfg.get("trainer") or {}).get("logger") if isinstance(cfg, dict) else None
     loggers = [logger] if isinstance(logger, dict) else logger if isinstance(logger, list) else []
     for lg in loggers:  # the first file logger names the experiment (wandb names runs, not folders)
@@ -106,9 +192,10 @@ def _logger_name(path: Path) -> str | None:
     return None
 
 
+# ---- running the seeds ------------------------------------------------------------------------------
 def seed_args(fit_args: list[str], out: Path, seed: int) -> list[str]:
     """The ``biosig fit`` arguments that run ``seed`` into ``out/seed_<seed>`` (every logger; wandb
-    runs of the seeds share the group ``out.name``)."""
+    runs of the seeds share the group ``out.name`` unless the user gave ``--wandb.group``)."""
     return [*fit_args, "--seed_everything", str(seed), "--run.save_dir", str(out.parent), "--run.name", out.name,
             "--run.version", f"seed_{seed}", "--run.group", out.name]
 
@@ -126,10 +213,22 @@ def _fit_in_process(args: list[str]) -> None:
 def _fit_subprocess(args: list[str], log: Path, threads: int) -> int:
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", str(threads))  # N workers must not each grab every core
+    if not any(a.split("=", 1)[0] == "--trainer.enable_progress_bar" for a in args):
+        # a log file is no terminal: progress bars would only fill it with \r lines
+        args = [*args, "--trainer.enable_progress_bar=false"]
     with log.open("w") as fh:
         proc = subprocess.run([sys.executable, "-m", "biosig_lightning.cli", "fit", *args],
                               stdout=fh, stderr=subprocess.STDOUT, env=env)
     return proc.returncode
+
+
+def _finished_line(out: Path, seed: int, seconds: float) -> str:
+    path = out / f"seed_{seed}" / "results.json"
+    if not path.exists():
+        return f"seed {seed}: finished in {seconds:.0f} s but wrote no {path}"
+    f1 = json.loads(path.read_text()).get("metrics", {}).get("test/f1")
+    score = f"test/f1 {f1:.4f}" if isinstance(f1, float) else "no test/f1"
+    return f"seed {seed}: done in {seconds:.0f} s, {score}, results {path}"
 
 
 def repeat(fit_args: list[str], seeds: list[int], out: Path | None = None, workers: int = 1) -> Path:
@@ -155,20 +254,34 @@ def repeat(fit_args: list[str], seeds: list[int], out: Path | None = None, worke
     if workers == 1:
         for seed in todo:
             print(f"seed {seed}: fitting into {out / f'seed_{seed}'}", flush=True)
+            started = time.perf_counter()
             _fit_in_process(seed_args(fit_args, out, seed))
+            print(_finished_line(out, seed, time.perf_counter() - started), flush=True)
     else:
         threads = max(1, (os.cpu_count() or 1) // min(workers, max(len(todo), 1)))
+        lock = threading.Lock()
+
+        def one(seed: int) -> tuple[int, float]:
+            log = out / f"seed_{seed}.log"
+            with lock:
+                print(f"seed {seed}: started, log {log}", flush=True)
+            started = time.perf_counter()
+            return _fit_subprocess(seed_args(fit_args, out, seed), log, threads), time.perf_counter() - started
+
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            codes = dict(zip(todo, pool.map(
-                lambda s: _fit_subprocess(seed_args(fit_args, out, s), out / f"seed_{s}.log", threads), todo), strict=True))
-        for seed, code in codes.items():
-            status = "done" if code == 0 else f"FAILED (exit {code}), see {out / f'seed_{seed}.log'}"
-            print(f"seed {seed}: {status}")
-            if code != 0:
-                failed.append(seed)
+            futures = {pool.submit(one, seed): seed for seed in todo}
+            for future in as_completed(futures):  # report each seed as it ends, not all at the end
+                seed = futures[future]
+                code, seconds = future.result()
+                with lock:
+                    if code == 0:
+                        print(_finished_line(out, seed, seconds), flush=True)
+                    else:
+                        print(f"seed {seed}: FAILED (exit {code}), see {out / f'seed_{seed}.log'}", flush=True)
+                        failed.append(seed)
     print_summary(out, seeds)
     if failed:
-        raise SystemExit(f"biosig repeat: seed(s) {failed} failed; rerun the same command to retry them")
+        raise SystemExit(f"biosig repeat: seed(s) {sorted(failed)} failed; rerun the same command to retry them")
     return out
 
 
@@ -195,11 +308,19 @@ def print_summary(out: Path, seeds: list[int]) -> None:
     print(f"repeat: {len(rows)}/{len(seeds)} seeds finished under {out}")
 
 
+USAGE = "biosig repeat --config X.yaml [--config MORE.yaml] --seeds 41,42,43 [--out DIR] [--workers N] [--key value ...]"
+EPILOG = """Every other option goes to `biosig fit` unchanged: --config files (one or more; later ones override
+earlier ones) and any --key value of `biosig fit --help`, e.g. --trainer.max_epochs 5. Each seed runs
+into DIR/seed_<s>/; a seed whose results.json exists is skipped, so rerunning the command resumes."""
+
+
 def run(argv: list[str]) -> Path:
     """Entry point of ``biosig repeat`` (argv without the command word)."""
-    ap = argparse.ArgumentParser(prog="biosig repeat", allow_abbrev=False,
-                                 description="one biosig fit per seed; other options go to fit")
-    ap.add_argument("--seeds", required=True, help="comma-separated integer seeds, e.g. 41,42,43")
+    ap = argparse.ArgumentParser(prog="biosig repeat", allow_abbrev=False, usage=USAGE, epilog=EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 description="one biosig fit per seed, each in its own run directory")
+    ap.add_argument("--seeds", required=True, help=f"comma-separated integer seeds in {SEED_MIN}..{SEED_MAX}, "
+                                                   "e.g. 41,42,43")
     ap.add_argument("--out", type=Path, default=None, help="parent dir (default runs/repeat/<experiment>)")
     ap.add_argument("--workers", type=int, default=1, help="parallel fit processes (default 1: in-process)")
     own, rest = ap.parse_known_args(argv)

@@ -1,23 +1,32 @@
 """``biosig report``: a paper-style results table and figures from many ``results.json`` files.
 
-``biosig report DIR... [--format markdown|csv|latex] [--out FILE] [--metrics acc,f1,auroc]
+``biosig report DIR... [--format markdown|csv|latex] [--out FILE] [--metrics acc,f1,auroc,ece]
 [--figures DIR]`` gathers every ``results.json`` below the given directories (e.g. the seed runs of
-``biosig repeat``) and groups them by row and dataset:
+``biosig repeat``; a file reached through two of the given directories counts once) and groups
+them into the table a paper prints:
 
-* row: the backbone name (``results["model"]``), with the experiment name (the logger name,
-  ``results["experiment"]``) in parentheses when it differs from it, so two variants of one model
-  (two configs, two tuned settings) get two rows;
+* row: the backbone (``results["model"]``) plus its variant (``results["variant"]``: the override
+  files that changed the base experiment, e.g. ``Medformer +mmd``), so one model on several corpora
+  shares a row. Should two different experiments (``results["experiment"]`` up to its first ``+``)
+  put the same model and variant on the same dataset, their rows are kept apart by that name in
+  parentheses, never averaged together;
 * column group: ``results["dataset"]``, one column per test metric;
 * cell: ``mean ± std (n=k)`` over the k runs (seeds); std is the sample standard deviation
   (ddof=1), and a single run shows ``mean (n=1)``. The best mean of each column is marked (bold in
-  markdown/LaTeX, a trailing ``*`` in CSV); for ``ece`` and ``loss`` lower is better.
+  markdown/LaTeX, a ``best`` column in CSV) when at least two rows have a value; means are compared
+  as displayed (``--digits``), so ties are all marked. For ``ece`` and ``loss`` lower is better.
+
+CSV is for other programs: per metric separate ``mean``, ``std``, ``n`` and ``best`` columns (full
+precision), and ``model`` and ``variant`` columns. Status lines go to stderr, so ``--format csv > t.csv``
+holds the table only.
 
 Figures (PNG, matplotlib Agg) go to ``--figures`` (default ``<FILE stem>_figures`` beside ``--out``,
 else ``<first DIR>/report_figures``): per row × dataset the test confusion matrix summed over runs,
-the reliability diagram pooled over runs (bin counts added, bin means count-weighted, ECE from the
-pooled bins), and the learning curves (train/loss_epoch and val/f1 per epoch from each run's
-``metrics.csv``, one line per seed); per dataset a strip+box plot of the per-seed spread of the
-first metric (``--spread-metric`` to choose) for every row.
+the reliability diagram pooled over runs (bin counts added, bin means count-weighted; its title
+gives the ECE of the pooled bins, which can differ from the table's mean of per-run ECEs), and the
+learning curves (train/loss_epoch and val/f1 per epoch from each run's ``metrics.csv``, one line per
+seed); per dataset a strip+box plot of the per-seed spread of the first metric (``--spread-metric``
+to choose) for every row.
 """
 
 from __future__ import annotations
@@ -28,32 +37,59 @@ import io
 import json
 import math
 import re
+import sys
+import textwrap
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 LOWER_IS_BETTER = {"ece", "loss"}
-DEFAULT_METRICS = ("acc", "f1", "auroc")
+DEFAULT_METRICS = ("acc", "f1", "auroc", "ece")
 
 
 class ReportError(ValueError):
     """No results to report or bad ``biosig report`` arguments (one line)."""
 
 
+class Row(NamedTuple):
+    """One table row: a model, its variant, and (only when needed to keep them apart) its experiment."""
+
+    model: str
+    variant: str = ""
+    experiment: str = ""
+
+    @property
+    def label(self) -> str:
+        text = f"{self.model} +{self.variant}" if self.variant else self.model
+        return f"{text} ({self.experiment})" if self.experiment else text
+
+
+Groups = dict[tuple[Row, str], list[tuple[Path, dict[str, Any]]]]
+
+
+def _warn(message: str) -> None:
+    print(f"biosig report: {message}", file=sys.stderr)
+
+
 # ---- gathering --------------------------------------------------------------------------------------
 def find_results(dirs: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
-    """Every ``results.json`` below ``dirs`` (sorted), parsed; missing dirs or none found is an error."""
+    """Every ``results.json`` below ``dirs`` (sorted, each file once), parsed; missing dirs or none found is an error."""
     if not dirs:
         raise ReportError("give at least one directory that holds results.json files")
     found: list[tuple[Path, dict[str, Any]]] = []
+    seen: set[Path] = set()
     for d in dirs:
         d = Path(d)
         if not d.exists():
             raise ReportError(f"{d} does not exist")
         paths = [d] if d.is_file() and d.name == "results.json" else sorted(d.rglob("results.json"))
         for p in paths:
+            # `report runs runs/repeat` or `report D D` reach the same file twice: count it once
+            if p.resolve() in seen:
+                continue
+            seen.add(p.resolve())
             try:
                 found.append((p, json.loads(p.read_text())))
             except (OSError, json.JSONDecodeError) as err:
@@ -63,20 +99,58 @@ def find_results(dirs: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
     return found
 
 
-def row_label(results: dict[str, Any]) -> str:
-    """The table row of a run: the model, plus the experiment name when that names a variant."""
-    model = str(results.get("model") or "model")
-    exp = results.get("experiment")
-    if exp and str(exp).lower() != model.lower():
-        return f"{model} ({exp})"
-    return model
+def _norm(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
 
 
-def group_runs(found: list[tuple[Path, dict[str, Any]]]) -> dict[tuple[str, str], list[tuple[Path, dict]]]:
-    """``(row, dataset) -> runs`` in first-seen order."""
-    groups: dict[tuple[str, str], list[tuple[Path, dict]]] = defaultdict(list)
+def run_variant(results: dict[str, Any]) -> str:
+    """The run's variant: ``results["variant"]``, or for older results the ``+`` parts of its experiment name.
+
+    In the fallback, parts the dataset or the model already name (``synthetic``) are left out.
+    """
+    if "variant" in results:
+        return str(results["variant"] or "")
+    model, dataset = str(results.get("model") or ""), str(results.get("dataset") or "")
+    named = {_norm(t) for t in re.split(r"[-_]", dataset)} | {_norm(model)}
+    parts = str(results.get("experiment") or "").split("+")[1:]
+    return "+".join(p for p in parts if _norm(p) not in named)
+
+
+def base_experiment(results: dict[str, Any]) -> str:
+    """The experiment a run varies: its experiment name up to the first ``+`` (``bioformer_apava``)."""
+    return str(results.get("experiment") or "").split("+")[0]
+
+
+def group_runs(found: list[tuple[Path, dict[str, Any]]]) -> Groups:
+    """``(row, dataset) -> runs`` in first-seen order; warns (stderr) about a seed counted twice in a cell."""
+    def key(res: dict[str, Any]) -> tuple[str, str]:
+        return str(res.get("model") or "model"), run_variant(res)
+
+    def dataset(res: dict[str, Any]) -> str:
+        return str(res.get("dataset") or "data")
+
+    bases: dict[tuple[tuple[str, str], str], set[str]] = defaultdict(set)
+    for _, res in found:
+        bases[(key(res), dataset(res))].add(base_experiment(res))
+    # two experiments with one model+variant on one dataset: averaging them would mix two protocols
+    split = {k for (k, _), b in bases.items() if len(b) > 1}
+    for k in split:
+        names = sorted({b for (kk, _), bs in bases.items() if kk == k for b in bs})
+        _warn(f"note: {Row(*k).label!r} comes from several experiments ({', '.join(names)}) on one dataset; "
+              "their rows are kept apart by experiment")
+    groups: Groups = defaultdict(list)
     for path, res in found:
-        groups[(row_label(res), str(res.get("dataset") or "data"))].append((path, res))
+        k = key(res)
+        row = Row(*k, base_experiment(res) if k in split else "")
+        groups[(row, dataset(res))].append((path, res))
+    for (row, ds), runs in groups.items():
+        by_seed: dict[Any, list[Path]] = defaultdict(list)
+        for path, res in runs:
+            by_seed[res.get("seed")].append(path)
+        for seed, paths in by_seed.items():
+            if len(paths) > 1:
+                _warn(f"warning: {row.label} / {ds} holds seed {seed} {len(paths)} times "
+                      f"({', '.join(str(p) for p in paths)}); copies of one run would inflate n")
     return dict(groups)
 
 
@@ -88,10 +162,12 @@ def _short(name: str) -> str:
     return name.split("/", 1)[-1]
 
 
-def summarize(groups: dict[tuple[str, str], list[tuple[Path, dict]]],
-              metrics: list[str]) -> dict[tuple[str, str, str], tuple[float, float, int]]:
-    """``(row, dataset, metric) -> (mean, std, n)`` over the runs that report that metric."""
-    out: dict[tuple[str, str, str], tuple[float, float, int]] = {}
+Stats = dict[tuple[Row, str, str], tuple[float, float, int]]
+
+
+def summarize(groups: Groups, metrics: list[str]) -> Stats:
+    """``(row, dataset, metric) -> (mean, std, n)`` over the runs that report that metric (std NaN for n=1)."""
+    out: Stats = {}
     for (row, ds), runs in groups.items():
         for m in metrics:
             vals = [float(r["metrics"][_metric_key(m)]) for _, r in runs if _metric_key(m) in r.get("metrics", {})]
@@ -103,16 +179,21 @@ def summarize(groups: dict[tuple[str, str], list[tuple[Path, dict]]],
     return out
 
 
-def best_cells(stats: dict[tuple[str, str, str], tuple[float, float, int]]) -> set[tuple[str, str, str]]:
-    """The best mean per (dataset, metric) column; ties are all marked."""
-    columns: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
+def best_cells(stats: Stats, digits: int = 3) -> set[tuple[Row, str, str]]:
+    """The best mean per (dataset, metric) column, compared as displayed; ties are all marked.
+
+    A column with a value in one row only has nothing to be best against and marks nothing.
+    """
+    columns: dict[tuple[str, str], list[tuple[float, Row]]] = defaultdict(list)
     for (row, ds, m), (mean, _, _) in stats.items():
-        columns[(ds, m)].append((mean, row))
-    best: set[tuple[str, str, str]] = set()
+        columns[(ds, m)].append((float(f"{mean:.{digits}f}"), row))  # the number the reader sees
+    best: set[tuple[Row, str, str]] = set()
     for (ds, m), vals in columns.items():
+        if len(vals) < 2:
+            continue
         pick = min if _short(m) in LOWER_IS_BETTER else max
         target = pick(v for v, _ in vals)
-        best |= {(row, ds, m) for v, row in vals if np.isclose(v, target, rtol=0, atol=1e-12)}
+        best |= {(row, ds, m) for v, row in vals if v == target}
     return best
 
 
@@ -126,16 +207,15 @@ def _cell(stat: tuple[float, float, int] | None, digits: int, pm: str) -> str:
     return f"{mean:.{digits}f}{pm}{std:.{digits}f} (n={n})"
 
 
-def render(groups: dict[tuple[str, str], list[tuple[Path, dict]]], metrics: list[str], fmt: str,
-           digits: int = 3) -> str:
+def render(groups: Groups, metrics: list[str], fmt: str, digits: int = 3) -> str:
     """The table as markdown, csv or latex text."""
     stats = summarize(groups, metrics)
-    best = best_cells(stats)
+    best = best_cells(stats, digits)
     rows = list(dict.fromkeys(r for r, _ in groups))
     datasets = list(dict.fromkeys(d for _, d in groups))
     cols = [(d, m) for d in datasets for m in metrics]
 
-    def cell(row: str, ds: str, m: str, pm: str) -> tuple[str, bool]:
+    def cell(row: Row, ds: str, m: str, pm: str) -> tuple[str, bool]:
         return _cell(stats.get((row, ds, m)), digits, pm), (row, ds, m) in best
 
     if fmt == "markdown":
@@ -146,18 +226,23 @@ def render(groups: dict[tuple[str, str], list[tuple[Path, dict]]], metrics: list
             for d, m in cols:
                 text, is_best = cell(row, d, m, " ± ")
                 cells.append(f"**{text}**" if is_best else text)
-            lines.append(f"| {row} | " + " | ".join(cells) + " |")
+            lines.append(f"| {row.label} | " + " | ".join(cells) + " |")
         return "\n".join(lines)
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["model", *(f"{d}/{_short(m)}" for d, m in cols)])
+        w.writerow(["model", "variant", "experiment",
+                    *(f"{d}/{_short(m)}/{part}" for d, m in cols for part in ("mean", "std", "n", "best"))])
         for row in rows:
-            cells = []
+            cells: list[Any] = []
             for d, m in cols:
-                text, is_best = cell(row, d, m, " ± ")
-                cells.append(text + "*" if is_best else text)
-            w.writerow([row, *cells])
+                stat = stats.get((row, d, m))
+                if stat is None:
+                    cells += ["", "", "", ""]
+                    continue
+                mean, std, n = stat
+                cells += [repr(mean), repr(std) if math.isfinite(std) else "", n, int((row, d, m) in best)]
+            w.writerow([row.model, row.variant, row.experiment, *cells])
         return buf.getvalue().rstrip("\n")
     if fmt == "latex":
         def esc(s: str) -> str:
@@ -175,7 +260,7 @@ def render(groups: dict[tuple[str, str], list[tuple[Path, dict]]], metrics: list
                 text, is_best = cell(row, d, m, r" $\pm$ ")
                 text = text.replace("–", "--")
                 cells.append(rf"\textbf{{{text}}}" if is_best else text)
-            lines.append(f"{esc(row)} & " + " & ".join(cells) + r" \\")
+            lines.append(f"{esc(row.label)} & " + " & ".join(cells) + r" \\")
         lines += [r"\bottomrule", r"\end{tabular}"]
         return "\n".join(lines)
     raise ReportError(f"--format must be markdown, csv or latex, got {fmt!r}")
@@ -184,6 +269,15 @@ def render(groups: dict[tuple[str, str], list[tuple[Path, dict]]], metrics: list
 # ---- figures ----------------------------------------------------------------------------------------
 def _slug(*parts: str) -> str:
     return "_".join(re.sub(r"[^A-Za-z0-9.-]+", "-", p).strip("-") for p in parts)
+
+
+def _wrap(title: str, width_in: float) -> str:
+    """Wrap a title to the figure's width (about 12 characters per inch at font size 9)."""
+    return "\n".join(textwrap.fill(line, width=max(16, int(width_in * 12))) for line in title.splitlines())
+
+
+def _runs(n: int) -> str:
+    return f"{n} run" if n == 1 else f"{n} runs"
 
 
 def _read_curves(path: Path) -> dict[str, dict[int, float]]:
@@ -204,20 +298,23 @@ def _read_curves(path: Path) -> dict[str, dict[int, float]]:
     return curves
 
 
-def write_figures(groups: dict[tuple[str, str], list[tuple[Path, dict]]], fig_dir: Path,
-                  spread_metric: str) -> list[Path]:
+def write_figures(groups: Groups, fig_dir: Path, spread_metric: str) -> list[Path]:
     """Confusion, reliability, learning-curve and per-seed spread PNGs; returns the files written."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
 
+    def figure(width: float, height: float, ncols: int = 1) -> tuple[Any, Any]:
+        # constrained layout makes room for wrapped titles and rotated labels instead of clipping them
+        return plt.subplots(1, ncols, figsize=(width, height), layout="constrained")
+
     def save(fig: Any, name: str) -> None:
         path = fig_dir / f"{name}.png"
-        fig.tight_layout()
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)
@@ -230,7 +327,8 @@ def write_figures(groups: dict[tuple[str, str], list[tuple[Path, dict]]], fig_di
         if cms:
             cm = np.sum(cms, axis=0)
             classes = next((r.get("classes") for _, r in runs if r.get("classes")), None) or list(range(len(cm)))
-            fig, ax = plt.subplots(figsize=(1.2 + 0.6 * len(cm), 1.0 + 0.6 * len(cm)))
+            width = max(3.4, 1.4 + 0.6 * len(cm))
+            fig, ax = figure(width, max(3.2, 1.4 + 0.6 * len(cm)))
             ax.imshow(cm, cmap="Blues")
             for i in range(len(cm)):
                 for j in range(len(cm)):
@@ -240,8 +338,8 @@ def write_figures(groups: dict[tuple[str, str], list[tuple[Path, dict]]], fig_di
             ax.set_yticks(range(len(cm)), [str(c) for c in classes])
             ax.set_xlabel("predicted")
             ax.set_ylabel("true")
-            ax.set_title(f"{row} / {ds}\n(summed over {len(cms)} runs)", fontsize=9)
-            save(fig, _slug("confusion", row, ds))
+            ax.set_title(_wrap(f"{row.label} / {ds}\n(test, summed over {_runs(len(cms))})", width), fontsize=9)
+            save(fig, _slug("confusion", row.label, ds))
         # reliability diagram pooled over runs
         rels = [r["reliability"] for _, r in runs if r.get("reliability")]
         if rels:
@@ -263,7 +361,7 @@ def write_figures(groups: dict[tuple[str, str], list[tuple[Path, dict]]], fig_di
             acc_m = np.where(nz, acc_sum / np.maximum(count, 1), np.nan)
             ece = float(np.sum(count[nz] * np.abs(acc_m[nz] - conf_m[nz])) / max(count.sum(), 1))
             centers = (edges[:-1] + edges[1:]) / 2
-            fig, ax = plt.subplots(figsize=(4, 4))
+            fig, ax = figure(4.2, 4.4)
             ax.bar(centers[nz], acc_m[nz], width=np.diff(edges)[nz], edgecolor="k", alpha=0.7, label="accuracy")
             ax.plot([0, 1], [0, 1], "--", color="gray", label="perfect calibration")
             ax.plot(conf_m[nz], acc_m[nz], "o", color="C3", ms=3, label="bin mean confidence")
@@ -271,23 +369,33 @@ def write_figures(groups: dict[tuple[str, str], list[tuple[Path, dict]]], fig_di
             ax.set_ylim(0, 1)
             ax.set_xlabel("confidence")
             ax.set_ylabel("accuracy")
-            ax.set_title(f"{row} / {ds}: ECE {ece:.3f} ({len(rels)} runs)", fontsize=9)
+            # pooled over the runs' bins: not the table's mean of per-run ECEs, so say which it is
+            ax.set_title(_wrap(f"{row.label} / {ds}\npooled ECE {ece:.3f} (test, {_runs(len(rels))})", 4.2),
+                         fontsize=9)
             ax.legend(fontsize=7, loc="upper left")
-            save(fig, _slug("reliability", row, ds))
+            save(fig, _slug("reliability", row.label, ds))
         # learning curves, one line per seed
         curves = [(seed, _read_curves(path.parent / "metrics.csv")) for seed, (path, _) in zip(seeds, runs, strict=True)]
         if any(c for _, c in curves):
-            fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+            fig, axes = figure(8, 3.4, ncols=2)
+            epochs = sorted({e for _, c in curves for per_epoch in c.values() for e in per_epoch})
             for ax, key in zip(axes, ("train/loss_epoch", "val/f1"), strict=True):
                 for seed, c in curves:
                     if c.get(key):
                         ep = sorted(c[key])
                         ax.plot(ep, [c[key][e] for e in ep], marker=".", label=f"seed {seed}")
                 ax.set_xlabel("epoch")
+                # epochs are whole numbers, also for a run of one or two epochs (else ticks at -0.045 ...)
+                ax.set_xlim(epochs[0] - 0.5, epochs[-1] + 0.5)
+                if epochs[-1] - epochs[0] < 10:
+                    ax.set_xticks(range(epochs[0], epochs[-1] + 1))
+                else:
+                    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
                 ax.set_title(key, fontsize=9)
-                ax.legend(fontsize=7)
-            fig.suptitle(f"{row} / {ds}", fontsize=9)
-            save(fig, _slug("curves", row, ds))
+                if ax.get_legend_handles_labels()[0]:
+                    ax.legend(fontsize=7)
+            fig.suptitle(_wrap(f"{row.label} / {ds}", 8), fontsize=9)
+            save(fig, _slug("curves", row.label, ds))
 
     # per-seed spread of one metric, one box per row, per dataset
     key = _metric_key(spread_metric)
@@ -297,14 +405,16 @@ def write_figures(groups: dict[tuple[str, str], list[tuple[Path, dict]]], fig_di
         rows = [(row, v) for row, v in rows if v]
         if not rows:
             continue
-        fig, ax = plt.subplots(figsize=(1.5 + 1.2 * len(rows), 3.5))
+        width = 2.0 + 1.2 * len(rows)
+        fig, ax = figure(width, 4.0)
         ax.boxplot([v for _, v in rows], widths=0.5)
         for i, (_, v) in enumerate(rows, start=1):
             jitter = np.linspace(-0.08, 0.08, len(v)) if len(v) > 1 else np.zeros(1)
             ax.plot(i + jitter, v, "o", color="C1", ms=4)
-        ax.set_xticks(range(1, len(rows) + 1), [r for r, _ in rows], rotation=20, ha="right", fontsize=8)
+        ax.set_xticks(range(1, len(rows) + 1), [textwrap.fill(r.label, 18) for r, _ in rows],
+                      rotation=20, ha="right", fontsize=8)
         ax.set_ylabel(key)
-        ax.set_title(f"{ds}: per-seed {_short(key)}", fontsize=9)
+        ax.set_title(_wrap(f"{ds}: per-seed {_short(key)}", width), fontsize=9)
         save(fig, _slug("spread", ds, _short(key)))
     return written
 
@@ -312,16 +422,25 @@ def write_figures(groups: dict[tuple[str, str], list[tuple[Path, dict]]], fig_di
 # ---- command ----------------------------------------------------------------------------------------
 def report(dirs: list[Path], fmt: str = "markdown", out: Path | None = None, metrics: list[str] | None = None,
            figures: Path | None = None, spread_metric: str | None = None, digits: int = 3) -> tuple[str, list[Path]]:
-    """Build the table (written to ``out`` if given) and the figures; returns ``(table, figure paths)``."""
-    metrics = list(metrics or DEFAULT_METRICS)
+    """Build the table (written to ``out`` if given) and the figures; returns ``(table, figure paths)``.
+
+    ``metrics=None`` reports those of :data:`DEFAULT_METRICS` that any run has; named metrics must
+    all be in some run.
+    """
     if fmt not in ("markdown", "csv", "latex"):
         raise ReportError(f"--format must be markdown, csv or latex, got {fmt!r}")
     groups = group_runs(find_results([Path(d) for d in dirs]))
     known = {k for runs in groups.values() for _, r in runs for k in r.get("metrics", {})}
+    if metrics is None:
+        metrics = [m for m in DEFAULT_METRICS if _metric_key(m) in known]
+        if not metrics:
+            raise ReportError(f"no run has any of the test metrics {list(DEFAULT_METRICS)} (have: {sorted(known)})")
+    if not metrics:
+        raise ReportError("--metrics: name at least one test metric, e.g. --metrics acc,f1")
     unknown = [m for m in metrics if _metric_key(m) not in known]
     if unknown:
         raise ReportError(f"--metrics: {unknown} not in any run's test metrics (have: {sorted(known)})")
-    table = render(groups, metrics, fmt, digits)
+    table = render(groups, list(metrics), fmt, digits)
     if out is not None:
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -339,19 +458,21 @@ def run(argv: list[str]) -> str:
     ap.add_argument("dirs", nargs="+", type=Path, help="directories searched recursively for results.json")
     ap.add_argument("--format", default="markdown", choices=("markdown", "csv", "latex"))
     ap.add_argument("--out", type=Path, default=None, help="write the table here too")
-    ap.add_argument("--metrics", default=",".join(DEFAULT_METRICS), help="comma-separated test metrics")
+    ap.add_argument("--metrics", default=None,
+                    help=f"comma-separated test metrics (default: those of {','.join(DEFAULT_METRICS)} the runs have)")
     ap.add_argument("--figures", type=Path, default=None, help="figure directory")
     ap.add_argument("--spread-metric", default=None, help="metric of the per-seed spread plot (default: first)")
-    ap.add_argument("--digits", type=int, default=3)
+    ap.add_argument("--digits", type=int, default=3, help="decimals shown; best cells are compared at this precision")
     a = ap.parse_args(argv)
-    metrics = [m.strip() for m in a.metrics.split(",") if m.strip()]
+    metrics = [m.strip() for m in a.metrics.split(",") if m.strip()] if a.metrics is not None else None
     try:
         table, figs = report(a.dirs, a.format, a.out, metrics, a.figures, a.spread_metric, a.digits)
     except ReportError as err:
         raise SystemExit(f"biosig report: error: {err}") from None
-    print(table)
+    print(table, flush=True)
+    # status on stderr: stdout is the table alone, so `--format csv > table.csv` is a clean CSV
     if a.out is not None:
-        print(f"table: {a.out}")
+        print(f"table: {a.out}", file=sys.stderr)
     where = sorted({str(p.parent) for p in figs})
-    print(f"figures: {len(figs)} PNG files in {', '.join(where) if where else '(none)'}")
+    print(f"figures: {len(figs)} PNG files in {', '.join(where) if where else '(none)'}", file=sys.stderr)
     return table
