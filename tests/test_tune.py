@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ import torch
 from optuna.trial import TrialState
 
 from biosig_lightning.cli import main
-from biosig_lightning.tune import OptunaPruning
+from biosig_lightning.tune import OptunaPruning, open_storage
 from tests.conftest import EXPERIMENTS, REPO
 
 SMOKE = ["--config", str(EXPERIMENTS / "demo.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml")]
@@ -44,9 +45,12 @@ def test_tune_two_trials_and_best_config_fits(in_tmp: Path, capsys: pytest.Captu
     assert all(0.0 <= t.value <= 1.0 for t in complete)
     assert {t.params["model.init_args.backbone.init_args.width"] for t in complete} <= {8, 16}
     assert (in_tmp / "runs" / "tune" / "s" / "trial_0").is_dir()
-    best = in_tmp / "s_best.yaml"
-    assert best.exists()
-    capsys.readouterr()
+    best = in_tmp / "runs" / "tune" / "s" / "best.yaml"  # beside the study's trials, not in the cwd
+    printed = capsys.readouterr().out
+    assert best.exists() and f"best config: {best.relative_to(in_tmp)}" in printed
+    assert not list(in_tmp.glob("*_best.yaml"))
+    # the experiment's own monitor is the default metric (demo: val/f1, max)
+    assert study.user_attrs["metric"] == "val/f1" and study.direction.name == "MAXIMIZE"
     main(["fit", *SMOKE, "--config", str(best)])
     res_path = Path(capsys.readouterr().out.strip().splitlines()[-1].split("results: ", 1)[1])
     cfg = json.loads(res_path.read_text())["config"]["model"]["init_args"]
@@ -57,7 +61,8 @@ def test_tune_two_trials_and_best_config_fits(in_tmp: Path, capsys: pytest.Captu
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_two_workers_share_one_study(in_tmp: Path, backend: str, request: pytest.FixtureRequest) -> None:
     if backend == "postgres":
-        url = request.getfixturevalue("postgres_url")
+        # a plain postgresql:// URL, as a user writes it: tune picks psycopg2 when psycopg 3 is missing
+        url = request.getfixturevalue("postgres_url").replace("postgresql+psycopg2://", "postgresql://")
         study_name = f"shared_{os.getpid()}_{time.time_ns()}"
     else:
         url, study_name = "sqlite:///shared.db", "shared"
@@ -67,24 +72,38 @@ def test_two_workers_share_one_study(in_tmp: Path, backend: str, request: pytest
              for _ in range(2)]
     outs = [p.communicate(timeout=300)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[-2000:] for o in outs]
-    study = optuna.load_study(study_name=study_name, storage=url)
+    study = optuna.load_study(study_name=study_name, storage=open_storage(url))
     complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
     assert len(complete) == 3
-    # no trial ran twice: each trial number and each run directory belongs to exactly one trial
-    numbers = [t.number for t in study.trials]
-    assert len(numbers) == len(set(numbers))
-    run_dirs = [t.user_attrs["run_dir"] for t in complete]
-    assert len(set(run_dirs)) == 3
-    # both workers took part (each starts a trial as soon as it opens the study)
-    assert all("study " in o for o in outs)
+    ran = [t for t in study.trials if "skipped" not in t.user_attrs]
+    # no trial ran twice: every trial that ran has its own parameters (two workers handing out the
+    # same sampled values would repeat a tuple) and exactly one run directory on disk
+    params = [tuple(sorted(t.params.items())) for t in ran]
+    assert len(params) == len(set(params)), params
+    runs = in_tmp / "runs" / "tune" / study_name
+    assert sorted(p.name for p in runs.iterdir() if p.name.startswith("trial_")) == sorted(
+        f"trial_{t.number}" for t in ran)
+    for t in ran:
+        versions = list((runs / f"trial_{t.number}").iterdir())
+        assert len(versions) == 1 and t.user_attrs["run_dir"] == str(versions[0].relative_to(in_tmp)), versions
+    # both workers ran trials (each records host:pid on its trials)
+    workers = {t.user_attrs["worker"] for t in ran}
+    assert workers == {f"{socket.gethostname()}:{p.pid}" for p in procs}, workers
 
 
-def test_ddp_spawn_trial_reports_once(in_tmp: Path) -> None:
+def test_ddp_spawn_trial_reports_once(in_tmp: Path, capfd: pytest.CaptureFixture[str]) -> None:
     main(_tune_args(in_tmp, "ddp", 1, "--trainer.accelerator", "cpu", "--trainer.devices", "2",
-                    "--trainer.strategy", "ddp_spawn", "--trainer.max_epochs", "2"))
+                    "--trainer.strategy", "ddp_spawn", "--trainer.max_epochs", "2",
+                    "--trainer.callbacks+=tests.helpers.RecordRank"))
     study = optuna.load_study(study_name="ddp", storage="sqlite:///ddp.db")
     assert [t.state for t in study.trials] == [TrialState.COMPLETE]
     trial = study.trials[0]
+    # both ranks trained (each wrote its rank file) ...
+    run_dir = in_tmp / trial.user_attrs["run_dir"]
+    ranks = {int(p.stem[4:]): json.loads(p.read_text()) for p in run_dir.glob("rank*.json")}
+    assert sorted(ranks) == [0, 1] and all(r["world_size"] == 2 for r in ranks.values())
+    # ... and only one of them reported: Optuna ignores (with a warning) a second report of an epoch
+    assert "already reported" not in capfd.readouterr().err
     assert sorted(trial.intermediate_values) == [0, 1]
     # the objective is the best reported value, carried back from the spawned rank 0
     assert trial.value == pytest.approx(max(trial.intermediate_values.values()), abs=1e-6)
@@ -132,15 +151,19 @@ def test_pruning_callback_pickles_without_its_trial() -> None:
     assert clone.trial is None and clone.storage_url == "sqlite:///x.db" and clone._study_name == "unit"
 
 
-def test_killed_worker_trial_is_failed_and_replaced(in_tmp: Path) -> None:
+def test_killed_worker_trial_is_failed_and_replaced(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
     storage = optuna.storages.RDBStorage("sqlite:///k.db", heartbeat_interval=1, grace_period=1)
     study = optuna.create_study(study_name="k", storage=storage, direction="maximize")
     dead = study.ask()  # a worker took this trial, sent one heartbeat, and was killed
     storage.record_heartbeat(dead._trial_id)
-    time.sleep(1.5)
-    main(_tune_args(in_tmp, "k", 1, "--grace-period", "1"))
-    states = {t.number: t.state for t in optuna.load_study(study_name="k", storage="sqlite:///k.db").trials}
-    assert states == {0: TrialState.FAIL, 1: TrialState.COMPLETE}
+    # the restarted worker finds the dead trial in the only slot, still within its grace period
+    main(_tune_args(in_tmp, "k", 1, "--grace-period", "3"))
+    out = capsys.readouterr().out
+    assert "waiting for RUNNING trial(s) [0] of other workers" in out and "--grace-period 3 s" in out
+    assert "trial 0 failed: heartbeat lost (worker died)" in out
+    trials = optuna.load_study(study_name="k", storage="sqlite:///k.db").trials
+    assert {t.number: t.state for t in trials} == {0: TrialState.FAIL, 1: TrialState.COMPLETE}
+    assert trials[0].user_attrs["error"] == "heartbeat lost (worker died)"
 
 
 def test_unknown_search_space_key_is_named(in_tmp: Path) -> None:
@@ -164,11 +187,30 @@ def test_bad_spec_is_named(in_tmp: Path) -> None:
         main(["tune", *SMOKE, "--search-space", space, "--study-name", "e", "--n-trials", "1"])
 
 
-def test_unreachable_storage_names_the_url(in_tmp: Path) -> None:
-    url = "sqlite:////nonexistent-dir/x.db"
+@pytest.mark.parametrize("url", ["sqlite:////nonexistent-dir/x.db", "postgresql+psycopg2://x@127.0.0.1:1/x"])
+def test_unreachable_storage_names_the_url(in_tmp: Path, url: str) -> None:
+    started = time.monotonic()
     with pytest.raises(SystemExit) as err:
         main(_tune_args(in_tmp, "u", 1, "--storage", url))
-    assert url in str(err.value) and "cannot open study storage" in str(err.value)
+    assert url in str(err.value) and "cannot open study storage" in str(err.value) and "\n" not in str(err.value)
+    assert time.monotonic() - started < 30  # a dead server is an error in seconds, not a hang
+
+
+def test_storage_errors_hide_the_password_and_name_a_missing_driver() -> None:
+    from biosig_lightning.tune import TuneError, open_storage, storage_url
+
+    with pytest.raises(TuneError) as err:
+        open_storage("postgresql+psycopg2://user:s3cret@127.0.0.1:1/x")
+    assert "s3cret" not in str(err.value) and "user:***@127.0.0.1:1/x" in str(err.value)
+    with pytest.raises(TuneError) as err:  # psycopg 3 is not installed here
+        storage_url("postgresql+psycopg://user:s3cret@db/x")
+    assert "driver module 'psycopg' is not installed" in str(err.value) and "[postgres]" in str(err.value)
+    assert "s3cret" not in str(err.value)
+    # a plain postgresql:// URL uses psycopg2 when only that driver is there (SQLAlchemy 2.1 means psycopg 3)
+    import importlib.util
+
+    if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2") is not None:
+        assert storage_url("postgresql://user:s3cret@db/x") == "postgresql+psycopg2://user:s3cret@db/x"
 
 
 def test_pruning_callback_reports_and_prunes() -> None:
@@ -184,3 +226,107 @@ def test_pruning_callback_reports_and_prunes() -> None:
     assert cb.best == pytest.approx(0.7)
     study.tell(trial, state=TrialState.PRUNED)
     assert study.trials[0].intermediate_values == {0: pytest.approx(0.7), 1: pytest.approx(0.2)}
+
+
+# ---- the search space and setup are checked before any study exists -------------------------------------
+@pytest.mark.parametrize("text,message", [
+    # a later categorical choice the parser rejects (only the first one used to be tried)
+    ("model.init_args.backbone.init_args.width: {type: categorical, choices: [8, wide]}\n",
+     "search-space key 'model.init_args.backbone.init_args.width' (value wide) is not accepted by biosig fit"),
+    ("model.init_args.optimizer: {type: categorical, choices: [adamw, sgdx]}\n", "(value sgdx) is not accepted"),
+    ("model.init_args.lr: {type: float, low: 1.0e-3, high: 1.0e-2, log: true, step: 1.0e-3}\n",
+     "model.init_args.lr: log and step cannot be combined"),
+    ("model.init_args.backbone.init_args.width: {type: int, low: 8, high: 64, step: 8.5}\n",
+     "width: int step must be a whole number, got 8.5"),
+    ("model.init_args.backbone.init_args.width: {type: int, low: 2.5, high: 64}\n",
+     "width: int low must be a whole number, got 2.5"),
+    ("model.init_args.lr: {type: float, low: 0.0, high: 1.0e-2, log: true}\n", "log scale needs low > 0"),
+    ("model.init_args.lr: {type: float, low: 1.0e-3, high: 1.0e-2, log: yes please}\n", "log must be true or false"),
+    ("model.init_args.lr: {type: categorical, choices: [0.1, 0.1]}\n", "choices repeat a value"),
+    ("model.init_args.lr: {type: categorical, choices: [0.1], low: 0}\n", "unknown spec field(s) ['low']"),
+])
+def test_bad_search_space_is_one_error_before_the_study(in_tmp: Path, text: str, message: str) -> None:
+    space = _space(in_tmp, text)
+    with pytest.raises(SystemExit) as err:
+        main(["tune", *SMOKE, "--search-space", space, "--study-name", "bad", "--n-trials", "1"])
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert not (in_tmp / "bad.db").exists()
+
+
+def test_validation_parses_both_ends_of_every_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    from biosig_lightning import tune
+    from biosig_lightning.tune import IntDistribution, validate_space
+
+    seen: list[list[str]] = []
+    real = tune._parse
+    monkeypatch.setattr(tune, "_parse", lambda args, what: seen.append(args) or real(args, what))
+    validate_space(SMOKE, {"model.init_args.backbone.init_args.width": IntDistribution(8, 64, step=8),
+                           "model.init_args.lr": tune.FloatDistribution(1e-3, 1e-2, log=True)})
+    tried = {a for args in seen for a in args if a.startswith("--model")}
+    assert {"--model.init_args.backbone.init_args.width=8", "--model.init_args.backbone.init_args.width=64",
+            "--model.init_args.lr=0.001", "--model.init_args.lr=0.01"} <= tried
+
+
+def test_validation_does_not_seed(capfd: pytest.CaptureFixture[str]) -> None:
+    from biosig_lightning.tune import load_search_space, validate_space
+
+    capfd.readouterr()
+    validate_space(SMOKE, load_search_space(EXPERIMENTS / "search_spaces" / "demo.yaml"))
+    assert "Seed set to" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp"],
+     "a trial cannot use --trainer.strategy ddp with 2 devices"),
+    (["--metric", "val/f2"], "--metric 'val/f2' is not a validation metric the tasks log"),
+])
+def test_setup_every_trial_would_fail_is_an_error_before_the_study(in_tmp: Path, extra: list[str],
+                                                                   message: str) -> None:
+    with pytest.raises(SystemExit) as err:
+        main(_tune_args(in_tmp, "setup", 1, *extra))
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert not (in_tmp / "setup.db").exists()
+
+
+def test_a_trial_the_parser_rejects_is_recorded_as_failed(in_tmp: Path) -> None:
+    from biosig_lightning.tune import make_objective
+
+    # the parser exits (SystemExit) on a bad value; Optuna does not catch that, so the objective must
+    study = optuna.create_study(direction="maximize")
+    objective = make_objective([*SMOKE, "--model.init_args.backbone.init_args.width=wide"], {}, "val/f1",
+                               "maximize", 1, in_tmp / "runs")
+    study.optimize(objective, n_trials=1, catch=(Exception,))
+    (trial,) = study.trials
+    assert trial.state == TrialState.FAIL
+    assert "biosig fit rejected the trial's config" in trial.user_attrs["error"] and "wide" in trial.user_attrs["error"]
+    assert objective.fatal is None  # one bad value, not a broken setup: the worker goes on
+
+
+def test_a_fatal_trial_error_stops_the_worker_at_once(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from biosig_lightning import tune
+
+    # the setup check is bypassed, so the first trial meets the unlogged metric itself
+    monkeypatch.setattr(tune, "check_setup", lambda cfg, metric: None)
+    with pytest.raises(SystemExit) as err:
+        main(_tune_args(in_tmp, "fatal", 3, "--metric", "val/nope", "--direction", "maximize"))
+    assert "stopping this worker: --metric 'val/nope' was not logged" in str(err.value)
+    trials = optuna.load_study(study_name="fatal", storage="sqlite:///fatal.db").trials
+    assert [t.state for t in trials] == [TrialState.FAIL]  # not --max-failures (3) trials
+
+
+def test_metric_and_direction_default_to_the_experiments_monitor() -> None:
+    from biosig_lightning.tune import experiment_monitor, load_search_space, validate_space
+
+    space = load_search_space(EXPERIMENTS / "search_spaces" / "sdformer.yaml")
+    cfg = validate_space(["--config", str(EXPERIMENTS / "sdformer_chbmit.yaml")], space)
+    assert experiment_monitor(cfg) == ("val/auroc", "maximize")
+    cfg = validate_space([*SMOKE, "--model.init_args.monitor", "val/loss", "--model.init_args.mode", "min"],
+                         load_search_space(EXPERIMENTS / "search_spaces" / "demo.yaml"))
+    assert experiment_monitor(cfg) == ("val/loss", "minimize")
+
+
+def test_help_says_what_n_trials_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["tune", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "this many COMPLETE trials; pruned and failed trials are extra" in text
