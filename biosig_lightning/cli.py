@@ -303,6 +303,14 @@ def _add_wandb_logger(cfg: Any, logger_cfgs: list[Any], wandb_cfg: Any) -> list[
 
     mode = wandb_cfg.get("mode") or os.environ.get("WANDB_MODE") or "offline"
     mode = "offline" if mode == "dryrun" else mode  # wandb's old name, which it sets itself in-process
+    try:  # Lightning always passes anonymous=None, which wandb >= 0.2x warns about on every run; its
+        # termwarn(repeat=False) prints a message once, so mark that one as already printed
+        from wandb.errors import term
+
+        term._printed_messages.add(f"{term.WARN_STRING} The anonymous setting has no effect and will be removed "
+                                   "in a future version.")
+    except (ImportError, AttributeError):
+        pass
     first = logger_cfgs[0].get("init_args") if logger_cfgs and hasattr(logger_cfgs[0], "get") else None
     experiment = first.get("name") if first is not None else None
     init = Namespace(name=experiment, save_dir=(first.get("save_dir") if first is not None else None) or "runs",
@@ -318,9 +326,10 @@ def _apply_placement(logger_cfgs: list[Any], run: Any, default_name: str) -> Non
     """Put every logger of the run in the place ``--run.*`` names.
 
     File loggers (CSV, TensorBoard) get ``save_dir``/``name``/``version``. wandb gets
-    ``save_dir``, the display name ``name/version`` and a ``group`` (``--run.group``, else the
-    experiment name), so a dashboard shows the seeds of one experiment, or the trials of one
-    study, side by side; wandb's own ``version`` is its run id and is left alone.
+    ``save_dir``, the display name ``name/version`` and a ``group`` (the user's ``--wandb.group``,
+    else ``--run.group``, else the experiment name), so a dashboard shows the seeds of one
+    experiment, or the trials of one study, side by side; wandb's own ``version`` is its run id and
+    is left alone.
     """
     get = (lambda key: run.get(key)) if run is not None else (lambda key: None)
     save_dir, name, version, group = get("save_dir"), get("name"), get("version"), get("group")
@@ -339,8 +348,8 @@ def _apply_placement(logger_cfgs: list[Any], run: Any, default_name: str) -> Non
             experiment = name or default_name
             if name is not None or version is not None:
                 init["name"] = f"{experiment}/{version}" if version else experiment
-            if group is not None or init.get("group") is None:
-                init["group"] = group or experiment
+            # the user's --wandb.group wins; repeat/tune only fill in a group where none was given
+            init["group"] = init.get("group") or group or experiment
             continue
         if name is not None:
             init["name"] = name

@@ -49,10 +49,13 @@ def test_offline_fit_holds_logged_metrics_config_and_tables(in_tmp: Path, capsys
 
 
 def test_repeat_groups_its_seeds(in_tmp: Path) -> None:
-    main(["repeat", *WANDB, "--trainer.max_epochs", "1", "--seeds", "3,4", "--out", str(in_tmp / "rep" / "demo")])
-    runs = _runs(in_tmp / "rep")
-    assert sorted(r["name"] for r in runs) == ["demo/seed_3", "demo/seed_4"]
-    assert {r["group"] for r in runs} == {"demo"}
+    main(["repeat", *WANDB, "--trainer.max_epochs", "1", "--seeds", "3,4"])
+    # wandb.yaml only adds a dashboard: the experiment (and its resumable folder) is the one without it
+    out = in_tmp / "runs" / "repeat" / "demo+smoke"
+    assert sorted(p.name for p in out.glob("seed_*")) == ["seed_3", "seed_4"]
+    runs = _runs(in_tmp / "runs" / "repeat")
+    assert sorted(r["name"] for r in runs) == ["demo+smoke/seed_3", "demo+smoke/seed_4"]
+    assert {r["group"] for r in runs} == {"demo+smoke"}
     assert {r["config"]["seed"] for r in runs} == {3, 4}
     assert all(any("val/f1" in h for h in r["history"]) for r in runs)
 
@@ -66,3 +69,43 @@ def test_tune_names_trials_by_number(in_tmp: Path) -> None:
     assert sorted(r["name"] for r in runs) == ["trial_0", "trial_1"]
     assert {r["group"] for r in runs} == {"wb"}
     assert all(any("val/f1" in h for h in r["history"]) for r in runs)
+
+
+def _placed(run: dict | None, wandb_group: str | None) -> dict:
+    from jsonargparse import Namespace
+
+    from biosig_lightning.cli import _apply_placement
+
+    csv_logger = Namespace(class_path="lightning.pytorch.loggers.CSVLogger", init_args=Namespace(name="demo"))
+    wandb_logger = Namespace(class_path="lightning.pytorch.loggers.WandbLogger",
+                             init_args=Namespace(name="demo", group=wandb_group, save_dir="runs"))
+    _apply_placement([csv_logger, wandb_logger], Namespace(**run) if run else None, "demo")
+    return {"name": wandb_logger.init_args.name, "group": wandb_logger.init_args.group}
+
+
+def test_a_users_wandb_group_is_kept_by_repeat_and_tune() -> None:
+    seed = {"save_dir": "runs/repeat", "name": "demo", "version": "seed_3", "group": "demo"}
+    trial = {"save_dir": "runs/tune/s", "name": "trial_0", "version": None, "group": "s"}
+    # no group of the user's: repeat groups by experiment, tune by study; the seed/trial names the run
+    assert _placed(seed, None) == {"name": "demo/seed_3", "group": "demo"}
+    assert _placed(trial, None) == {"name": "trial_0", "group": "s"}
+    assert _placed(None, None) == {"name": "demo", "group": "demo"}
+    # --wandb.group sweep-1: every run in it, still named by seed / trial
+    assert _placed(seed, "sweep-1") == {"name": "demo/seed_3", "group": "sweep-1"}
+    assert _placed(trial, "sweep-1") == {"name": "trial_0", "group": "sweep-1"}
+
+
+def test_the_anonymous_setting_warning_is_not_shown(in_tmp: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    # a fresh process: wandb prints to stderr only until some run in this process made it silent
+    env = dict(os.environ, WANDB_SILENT="false", PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "biosig_lightning.cli", "fit", *WANDB, "--trainer.max_epochs", "1",
+                           "--trainer.enable_progress_bar=false"], capture_output=True, text=True, env=env, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "wandb: Tracking run" in proc.stderr  # wandb does talk here ...
+    assert "anonymous setting" not in proc.stderr  # ... but not about the argument Lightning always passes
