@@ -405,16 +405,17 @@ def write_figures(groups: Groups, fig_dir: Path, spread_metric: str) -> list[Pat
         rows = [(row, v) for row, v in rows if v]
         if not rows:
             continue
-        width = 2.0 + 1.2 * len(rows)
-        fig, ax = figure(width, 4.0)
-        ax.boxplot([v for _, v in rows], widths=0.5)
+        # one row per model, as in the table: labels stay whole and readable however many rows there are
+        fig, ax = figure(6.5, 1.4 + 0.4 * len(rows))
+        ax.boxplot([v for _, v in rows], widths=0.5, orientation="horizontal")
         for i, (_, v) in enumerate(rows, start=1):
             jitter = np.linspace(-0.08, 0.08, len(v)) if len(v) > 1 else np.zeros(1)
-            ax.plot(i + jitter, v, "o", color="C1", ms=4)
-        ax.set_xticks(range(1, len(rows) + 1), [textwrap.fill(r.label, 18) for r, _ in rows],
-                      rotation=20, ha="right", fontsize=8)
-        ax.set_ylabel(key)
-        ax.set_title(_wrap(f"{ds}: per-seed {_short(key)}", width), fontsize=9)
+            ax.plot(v, i + jitter, "o", color="C1", ms=4)
+        ax.set_yticks(range(1, len(rows) + 1), [r.label for r, _ in rows], fontsize=8)
+        ax.invert_yaxis()  # first row on top, as in the table
+        ax.set_xlabel(key)
+        ax.set_title(_wrap(f"{ds}: per-seed {_short(key)} ({_runs(sum(len(v) for _, v in rows))})", 6.5),
+                     fontsize=9)
         save(fig, _slug("spread", ds, _short(key)))
     return written
 
