@@ -33,7 +33,7 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -261,24 +261,22 @@ def repeat(fit_args: list[str], seeds: list[int], out: Path | None = None, worke
         threads = max(1, (os.cpu_count() or 1) // min(workers, max(len(todo), 1)))
         lock = threading.Lock()
 
-        def one(seed: int) -> tuple[int, float]:
+        def one(seed: int) -> int:
             log = out / f"seed_{seed}.log"
             with lock:
                 print(f"seed {seed}: started, log {log}", flush=True)
             started = time.perf_counter()
-            return _fit_subprocess(seed_args(fit_args, out, seed), log, threads), time.perf_counter() - started
+            code = _fit_subprocess(seed_args(fit_args, out, seed), log, threads)
+            with lock:  # said here, as the seed ends, before this thread takes the next seed
+                if code == 0:
+                    print(_finished_line(out, seed, time.perf_counter() - started), flush=True)
+                else:
+                    print(f"seed {seed}: FAILED (exit {code}), see {log}", flush=True)
+                    failed.append(seed)
+            return code
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(one, seed): seed for seed in todo}
-            for future in as_completed(futures):  # report each seed as it ends, not all at the end
-                seed = futures[future]
-                code, seconds = future.result()
-                with lock:
-                    if code == 0:
-                        print(_finished_line(out, seed, seconds), flush=True)
-                    else:
-                        print(f"seed {seed}: FAILED (exit {code}), see {out / f'seed_{seed}.log'}", flush=True)
-                        failed.append(seed)
+            list(pool.map(one, todo))
     print_summary(out, seeds)
     if failed:
         raise SystemExit(f"biosig repeat: seed(s) {sorted(failed)} failed; rerun the same command to retry them")
