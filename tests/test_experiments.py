@@ -139,33 +139,6 @@ def test_table5_override_runs_and_changes_the_model(override: Path, in_tmp: Path
         assert counts["gain_heads"] == 0 and counts["phase_heads"] > 0
 
 
-PAPER_EXPERIMENTS = [f"bioformer_{c}" for c in BIOFORMER] + [f"sdformer_{c}" for c in ("sleepedf", "chbmit", "ptbxl")]
-
-
-def _tiny(name: str) -> list[str]:
-    if name.startswith("bioformer"):
-        return TINY
-    from tests.test_sdformer_task import TINY_SDFORMER
-
-    return ["--model.init_args.backbone.init_args", json.dumps(TINY_SDFORMER), "--trainer.max_epochs", "2",
-            "--model.init_args.phase1_epochs", "1", "--model.init_args.phase2_epochs", "1"]
-
-
-@pytest.mark.parametrize("name", PAPER_EXPERIMENTS)
-def test_tune_runs_a_trial_on_every_paper_experiment(name: str, in_tmp: Path) -> None:
-    import optuna
-    from optuna.trial import TrialState
-
-    metric = "val/auroc" if name == "sdformer_chbmit" else "val/f1"
-    space = in_tmp / "space.yaml"
-    space.write_text("model.init_args.lr: {type: float, low: 1.0e-4, high: 1.0e-3, log: true}\n")
-    main(["tune", "--config", str(EXPERIMENTS / f"{name}.yaml"), *SMOKE, *_tiny(name), "--search-space", str(space),
-          "--study-name", "t", "--n-trials", "1", "--metric", metric])
-    trials = optuna.load_study(study_name="t", storage="sqlite:///t.db").trials
-    assert [t.state for t in trials] == [TrialState.COMPLETE]
-    assert (in_tmp / "t_best.yaml").exists()
-
-
 @pytest.mark.parametrize("space,experiment", [("bioformer", "bioformer_apava"), ("sdformer", "sdformer_sleepedf"),
                                               ("demo", "demo")])
 def test_shipped_search_spaces_name_real_config_keys(space: str, experiment: str) -> None:
