@@ -156,3 +156,39 @@ def test_jaccard_pearson_and_incompatible_runs() -> None:
         stability([graphs(["x", "y"]), graphs(["x", "z"])], ["r0", "r1"])
     empty = stability([graphs(["x", "y"]), graphs(["x", "y"])], ["r0", "r1"])
     assert empty["classes"]["a"]["jaccard"]["mean"] == 1.0 and empty["classes"]["a"]["pearson"]["mean"] is None
+
+
+def _class_graphs(freq: np.ndarray) -> ClassGraphs:
+    m = freq.shape[-1]
+    density = np.array([freq[~np.eye(m, dtype=bool)].mean()])
+    return ClassGraphs(["a"], [f"n{i}" for i in range(m)], np.array([3]), freq[None], freq[None], density,
+                       np.ones(1), freq)
+
+
+def test_stability_reports_density_and_flags_empty_graphs(capsys: pytest.CaptureFixture[str]) -> None:
+    from biosig_lightning.analysis.graphs import NEAR_EMPTY_DENSITY, _print_stability
+
+    m = 10
+    empty = _class_graphs(np.zeros((m, m)))
+    report = stability([empty, empty], ["r0", "r1"])
+    row = report["classes"]["a"]
+    # Jaccard says "perfectly stable" for two empty graphs: the report must say why that means nothing
+    assert row["jaccard"]["mean"] == 1.0
+    assert row["degenerate"] is True and row["density"]["per_run"] == [0.0, 0.0]
+    assert row["edges_above_threshold"] == [0, 0]
+    assert report["warnings"] and "near-empty" in report["warnings"][0] and "r0" in report["warnings"][0]
+    _print_stability(report)
+    captured = capsys.readouterr()
+    assert "DEGENERATE" in captured.out and "biosig graphs: warning: class a" in captured.err
+    # edges in some windows but none in most of them: density below 1 %, flagged
+    faint = np.full((m, m), NEAR_EMPTY_DENSITY / 2) * (1 - np.eye(m))
+    assert stability([_class_graphs(faint)] * 2, ["r0", "r1"])["classes"]["a"]["degenerate"] is True
+    # a real structure is not flagged, and its density is reported
+    rng = np.random.default_rng(0)
+    dense = (rng.random((m, m)) < 0.3).astype(float) * (1 - np.eye(m))
+    ok = stability([_class_graphs(dense), _class_graphs(dense)], ["r0", "r1"])
+    assert ok["classes"]["a"]["degenerate"] is False and ok["warnings"] == []
+    assert ok["classes"]["a"]["density"]["mean"] == pytest.approx(dense[~np.eye(m, dtype=bool)].mean())
+    mixed = stability([_class_graphs(dense), empty], ["r0", "r1"])
+    assert mixed["classes"]["a"]["degenerate"] is True and "r1" in mixed["warnings"][0]
+    assert "r0" not in mixed["warnings"][0].split("graph in", 1)[1]

@@ -35,8 +35,14 @@ seeds), per class and for all windows, over every pair of runs:
 * Pearson correlation of the off-diagonal edge frequencies. Undefined (``null``) when either
   graph's frequencies are constant (for example an empty graph); means are taken over the
   defined pairs.
+* Next to them, each run's edge density and edge count above the threshold, and a
+  ``degenerate`` flag: a run whose graph is near-empty (density below
+  ``NEAR_EMPTY_DENSITY = 0.01``, i.e. fewer than one edge per hundred ordered pairs) or has
+  no edge above the threshold makes the indices meaningless (two empty graphs have Jaccard
+  1, "perfectly stable", while attention was diagonal-only), so such classes are flagged in
+  ``stability.json`` (``degenerate``, ``warnings``) and a warning is printed to stderr.
 
-Both are written to ``stability.json`` as mean, std and per-pair values, and printed.
+All of it is written to ``stability.json`` (mean, std and per-pair values), and printed.
 Runs must share node names and classes. As the paper stresses, these graphs are routing
 priors of a model, not physiological or causal networks.
 """
@@ -49,6 +55,7 @@ import itertools
 import math
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,6 +78,8 @@ __all__ = [
 ]
 
 THRESHOLD = 0.5
+#: below this edge density a graph is reported as near-empty (its stability indices mean little)
+NEAR_EMPTY_DENSITY = 0.01
 SPLITS = ("train", "val", "test")
 
 
@@ -224,7 +233,9 @@ def _summary(values: list[float | None]) -> dict[str, Any]:
 def stability(graphs: list[ClassGraphs], labels: list[str], threshold: float = THRESHOLD) -> dict[str, Any]:
     """Pairwise Jaccard (thresholded graphs) and Pearson (edge frequencies) over runs, per class.
 
-    Classes without windows in either run of a pair are left out of that pair.
+    Classes without windows in either run of a pair are left out of that pair. Each class also
+    gets every run's ``density`` and ``edges_above_threshold`` and a ``degenerate`` flag when a
+    run's graph is near-empty (see the module docstring); ``warnings`` lists the flagged classes.
     """
     if len(graphs) < 2:
         raise GraphError("stability needs at least two runs")
@@ -239,6 +250,7 @@ def stability(graphs: list[ClassGraphs], labels: list[str], threshold: float = T
     views = [(c, lambda g, c=c: g.edge_frequency[c], lambda g, c=c: g.n_windows[c] > 0)
              for c in range(len(first.classes))]
     views.append(("all", lambda g: g.all_edge_frequency, lambda g: True))
+    warnings: list[str] = []
     for key, freq, present in views:
         jac, cor = [], []
         for i, j in pairs:
@@ -248,9 +260,21 @@ def stability(graphs: list[ClassGraphs], labels: list[str], threshold: float = T
             jac.append(jaccard(fi > threshold, fj > threshold))
             cor.append(pearson(fi, fj))
         name = first.classes[key] if key != "all" else "all"
-        per_class[name] = {"jaccard": _summary(jac), "pearson": _summary(cor), "n_pairs": len(jac)}
-    return {"runs": labels, "threshold": threshold, "pairs": [[labels[i], labels[j]] for i, j in pairs],
-            "classes": per_class}
+        density = [float(freq(g)[off].mean()) if present(g) and off.any() else None for g in graphs]
+        edges = [int((freq(g)[off] > threshold).sum()) if present(g) else None for g in graphs]
+        empty = [labels[r] for r in range(len(graphs))
+                 if density[r] is not None and (density[r] < NEAR_EMPTY_DENSITY or edges[r] == 0)]
+        per_class[name] = {"jaccard": _summary(jac), "pearson": _summary(cor), "n_pairs": len(jac),
+                           "density": {"mean": float(np.mean([d for d in density if d is not None]))
+                                       if any(d is not None for d in density) else None, "per_run": density},
+                           "edges_above_threshold": edges, "degenerate": bool(empty)}
+        if empty:
+            shown = ", ".join(f"{labels[r]} (density {density[r]:.4f}, {edges[r]} edges > {threshold})"
+                              for r in range(len(graphs)) if labels[r] in empty)
+            warnings.append(f"class {name}: near-empty graph in {shown}; its Jaccard index measures agreement "
+                            "on absent edges, not a stable structure")
+    return {"runs": labels, "threshold": threshold, "near_empty_density": NEAR_EMPTY_DENSITY,
+            "pairs": [[labels[i], labels[j]] for i, j in pairs], "classes": per_class, "warnings": warnings}
 
 
 # --------------------------------------------------------------------------- outputs
@@ -382,13 +406,17 @@ def _print_stability(report: dict[str, Any]) -> None:
     title = f"graph stability over {len(report['runs'])} runs ({len(report['pairs'])} pairs)"
     print(title)
     print("-" * len(title))
-    print(f"  {'class':<14} {'jaccard':>16} {'pearson':>16}")
+    print(f"  {'class':<14} {'jaccard':>16} {'pearson':>16} {'density':>9}")
 
     def cell(s: dict[str, Any]) -> str:
         return "-" if s["mean"] is None else f"{s['mean']:.3f} ± {s['std']:.3f}"
 
     for cls, row in report["classes"].items():
-        print(f"  {cls:<14} {cell(row['jaccard']):>16} {cell(row['pearson']):>16}")
+        density = "-" if row["density"]["mean"] is None else f"{row['density']['mean']:.4f}"
+        flag = "  DEGENERATE" if row["degenerate"] else ""
+        print(f"  {cls:<14} {cell(row['jaccard']):>16} {cell(row['pearson']):>16} {density:>9}{flag}")
+    for warning in report["warnings"]:
+        print(f"biosig graphs: warning: {warning}", file=sys.stderr)
 
 
 # --------------------------------------------------------------------------- command
