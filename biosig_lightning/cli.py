@@ -88,6 +88,13 @@ class BiosigCLI(LightningCLI):
         parser.add_argument("--wandb.tags", type=list[str], default=[])
         parser.add_argument("--wandb.mode", type=str | None, default=None,
                             help="offline (default unless WANDB_MODE is set), online or disabled")
+        # a paper's GPU precision (SD-Former Sec. 6.1: bfloat16) without forcing bf16 autocast on CPU runs,
+        # which torch emulates slowly on CPUs without bf16 instructions
+        from lightning.fabric.connector import _PRECISION_INPUT
+
+        parser.add_argument("--gpu_precision", type=_PRECISION_INPUT | None, default=None,
+                            help="trainer.precision for a run on a CUDA GPU (accelerator gpu/cuda, or auto with CUDA "
+                                 "available) whose trainer.precision is not set, e.g. bf16-mixed; CPU runs keep theirs")
 
     # ---- run naming and resume -------------------------------------------------------------------
     def before_instantiate_classes(self) -> None:
@@ -107,6 +114,14 @@ class BiosigCLI(LightningCLI):
         if wandb_cfg is not None and wandb_cfg.get("enabled"):
             logger_cfgs = _add_wandb_logger(cfg, logger_cfgs, wandb_cfg)
         _apply_placement(logger_cfgs, cfg.get("run"), name)
+        gpu_precision = cfg.get("gpu_precision")
+        if gpu_precision is not None and cfg.trainer.get("precision") is None:
+            accelerator = cfg.trainer.get("accelerator")
+            kind = accelerator if isinstance(accelerator, str) else str(getattr(accelerator, "class_path", accelerator))
+            kind = kind.lower()
+            # "gpu" without CUDA means Apple's MPS to Lightning: not a CUDA run, precision untouched
+            if kind == "cuda" or "cudaaccelerator" in kind or (kind in ("gpu", "auto") and torch.cuda.is_available()):
+                cfg.trainer.precision = gpu_precision
         if self.subcommand == "fit" and cfg.get("ckpt_path") == "last":
             csv = next((lg for lg in logger_cfgs if str(lg.get("class_path", "")).endswith("CSVLogger")), None)
             if csv is not None:
