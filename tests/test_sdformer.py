@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -19,7 +20,6 @@ from biosig_lightning.models.layers import count_parameters
 from biosig_lightning.models.sdformer import (
     GraphMaskedAttention,
     SDFormer,
-    _gate_gradient_bridge,
     dependency_loss,
     masked_attention,
     notears_acyclicity,
@@ -131,16 +131,79 @@ def test_random_dag_has_exact_edge_count_and_no_cycle() -> None:
 
 
 def test_dependency_loss_rewards_parents_that_predict_the_child() -> None:
+    torch.manual_seed(0)
     base = torch.randn(1, 1, 20)
-    features = torch.cat([base, base * 2 + 1, torch.randn(1, 1, 20)], dim=1)  # node 1 = affine copy of node 0
-    empty = torch.zeros(1, 3, 3)
-    assert dependency_loss(empty, features).item() == pytest.approx(1.5, rel=1e-3)  # 1/2 per parentless node
-    good = empty.clone()
-    good[0, 1, 0] = 1.0  # 0 -> 1
-    assert dependency_loss(good, features).item() == pytest.approx(1.0, rel=1e-3)
-    bad = empty.clone()
-    bad[0, 1, 2] = 1.0  # unrelated parent
-    assert dependency_loss(bad, features) > dependency_loss(good, features)
+    noise = torch.randn(1, 1, 20)
+    partial = base + noise  # correlated with node 0, not a copy
+    features = torch.cat([base, base * 2 + 1, noise, -3 * base, partial], dim=1)
+    empty = torch.zeros(1, 5, 5)
+    assert dependency_loss(empty, features).item() == pytest.approx(2.5, rel=1e-3)  # 1/2 per parentless node
+
+    def with_edge(child: int, parent: int) -> torch.Tensor:
+        graph = empty.clone()
+        graph[0, child, parent] = 1.0
+        return graph
+
+    assert dependency_loss(with_edge(1, 0), features).item() == pytest.approx(2.0, rel=1e-3)  # affine copy: 0
+    assert dependency_loss(with_edge(3, 0), features).item() == pytest.approx(2.0, rel=1e-3)  # sign-flipped copy
+    # a parent lowers its child's term by r^2 / 2 (least-squares fit of a multiple of the parent) ...
+    r = torch.corrcoef(torch.cat([base, partial])[:, 0])[0, 1].item()
+    gain = dependency_loss(empty, features) - dependency_loss(with_edge(4, 0), features)
+    assert gain.item() == pytest.approx(r**2 / 2, rel=1e-3) and 0.3 < abs(r) < 0.95
+    # ... so even an unrelated parent never raises it (the old mean-of-parents residual charged 1 - r vs 1/2)
+    assert dependency_loss(with_edge(1, 2), features) <= dependency_loss(empty, features)
+    # a second, unrelated parent dilutes the parents' mean: that costs
+    both = with_edge(1, 0)
+    both[0, 1, 2] = 1.0
+    assert dependency_loss(both, features) > dependency_loss(with_edge(1, 0), features)
+
+
+def test_dependency_loss_gradient_is_the_exact_single_edge_flip() -> None:
+    torch.manual_seed(1)
+    batch, m = 2, 5
+    features = torch.randn(batch, m, 12)
+    features[:, 1] = features[:, 0] + 0.2 * torch.randn(batch, 12)
+    for graph in (torch.zeros(batch, m, m), (torch.rand(batch, m, m) > 0.6).float() * (1 - torch.eye(m))):
+        leaf = graph.clone().requires_grad_(True)
+        dependency_loss(leaf, features).backward()
+        expected = torch.zeros(batch, m, m)
+        for b, i, j in itertools.product(range(batch), range(m), range(m)):
+            if i != j:
+                on, off = graph.clone(), graph.clone()
+                on[b, i, j], off[b, i, j] = 1.0, 0.0
+                expected[b, i, j] = dependency_loss(on, features) - dependency_loss(off, features)
+        assert torch.allclose(leaf.grad, expected, atol=1e-5)
+    # from the empty graph, the strongly correlated parent is the one the gradient switches on first
+    empty = torch.zeros(batch, m, m, requires_grad=True)
+    dependency_loss(empty, features).backward()
+    assert empty.grad[:, 1, 0].max() < -0.2 and empty.grad[:, 1, 0].max() < empty.grad[:, 1, 2:].min()
+
+
+def test_acyclicity_gradient_sees_the_edge_that_would_close_a_cycle() -> None:
+    chain = torch.zeros(3, 3)
+    chain[0, 1] = chain[1, 2] = 1.0  # 2 -> 1 -> 0 (a_ij = 1: j is a parent of i)
+    square = chain.clone().requires_grad_(True)
+    notears_acyclicity(square).backward()
+    assert square.grad[2, 0] == 0.0  # NOTEARS's A o A: no gradient on any absent edge
+    plain = chain.clone().requires_grad_(True)
+    value = notears_acyclicity(plain, square=False)
+    value.backward()
+    assert value.item() == pytest.approx(0.0, abs=1e-9)
+    # 0 -> 2 (a_20) and 0 -> 1, 1 -> 2 would close a cycle; 2 -> 0 would not; the DAG's own edges cost nothing
+    assert plain.grad[2, 0] > 0 and plain.grad[1, 0] > 0 and plain.grad[2, 1] > 0
+    assert plain.grad[0, 2] == 0 and plain.grad[0, 1] == 0 and plain.grad[1, 2] == 0
+    cyclic = chain.clone()
+    cyclic[2, 0] = 1.0
+    assert notears_acyclicity(cyclic, square=False).item() == pytest.approx(notears_acyclicity(cyclic).item())
+
+
+def test_sparsity_gradient_charges_absent_edges_too() -> None:
+    torch.manual_seed(0)
+    model = tiny_model()  # (almost) no edges at the start
+    out = model.forward_with_aux(torch.randn(4, 3, 200))
+    assert out.edge_density.item() < 0.05
+    grad, = torch.autograd.grad(out.sparse, out.adjacency)
+    assert torch.allclose(grad, torch.full_like(grad, 1 / 4))  # d(batch mean edge count)/d a_ij, present or not
 
 
 # --------------------------------------------------------------------------- masked attention
@@ -175,11 +238,34 @@ def test_masked_attention_matches_reference_and_its_gate_gradient() -> None:
     assert gate.grad[hard == 0].abs().min() > 0
 
 
-def test_bridge_term_is_exactly_zero() -> None:
-    q, k, v = (torch.randn(2, 2, 5, 4) for _ in range(3))
-    gate = _random_gate(2, 5, seed=2).unsqueeze(1).requires_grad_(True)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=gate.detach() > 0.5)
-    assert torch.count_nonzero(_gate_gradient_bridge(q, k, v, out, gate, 0.5)) == 0
+def test_gate_gradient_path_matches_the_fused_kernel_for_q_k_v() -> None:
+    # with a learning gate the attention runs its own autograd function; output and q/k/v gradients
+    # must be those of scaled_dot_product_attention with the same boolean mask
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 7, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    hard = _random_gate(2, 7, seed=3).double()
+    upstream = torch.randn(2, 3, 7, 4, dtype=torch.float64)
+    out = masked_attention(q, k, v, hard.clone().requires_grad_(True))
+    grads = torch.autograd.grad((out * upstream).sum(), (q, k, v))
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=hard.unsqueeze(1) > 0.5)
+    ref_grads = torch.autograd.grad((ref * upstream).sum(), (q, k, v))
+    assert torch.allclose(out, ref, atol=1e-12)
+    for got, want in zip(grads, ref_grads, strict=True):
+        assert torch.allclose(got, want, atol=1e-12)
+
+
+def test_gate_gradient_path_under_bf16_autocast() -> None:
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 6, 8) for _ in range(3))
+    hard = _random_gate(2, 6, seed=4)
+    gate = hard.clone().requires_grad_(True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = masked_attention(q.bfloat16().requires_grad_(True), k.bfloat16(), v.bfloat16(), gate)
+    assert out.dtype == torch.bfloat16
+    out.float().sum().backward()
+    assert gate.grad is not None and gate.grad.dtype == torch.float32 and torch.isfinite(gate.grad).all()
+    ref = _reference_multiplicative_attention(q, k, v, hard)
+    assert torch.allclose(out.float(), ref, atol=0.05)
 
 
 @pytest.mark.parametrize("gate_requires_grad", [False, True])

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,9 @@ import torch
 import yaml
 from lightning.pytorch import Callback, LightningModule, Trainer
 
-from biosig_lightning.cli import main
+from biosig_lightning.cli import BiosigCLI, main
 from biosig_lightning.data.datamodules import SyntheticDataModule
-from biosig_lightning.models.sdformer import SDFormer
+from biosig_lightning.models.sdformer import SDFormer, notears_acyclicity
 from biosig_lightning.tasks import SDFormerTask
 from biosig_lightning.tasks.classification import warmup_cosine
 from biosig_lightning.tasks.sdformer import learned_edge_density
@@ -170,6 +171,106 @@ def test_phase1_early_stopping_switches_and_phase2_stops(tmp_path: Path, init: s
     assert float(trainer.checkpoint_callback.best_model_score) == pytest.approx(0.5)
 
 
+def install_ordered_graph(inferencer: torch.nn.Module, seed: int = 0) -> None:
+    """Edge MLP weights whose graph is a DAG on every input: ``j -> i`` iff ``r_i - r_j > 0.14``.
+
+    One hidden unit computes ``5 (r_i - r_j)``, ``r = d . h`` for a fixed direction ``d``, and
+    ``s_ij = GELU(5 (r_i - r_j)) - 0.5``; a strict order of the nodes has no cycle.
+    """
+    edges = inferencer.edges
+    direction = torch.randn(edges.target.in_features, generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        for param in (edges.target.weight, edges.target.bias, edges.source.weight, edges.out.weight):
+            param.zero_()
+        edges.target.weight[0] = 5.0 * direction / direction.norm()
+        edges.source.weight[0] = -5.0 * direction / direction.norm()
+        edges.out.weight[0, 0] = 1.0
+        edges.out.bias.fill_(-0.5)
+
+
+class RecordGraph(Callback):
+    """Per epoch: the inferencer's weights, its mode while training, whether the optimiser holds its
+    parameters, and the hard graph of one fixed batch (model in eval mode). At the end of phase 1
+    (epoch 0) it installs :func:`install_ordered_graph`, so phase 2 starts from a non-empty DAG."""
+
+    def __init__(self, x: torch.Tensor) -> None:
+        self.x = x
+        self.epochs: list[dict[str, Any]] = []
+
+    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int) -> None:
+        if batch_idx == 0:
+            inferencer = pl_module.backbone.inferencer
+            held = {id(p) for group in trainer.optimizers[0].param_groups for p in group["params"]}
+            self.epochs.append({"phase": pl_module.phase, "training": inferencer.training,
+                                "in_optimizer": any(id(p) in held for p in inferencer.parameters()),
+                                "start": state_hash(inferencer)})
+
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        # a callback hook: runs before the task's own epoch end, where phase 2 starts
+        bb = pl_module.backbone
+        if trainer.current_epoch == 0:
+            self.epochs[-1]["trained"] = state_hash(bb.inferencer)
+            install_ordered_graph(bb.inferencer)
+        was_training = bb.training
+        bb.eval()
+        with torch.no_grad():
+            graph = bb.infer_graph(bb.tokenizer(self.x)[0])[0]
+        bb.train(was_training)
+        self.epochs[-1].update(end=state_hash(bb.inferencer), tokenizer=state_hash(bb.tokenizer), graph=graph,
+                               density=float(graph.mean()), h=float(notears_acyclicity(graph).max()))
+
+
+@pytest.mark.parametrize("phase2_graph", ["frozen", "learned"])
+def test_phase2_graph_frozen_or_learned(tmp_path: Path, phase2_graph: str) -> None:
+    torch.manual_seed(0)
+    backbone = SDFormer(n_chans=2, n_outputs=2, n_times=128, sfreq=64.0, dropout=0.1, **TINY_SDFORMER)
+    task = SDFormerTask(backbone, n_outputs=2, lr=1e-2, warmup_epochs=0, early_stopping_patience=None,
+                        phase1_epochs=1, phase2_epochs=3, phase2_init="last", phase2_graph=phase2_graph)
+    rec = RecordGraph(torch.randn(16, 2, 128))
+    tiny_trainer(tmp_path, [rec]).fit(task, datamodule=tiny_data())
+    phase1, phase2 = rec.epochs[0], rec.epochs[1:]
+    assert phase1["phase"] == 1 and [e["phase"] for e in phase2] == [2, 2, 2]
+    assert phase1["training"] and phase1["in_optimizer"] and phase1["trained"] != phase1["start"]
+    assert phase1["density"] > 0.1 and phase1["h"] == 0.0  # phase 2 starts from a non-empty DAG
+    if phase2_graph == "frozen":
+        # out of the optimiser, dropout off, and not one weight of the graph path moved in three epochs:
+        # the fixed batch keeps exactly phase 1's graph, a non-empty DAG
+        assert not any(e["training"] or e["in_optimizer"] for e in phase2)
+        assert {e["start"] for e in phase2} | {e["end"] for e in phase2} == {phase1["end"]}
+        assert {e["tokenizer"] for e in phase2} == {phase1["tokenizer"]}
+        assert all(torch.equal(e["graph"], phase1["graph"]) and e["h"] == 0.0 for e in phase2)
+    else:
+        assert all(e["training"] and e["in_optimizer"] for e in phase2)
+        assert phase2[-1]["end"] != phase1["end"] and phase2[-1]["tokenizer"] != phase1["tokenizer"]
+    # fit is over: the whole model is trainable again (results.json counts trainable parameters)
+    assert all(p.requires_grad for p in backbone.parameters()) and not backbone.graph_frozen
+
+
+def test_frozen_graph_path_gets_no_gradient_and_runs_the_fused_attention(monkeypatch: pytest.MonkeyPatch) -> None:
+    import biosig_lightning.models.sdformer as sdformer
+
+    torch.manual_seed(0)
+    model = SDFormer(n_chans=2, n_outputs=2, n_times=128, sfreq=64.0, edge_bias_init=0.5, **TINY_SDFORMER).train()
+    bridges = []  # calls of the attention that computes the gate's gradient
+    real = sdformer._GateGradientAttention.apply
+    monkeypatch.setattr(sdformer._GateGradientAttention, "apply", lambda *a: bridges.append(1) or real(*a))
+    x = torch.randn(4, 2, 128)
+    model.forward_with_aux(x).logits.sum().backward()
+    assert bridges and model.inferencer.edges.out.bias.grad is not None
+    model.zero_grad(set_to_none=True)
+    bridges.clear()
+    model.freeze_graph(True)
+    model.train()  # Lightning calls train() every epoch: the frozen graph path must stay in eval mode
+    assert model.training and not model.inferencer.training and not model.tokenizer.training
+    assert model.blocks[0].training and model.head.training
+    first = model.infer_graph(model.tokenizer(x)[0])[0]
+    assert torch.equal(first, model.infer_graph(model.tokenizer(x)[0])[0])  # no dropout: deterministic
+    model.forward_with_aux(x).logits.sum().backward()
+    assert not bridges
+    assert all(p.grad is None for p in [*model.inferencer.parameters(), *model.tokenizer.parameters()])
+    assert model.blocks[0].attn.qkv.weight.grad is not None and model.head.weight.grad is not None
+
+
 def test_aux_weights_in_phase1_and_none_in_phase2() -> None:
     torch.manual_seed(0)
     task = tiny_task(lambda_recon=0.3, lambda_dep=0.2, lambda_dag=0.7, lambda_sparse=0.05).eval()
@@ -255,12 +356,42 @@ def test_yamls_share_the_paper_schedule() -> None:
         assert "--seeds 42,123,7,0,256" in text, path
         assert "# root:" in text and "root" not in cfg["data"]["init_args"], path  # commented placeholder
         assert cfg["trainer"]["gradient_clip_val"] == 1.0 and cfg["trainer"]["max_epochs"] == 80, path
-        assert cfg["trainer"].get("precision") is None, path  # bf16 comes from experiments/sdformer/bf16.yaml
+        # Sec. 6.1's bfloat16 on a CUDA GPU only (gpu_precision), float32 on a CPU
+        assert cfg["trainer"].get("precision") is None and cfg["gpu_precision"] == "bf16-mixed", path
         assert (init["optimizer"], init["lr"], init["weight_decay"], init["warmup_epochs"]) == ("adamw", 1e-3, 1e-2, 5)
         assert init["monitor"] == MONITOR[corpus] and init["early_stopping_patience"] == 10, path
         assert cfg["data"]["init_args"]["batch_size"] == 64, path
     bf16 = yaml.safe_load((EXPERIMENTS / "sdformer" / "bf16.yaml").read_text())
-    assert bf16["trainer"]["precision"] == "bf16-mixed"
+    assert bf16 == {"trainer": {"precision": "bf16-mixed"}}  # forced on any device, for checks
+
+
+class _ParseOnly(BiosigCLI):
+    def instantiate_classes(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("cuda", "extra", "expected"), [
+    (False, [], None),  # a CPU machine: float32, whatever the experiment asks for the GPU
+    (True, [], "bf16-mixed"),  # accelerator auto on a CUDA machine
+    (True, ["--trainer.accelerator", "cpu"], None),
+    (True, ["--trainer.accelerator", "gpu"], "bf16-mixed"),
+    (False, ["--trainer.accelerator", "cuda"], "bf16-mixed"),  # Lightning then fails on its own, clearly
+    (False, ["--trainer.accelerator", "gpu"], None),  # gpu without CUDA is Apple's MPS
+    (True, ["--trainer.precision", "32-true"], "32-true"),  # an explicit precision wins
+    (False, ["--config", str(EXPERIMENTS / "sdformer" / "bf16.yaml")], "bf16-mixed"),
+    (True, ["--gpu_precision", "null"], None),
+    (True, ["--gpu_precision", "16-mixed"], "16-mixed"),
+])
+def test_gpu_precision_resolution(monkeypatch: pytest.MonkeyPatch, cuda: bool, extra: list[str],
+                                  expected: str | None) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    cli = _ParseOnly(args=["--config", str(EXPERIMENTS / "sdformer_chbmit.yaml"), *extra], run=False)
+    assert cli.config.trainer.precision == expected
+
+
+def test_gpu_precision_rejects_unknown_values() -> None:
+    with pytest.raises(SystemExit):
+        _ParseOnly(args=["--config", str(EXPERIMENTS / "sdformer_chbmit.yaml"), "--gpu_precision", "bf17"], run=False)
 
 
 @pytest.fixture(scope="module")
@@ -271,8 +402,8 @@ def learned_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     with contextlib.chdir(root), contextlib.redirect_stdout(buf):
         main(["fit", "--config", str(EXPERIMENTS / "sdformer_sleepedf.yaml"), *SMOKE,
               "--model.init_args.backbone.init_args", json.dumps(TINY_SDFORMER), *TWO_PHASES,
-              # a start with edges on, so the measured density is not trivially zero
-              "--model.init_args.backbone.init_args.edge_bias_init", "0.0"])
+              # a start with some edges on (density ~0.2, a DAG can match it), so it is not trivially zero
+              "--model.init_args.backbone.init_args.edge_bias_init", "-0.3"])
     last = buf.getvalue().strip().splitlines()[-1]
     res = json.loads((root / last.split("results: ", 1)[1]).read_text())
     res["root"] = root
@@ -361,9 +492,53 @@ def test_random_graph_control_matches_learned_density(in_tmp: Path, capsys: pyte
         cli_fit(capsys, cfgs, *TWO_PHASES, "--model.init_args.graph_density_from", str(fake))
 
 
-def test_random_graph_placeholder_is_a_clear_error(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(ValueError, match="SET-ME.*does not exist"):
+def test_random_graph_auto_without_a_learned_run_names_where_it_looked(in_tmp: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ValueError, match=r"auto: no finished learned-graph SD-Former run in "
+                                         r"runs/sdformer_sleepedf-synthetic/version_\*/results\.json"):
         cli_fit(capsys, [EXPERIMENTS / "sdformer_sleepedf.yaml", ABLATIONS / "random_graph.yaml"], *TWO_PHASES)
+
+
+def _assert_matches(control: dict[str, Any], learned_dir: Path) -> None:
+    """The control's random DAG has the learned run's measured density, within one edge, and no cycle."""
+    density, n_nodes = learned_edge_density(learned_dir)
+    assert 0.0 < density <= 0.5
+    ckpt = torch.load(control["best_checkpoint"], map_location="cpu", weights_only=True)
+    graph = ckpt["state_dict"]["backbone.fixed_adjacency"]
+    assert graph.shape == (n_nodes, n_nodes)
+    assert abs(int(graph.sum()) - density * n_nodes * (n_nodes - 1)) <= 1
+    assert notears_acyclicity(graph).item() == 0.0 and not torch.linalg.matrix_power(graph, n_nodes).any()
+    assert ckpt["sdformer_phase"]["matched_graph_density"] == pytest.approx(density)
+    assert Path(ckpt["sdformer_phase"]["matched_graph_source"]).resolve() == learned_dir.resolve()
+
+
+def test_random_graph_override_alone_matches_the_learned_fit(learned_run: dict[str, Any],
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # biosig fit: the control lands beside the learned run (same auto-named experiment) and finds it
+    root = learned_run["root"]
+    with contextlib.chdir(root):
+        control = cli_fit(capsys, [EXPERIMENTS / "sdformer_sleepedf.yaml", ABLATIONS / "random_graph.yaml"],
+                          *TWO_PHASES)
+        assert Path(control["run_dir"]).parent == Path(learned_run["run_dir"]).parent
+        assert control["config"]["model"]["init_args"]["graph_density_from"] == "auto"
+        _assert_matches(control, root / learned_run["run_dir"])
+
+
+def test_random_graph_override_alone_matches_the_same_seed_under_repeat(in_tmp: Path) -> None:
+    from biosig_lightning.repeat import run as repeat
+
+    common = ["--config", str(EXPERIMENTS / "sdformer_sleepedf.yaml"), *SMOKE,
+              "--model.init_args.backbone.init_args", json.dumps({**TINY_SDFORMER, "edge_bias_init": -0.3}),
+              *TWO_PHASES]
+    learned = repeat(["--seeds", "3", *common])
+    control = repeat(["--seeds", "3", *common[:2], "--config", str(ABLATIONS / "random_graph.yaml"), *common[2:]])
+    # e.g. sdformer_sleepedf+random_graph+synthetic+smoke beside sdformer_sleepedf+synthetic+smoke
+    assert control.parent == learned.parent and "random_graph" in control.name.split("+")
+    assert "+".join(part for part in control.name.split("+") if part != "random_graph") == learned.name
+    _assert_matches(json.loads((control / "seed_3" / "results.json").read_text()), learned / "seed_3")
+    # another seed of the control has no learned run of its own: one error naming the missing place
+    with pytest.raises(ValueError, match=f"no finished learned run at {re.escape(str(learned / 'seed_4' / 'results.json'))}"):
+        repeat(["--seeds", "4", *common[:2], "--config", str(ABLATIONS / "random_graph.yaml"), *common[2:]])
 
 
 def test_lr_schedule_spans_each_phase_budget() -> None:

@@ -7,8 +7,7 @@ The paper trains in two phases:
   ``l = (0.1, 0.1, 0.5, 0.01)`` (Sec. 6.1); the four terms come unweighted from
   :meth:`biosig_lightning.models.sdformer.SDFormer.forward_with_aux`.
 * **Phase 2** (up to ``phase2_epochs = 30``) is "classification-only refinement": ``L_task``
-  alone. The graph keeps learning from the task loss through the straight-through
-  gradient (the model has no phase switch of its own).
+  alone, with the graph path (tokenizer and inferencer) frozen (``phase2_graph``, below).
 
 Optimisation (Sec. 6.1): AdamW, lr ``1e-3``, weight decay ``1e-2``, cosine decay after a
 5-epoch linear warm-up, gradient clipping at norm 1.0 (``trainer.gradient_clip_val``),
@@ -38,6 +37,23 @@ read as follows.
   final phase-1 weights (the reading where phase 2 simply continues). The best weights are
   held in memory (and in checkpoints while phase 1 runs), independent of the checkpoint
   callback; a run without validation has no best and continues from the last weights.
+* **The graph in phase 2** (``phase2_graph``). With ``"frozen"`` (default) the graph
+  function ``x -> A(x)`` keeps the weights phase 1 ended with (its best, by
+  ``phase2_init``): the tokenizer and the dependency inferencer stop requiring gradients (so
+  the fresh phase-2 optimiser does not hold them) and stay in eval mode (no dropout, BatchNorm
+  on its running statistics), so the graph of an input is fixed for the whole phase
+  (:meth:`~biosig_lightning.models.sdformer.SDFormer.freeze_graph`); the transformer and the
+  head refine. *Why:* the structure is what phase 1 learns under the DAG and sparsity
+  penalties; phase 2 drops those penalties, and a graph still trained there is trained by the
+  task alone. Measured on the stand-ins (6-epoch runs, 3 per phase), with the graph learning
+  on in phase 2 it turned dense and cyclic within three epochs: train density 0.25 -> 0.53
+  and ``h(A)`` 0.1 -> 1347 on Sleep-EDF, 0.007 -> 0.83 and 0.003 -> 2e9 on CHB-MIT, so a
+  phase-2 checkpoint could be selected with a graph that is neither sparse nor a DAG.
+  Freezing the inferencer alone was not enough: the tokens it reads kept changing, and on
+  CHB-MIT its graphs went from validation density 0.16 to 0.40 and ``h(A)`` to ~1e7. We read
+  "switches to classification-only refinement" as refining the classifier on the structure
+  phase 1 learned. ``"learned"`` trains everything in phase 2 from the task loss alone (the
+  literal reading where only the loss changes).
 * **Model selection across both phases.** The checkpoint tested at the end is the best by
   ``monitor`` over the whole run, so a phase-1 model is kept when refinement does not beat
   it on validation.
@@ -45,9 +61,11 @@ read as follows.
   weights are saved in every checkpoint (key ``"sdformer_phase"``) and restored by
   ``--ckpt_path last``; the schedule reads the phase when it is evaluated, so the restored
   optimiser and scheduler continue the right phase.
-* **Graph density.** ``{train,val,test}/edge_density`` (the fraction of the ``M (M - 1)``
-  ordered node pairs that are edges, batch mean) is logged; ``test/edge_density`` lands in
-  ``results.json``. The checkpoint stores the validation density of its epoch.
+* **Graph density and acyclicity.** ``{train,val,test}/edge_density`` (the fraction of the
+  ``M (M - 1)`` ordered node pairs that are edges, batch mean) and ``{train,val,test}/dag``
+  (NOTEARS ``h(A)`` of the hard graphs, batch mean; 0 iff every graph is a DAG) are logged
+  each epoch; the test values land in ``results.json``. The checkpoint stores the
+  validation density and ``h(A)`` of its epoch.
 * **Random-graph control** (Sec. 8: "random graphs with matched sparsity"). The
   ``graph="random"`` backbone draws a fixed random DAG with ``graph_density``. To match
   the learned graph, ``graph_density_from`` names a finished learned SD-Former run (its
@@ -55,12 +73,16 @@ read as follows.
   of ``fit`` the backbone's graph is redrawn with exactly
   ``round(d M (M - 1))`` edges, ``d`` the validation edge density of that run's selected
   checkpoint, with seed ``random_graph_seed``. Validation, not test, windows measure ``d``
-  so the control's configuration never looks at test data.
+  so the control's configuration never looks at test data. ``graph_density_from: auto``
+  (what ``experiments/sdformer/ablations/random_graph.yaml`` sets) finds that run from this
+  run's own directory (:func:`resolve_learned_run`): the same seed of the base experiment
+  under ``biosig repeat``, the newest learned run of the same experiment under ``biosig fit``.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import math
 from pathlib import Path
 from typing import Any, Literal
@@ -68,13 +90,14 @@ from typing import Any, Literal
 import torch
 import torch.nn.functional as F
 from lightning.pytorch.callbacks import Callback, EarlyStopping
+from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import nn
 
-from biosig_lightning.models.sdformer import random_dag
+from biosig_lightning.models.sdformer import notears_acyclicity, random_dag
 from biosig_lightning.tasks.classification import ClassificationTask, warmup_cosine
 
-__all__ = ["AUX_TERMS", "SDFormerTask", "learned_edge_density"]
+__all__ = ["AUX_TERMS", "SDFormerTask", "learned_edge_density", "resolve_learned_run"]
 
 #: the auxiliary terms of Sec. 4, in the order of the objective
 AUX_TERMS = ("recon", "dep", "dag", "sparse")
@@ -92,6 +115,52 @@ def _checkpoint_file(path: Path) -> Path:
         raise ValueError(f"graph_density_from: expected exactly one checkpoints/best*.ckpt under {path}, "
                          f"found {len(found)}")
     return found[0]
+
+
+def _is_learned_run(results: Path) -> bool:
+    try:
+        res = json.loads(results.read_text())
+        backbone = res["config"]["model"]["init_args"]["backbone"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return res.get("model") == "SDFormer" and (backbone.get("init_args") or {}).get("graph", "learned") == "learned"
+
+
+def resolve_learned_run(run_dir: str | Path) -> Path:
+    """The learned SD-Former run that ``graph_density_from: auto`` means for a random-graph run in ``run_dir``.
+
+    ``run_dir`` is ``<parent>/<experiment>/<version>``. The *base experiment* is ``<experiment>``
+    without its ``+random_graph*`` parts (``biosig repeat`` names a variant
+    ``<base>+<override stem>``, so ``sdformer_sleepedf+random_graph`` -> ``sdformer_sleepedf``);
+    an auto-named ``biosig fit`` run shares its experiment name with the learned run already.
+
+    * ``biosig repeat`` layout (``<version>`` is ``seed_<s>``): the run of the same seed,
+      ``<parent>/<base>/seed_<s>``, which must have finished (``results.json``). Each seed of
+      the control is thus matched to the learned graph of the same seed.
+    * otherwise (``biosig fit``, ``version_*``): the newest (by ``results.json`` time)
+      finished learned-graph SD-Former run in ``<parent>/<base>/version_*``, this run aside.
+
+    Raises ``ValueError`` naming where it looked when there is no such run.
+    """
+    run_dir = Path(run_dir)
+    experiment, version, parent = run_dir.parent.name, run_dir.name, run_dir.parent.parent
+    base = "+".join(part for part in experiment.split("+") if not part.startswith("random_graph")) or experiment
+    hint = ("run the learned model first (same configs without random_graph.yaml), or set "
+            "model.init_args.graph_density_from to its run directory")
+    if version.startswith("seed_"):
+        results = parent / base / version / "results.json"
+        if not results.is_file():
+            raise ValueError(f"graph_density_from: auto: no finished learned run at {results} (the same seed of the "
+                             f"base experiment {base!r}); {hint}")
+        if not _is_learned_run(results):
+            raise ValueError(f"graph_density_from: auto: {results.parent} is not a learned-graph SD-Former run; {hint}")
+        return results.parent
+    found = [r for r in (parent / base).glob("version_*/results.json")
+             if r.parent.resolve() != run_dir.resolve() and _is_learned_run(r)]
+    if not found:
+        raise ValueError(f"graph_density_from: auto: no finished learned-graph SD-Former run in "
+                         f"{parent / base}/version_*/results.json; {hint}")
+    return max(found, key=lambda r: r.stat().st_mtime).parent
 
 
 def learned_edge_density(path: str | Path) -> tuple[float, int]:
@@ -130,8 +199,11 @@ class SDFormerTask(ClassificationTask):
             ``phase2_epochs = 0`` trains phase 1 only.
         phase2_init: ``"best"`` (phase 1's best weights by ``monitor``) or ``"last"``.
         phase2_warmup_epochs: warm-up of phase 2's fresh schedule (``None``: ``warmup_epochs``).
+        phase2_graph: ``"frozen"`` (phase 1's graph inferencer is kept fixed in phase 2) or
+            ``"learned"`` (it keeps training from the task loss); see the module docstring.
         graph_density_from: learned SD-Former run (directory or checkpoint) whose
-            validation edge density the ``graph="random"`` backbone is redrawn to match.
+            validation edge density the ``graph="random"`` backbone is redrawn to match, or
+            ``"auto"``: the learned run of the same base experiment (:func:`resolve_learned_run`).
         random_graph_seed: seed of that redrawn random DAG.
     """
 
@@ -158,6 +230,7 @@ class SDFormerTask(ClassificationTask):
         phase2_epochs: int = 30,
         phase2_init: Literal["best", "last"] = "best",
         phase2_warmup_epochs: float | None = None,
+        phase2_graph: Literal["frozen", "learned"] = "frozen",
         graph_density_from: str | None = None,
         random_graph_seed: int = 0,
     ) -> None:
@@ -178,6 +251,8 @@ class SDFormerTask(ClassificationTask):
             raise ValueError(f"model.init_args.phase2_epochs must be an integer >= 0, got {phase2_epochs!r}")
         if phase2_init not in ("best", "last"):
             raise ValueError(f"model.init_args.phase2_init must be 'best' or 'last', got {phase2_init!r}")
+        if phase2_graph not in ("frozen", "learned"):
+            raise ValueError(f"model.init_args.phase2_graph must be 'frozen' or 'learned', got {phase2_graph!r}")
         if early_stopping_patience is not None and early_stopping_patience < 0:
             raise ValueError(f"model.init_args.early_stopping_patience must be >= 0 or null, "
                              f"got {early_stopping_patience}")
@@ -193,7 +268,9 @@ class SDFormerTask(ClassificationTask):
         self._phase1_best_state: dict[str, torch.Tensor] | None = None
         self._validated = False
         self._val_edge_density: float | None = None
+        self._val_dag: float | None = None
         self.matched_graph_density: float | None = None
+        self.matched_graph_source: str | None = None
         self._steps_per_epoch = 1
 
     # ---- objective ---------------------------------------------------------------------------
@@ -218,26 +295,32 @@ class SDFormerTask(ClassificationTask):
                  "phase": torch.tensor(float(self.phase), device=task.device)}
         return loss, out.logits, extra
 
-    # ---- graph density in evaluation ----------------------------------------------------------
-    def _edge_density(self, x: torch.Tensor) -> torch.Tensor:
+    # ---- graph density and acyclicity in evaluation -------------------------------------------
+    def _graph_stats(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Batch means of the hard graphs' edge density and NOTEARS ``h(A)``."""
         bb = self.backbone
         if getattr(bb, "inferencer", None) is None:
             adjacency = bb.fixed_adjacency.unsqueeze(0)
         else:
             adjacency = bb.infer_graph(bb.tokenizer(x)[0])[0]
-        m = adjacency.shape[-1]
-        return (adjacency.detach() > 0.5).float().sum(dim=(-2, -1)).mean() / max(m * (m - 1), 1)
+        hard = (adjacency.detach() > 0.5).float()
+        m = hard.shape[-1]
+        return hard.sum(dim=(-2, -1)).mean() / max(m * (m - 1), 1), notears_acyclicity(hard).mean()
+
+    def _log_graph(self, stage: str, batch: dict[str, torch.Tensor]) -> None:
+        density, dag = self._graph_stats(batch["x"])
+        n = batch["y"].shape[0]
+        self.log(f"{stage}/edge_density", density, on_epoch=True, sync_dist=True, batch_size=n)
+        self.log(f"{stage}/dag", dag, on_epoch=True, sync_dist=True, batch_size=n)
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss = super().validation_step(batch, batch_idx)
-        self.log("val/edge_density", self._edge_density(batch["x"]), on_epoch=True, sync_dist=True,
-                 batch_size=batch["y"].shape[0])
+        self._log_graph("val", batch)
         return loss
 
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss = super().test_step(batch, batch_idx)
-        self.log("test/edge_density", self._edge_density(batch["x"]), on_epoch=True, sync_dist=True,
-                 batch_size=batch["y"].shape[0])
+        self._log_graph("test", batch)
         return loss
 
     def on_validation_epoch_end(self) -> None:
@@ -284,8 +367,15 @@ class SDFormerTask(ClassificationTask):
 
     # ---- phases -------------------------------------------------------------------------------
     def setup(self, stage: str) -> None:
-        if stage == "fit" and self.hparams.graph_density_from is not None:
-            self._match_random_graph(self.hparams.graph_density_from)
+        source = self.hparams.graph_density_from
+        if stage == "fit" and source is not None:
+            if source == "auto":
+                log_dir = self.trainer.log_dir
+                if not log_dir:
+                    raise ValueError("graph_density_from: auto needs a logger (it looks beside this run's "
+                                     "directory); set graph_density_from to a learned run directory")
+                source = str(resolve_learned_run(log_dir))
+            self._match_random_graph(source)
 
     def _match_random_graph(self, source: str) -> None:
         density, n_nodes = learned_edge_density(source)
@@ -299,6 +389,7 @@ class SDFormerTask(ClassificationTask):
         graph = random_dag(bb.n_nodes, density, self.hparams.random_graph_seed)
         bb.fixed_adjacency.copy_(graph.to(bb.fixed_adjacency))
         self.matched_graph_density = density
+        self.matched_graph_source = str(source)
         rank_zero_info(f"random graph redrawn to the learned density {density:.4f} of {source}: "
                        f"{int(graph.sum())} edges on {bb.n_nodes} nodes")
 
@@ -318,6 +409,8 @@ class SDFormerTask(ClassificationTask):
         density = self.trainer.callback_metrics.get("val/edge_density")
         if self._validated and density is not None:
             self._val_edge_density = float(density)
+            dag = self.trainer.callback_metrics.get("val/dag")
+            self._val_dag = float(dag) if dag is not None else None
         improved = self._update_early_stopping()
         if self.phase == 1 and improved and self.hparams.phase2_init == "best":
             self._phase1_best_state = {k: v.detach().to("cpu", copy=True)
@@ -364,11 +457,24 @@ class SDFormerTask(ClassificationTask):
         self.phase = 2
         self.phase_start_epoch = self.current_epoch + 1
         self._best, self._wait = None, 0
+        self._freeze_graph_in_phase2()
         rank_zero_info(f"SD-Former phase 1 ended after epoch {self.current_epoch} ({reason}); phase 2 "
-                       f"(classification only, fresh optimiser) starts from phase 1's {self.hparams.phase2_init} "
-                       "weights")
-        # a new optimiser with no moments and a new warm-up + cosine schedule
+                       f"(classification only, fresh optimiser, graph {self.hparams.phase2_graph}) starts from "
+                       f"phase 1's {self.hparams.phase2_init} weights")
+        # a new optimiser with no moments and a new warm-up + cosine schedule; it holds only the
+        # parameters that still require gradients, so a frozen inferencer is left out
         self.trainer.strategy.setup_optimizers(self.trainer)
+
+    def _freeze_graph_in_phase2(self) -> None:
+        freeze = getattr(self.backbone, "freeze_graph", None)
+        if self.phase == 2 and self.hparams.phase2_graph == "frozen" and callable(freeze):
+            freeze(True)
+
+    def on_fit_end(self) -> None:
+        # the freeze is training state: a test or an export after fit sees the whole model as trainable
+        release = getattr(self.backbone, "freeze_graph", None)
+        if callable(release):
+            release(False)
 
     # ---- checkpoints ----------------------------------------------------------------------------
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
@@ -379,7 +485,9 @@ class SDFormerTask(ClassificationTask):
             "wait": self._wait,
             "phase1_best_state": self._phase1_best_state,
             "val_edge_density": self._val_edge_density,
+            "val_dag": self._val_dag,
             "matched_graph_density": self.matched_graph_density,
+            "matched_graph_source": self.matched_graph_source,
             "graph": getattr(self.backbone, "graph", None),
             "n_nodes": getattr(self.backbone, "n_nodes", None),
         }
@@ -395,4 +503,10 @@ class SDFormerTask(ClassificationTask):
         best_state = state.get("phase1_best_state")
         self._phase1_best_state = copy.copy(best_state) if best_state is not None else None
         self._val_edge_density = state.get("val_edge_density")
+        self._val_dag = state.get("val_dag")
         self.matched_graph_density = state.get("matched_graph_density")
+        self.matched_graph_source = state.get("matched_graph_source")
+        # resuming phase 2: freeze before the optimiser is rebuilt, so it matches the saved one (its
+        # state holds no inferencer parameters); a test loading this checkpoint does not freeze
+        if self._trainer is not None and self.trainer.state.fn == TrainerFn.FITTING:
+            self._freeze_graph_in_phase2()
