@@ -7,20 +7,24 @@ backward, optimiser step) at the given batch size. The issues ask for:
 
 * BioFormer vs the vanilla Transformer (and Medformer) at APAVA's shape, batch 32, 2 CPU threads;
 * SD-Former and its four baselines at the Sleep-EDF and CHB-MIT shapes, batch 64, 2 CPU threads,
-  plus the share of SD-Former's step spent in edge scoring (the edge MLP over all node pairs,
-  forward + backward, timed alone on the same node embeddings).
+  plus two shares of SD-Former's step: edge scoring (the edge MLP over all node pairs, forward +
+  backward, timed alone on the same node embeddings) and the gate gradient (what the graph's
+  straight-through gradient adds to the six graph-masked attentions: each layer's attention,
+  forward + backward, with a gate that requires a gradient minus the same attention with a
+  constant gate, which runs the fused kernel; timed alone on the layer's own q, k, v and gate).
 
 Timings depend on the machine and its load; compare rows of one run, not runs of two machines.
 
 Usage::
 
-    python benchmarks/paper_models.py [--only bioformer|sdformer] [--steps 5] [--threads 2] [--out FILE]
+    python benchmarks/paper_models.py [--only bioformer|sdformer] [--no-baselines] [--steps 5] [--threads 2] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import time
@@ -73,22 +77,76 @@ def edge_share(configs: list[Path], batch_size: int, steps: int) -> dict[str, An
         edges(h).sum().backward()
         if i >= 2:
             times.append(time.perf_counter() - t0)
-    return {"edge_ms": round(statistics.median(times) * 1000, 3), "nodes": int(nodes.shape[1])}
+    return {"edge_ms": round(statistics.median(times) * 1000, 3), "nodes": int(nodes.shape[1]),
+            **gate_gradient_cost(model, x, steps)}
+
+
+def gate_gradient_cost(model: torch.nn.Module, x: torch.Tensor, steps: int) -> dict[str, Any]:
+    """Extra ms per train step for the gate gradient of SD-Former's masked attentions (see the module docstring).
+
+    Whatever ``masked_attention`` does with a learning gate (the zero-valued bridge term before,
+    one fused autograd function now) is compared with itself on a constant gate, so the figure
+    holds for either implementation.
+    """
+    import biosig_lightning.models.sdformer as sdformer
+
+    real = sdformer.masked_attention
+    captured: list[tuple[torch.Tensor, ...]] = []
+
+    def capture(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gate: torch.Tensor | None = None) -> torch.Tensor:
+        if gate is not None:
+            captured.append(tuple(t.detach().clone() for t in (q, k, v, gate)))
+        return real(q, k, v, gate)
+
+    sdformer.masked_attention = capture
+    try:
+        model.train()
+        with torch.no_grad():
+            model.forward_with_aux(x)
+    finally:
+        sdformer.masked_attention = real
+
+    upstream = [torch.randn_like(q) for q, *_ in captured]  # a dense output gradient, as in training
+
+    def attention_ms(learning: bool) -> float:
+        times = []
+        for i in range(steps + 2):
+            total = 0.0
+            for (q, k, v, gate), up in zip(captured, upstream, strict=True):
+                q, k, v = (t.clone().requires_grad_(True) for t in (q, k, v))
+                g = gate.clone().requires_grad_(learning)
+                t0 = time.perf_counter()
+                (real(q, k, v, g) * up).sum().backward()
+                total += time.perf_counter() - t0
+            if i >= 2:
+                times.append(total)
+        return statistics.median(times) * 1000
+
+    # interleaved, so load changes on a shared machine hit both sides alike
+    learning, constant = [], []
+    for _ in range(3):
+        learning.append(attention_ms(True))
+        constant.append(attention_ms(False))
+    learning_ms, constant_ms = statistics.median(learning), statistics.median(constant)
+    return {"attention_ms": round(constant_ms, 3), "attention_gate_grad_ms": round(learning_ms, 3),
+            "gate_grad_ms": round(learning_ms - constant_ms, 3), "layers": len(captured)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=("bioformer", "sdformer"), default=None)
+    ap.add_argument("--no-baselines", action="store_true", help="SD-Former itself, not its four baselines")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "paper_models.json")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    load_start = os.getloadavg()
     cases: list[tuple[str, str, list[Path], int]] = []
     if args.only in (None, "bioformer"):
         cases += [(n, c, cfg, 32) for n, c, cfg in BIOFORMER_CASES]
     if args.only in (None, "sdformer"):
-        cases += [(n, c, cfg, 64) for n, c, cfg in SDFORMER_CASES]
+        cases += [(n, c, cfg, 64) for n, c, cfg in SDFORMER_CASES if n == "SDFormer" or not args.no_baselines]
     rows = []
     for name, corpus, configs, batch in cases:
         res = profile([*_args(configs), "--batch_size", str(batch), "--steps", str(args.steps), "--warmup", "2",
@@ -98,15 +156,18 @@ def main() -> None:
                "samples_per_s": res["samples_per_s"]}
         if name == "SDFormer":
             share = edge_share(configs, batch, args.steps)
-            row.update(share, edge_share=round(share["edge_ms"] / res["train_step_ms"], 4))
+            row.update(share, edge_share=round(share["edge_ms"] / res["train_step_ms"], 4),
+                       gate_grad_share=round(share["gate_grad_ms"] / res["train_step_ms"], 4))
         rows.append(row)
         print(json.dumps(row), flush=True)
     out = {"machine": {"cpu": platform.processor() or platform.machine(), "threads": args.threads,
-                       "torch": torch.__version__}, "rows": rows}
+                       "torch": torch.__version__}, "loadavg_start": load_start, "loadavg_end": os.getloadavg(),
+           "rows": rows}
     args.out.write_text(json.dumps(out, indent=2))
     print("\n| model | corpus | batch | params | GFLOP/sample | step ms | samples/s |\n|---|---|---|---|---|---|---|")
     for r in rows:
-        extra = f" (edge scoring {100 * r['edge_share']:.1f} %)" if "edge_share" in r else ""
+        extra = (f" (edge scoring {100 * r['edge_share']:.1f} %, gate gradient {100 * r['gate_grad_share']:.1f} %)"
+                 if "edge_share" in r else "")
         print(f"| {r['model']} | {r['corpus']} | {r['batch']} | {r['params']:,} | {r['gflops_per_sample']} | "
               f"{r['step_ms']:.0f}{extra} | {r['samples_per_s']:.1f} |")
 
