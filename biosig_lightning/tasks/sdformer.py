@@ -52,8 +52,11 @@ read as follows.
   Freezing the inferencer alone was not enough: the tokens it reads kept changing, and on
   CHB-MIT its graphs went from validation density 0.16 to 0.40 and ``h(A)`` to ~1e7. We read
   "switches to classification-only refinement" as refining the classifier on the structure
-  phase 1 learned. ``"learned"`` trains everything in phase 2 from the task loss alone (the
-  literal reading where only the loss changes).
+  phase 1 learned, which is how the paper's introduction describes the protocol: it "separates
+  structural representation learning from classifier refinement" (Sec. 1); the tokenizer is
+  part of that structural representation (it makes the nodes the graph is inferred on).
+  ``"learned"`` trains everything in phase 2 from the task loss alone (the literal reading
+  where only the loss changes).
 * **Model selection across both phases.** The checkpoint tested at the end is the best by
   ``monitor`` over the whole run, so a phase-1 model is kept when refinement does not beat
   it on validation.
