@@ -472,6 +472,11 @@ def run(argv: list[str]) -> None:
     atomic_write_json(out / "probe.json", report)
     _plot(out / "probe.png", report, view)
     p, c, s = report["probe"], report["clustering"], report["silhouette"]
+
+    def _fmt(score: float | None) -> str:
+        # a silhouette is undefined (None) when a grouping has a single group
+        return "n/a" if score is None else f"{score:.4f}"
+
     print(f"  subject F1 {p['subject_f1']:.4f}  acc {p['subject_acc']:.4f}  NMI {c['nmi']:.4f}  AMI {c['ami']:.4f}  "
-          f"silhouette subject {s['subject']['score']}  label {s['label']['score']}")
+          f"silhouette subject {_fmt(s['subject']['score'])}  label {_fmt(s['label']['score'])}")
     print(f"probe: {out / 'probe.json'}")
