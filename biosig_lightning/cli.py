@@ -7,7 +7,8 @@ LightningCLI. What this subclass adds:
   the backbone, so no config repeats it and braindecode models plug in by ``class_path``;
 * every fit tests its best checkpoint and writes ``results.json`` into its run directory,
   printing ``results: <path>`` as its last line;
-* ``--ckpt_path last`` resumes the newest run of the same experiment where it stopped;
+* ``--ckpt_path last`` resumes the newest run of the same experiment where it stopped, keeping
+  the rows of its ``metrics.csv`` that the checkpoint covers (:mod:`biosig_lightning.csv_history`);
 * ``biosig profile --config X`` prints parameters, FLOPs and train-step speed as JSON.
 """
 
@@ -26,12 +27,13 @@ import numpy as np
 import torch
 from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
-from lightning.pytorch.loggers import WandbLogger
+from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
 import biosig_lightning
 import biosig_lightning.data.datamodules  # noqa: F401  (LightningCLI registers imported subclasses: short names)
 import biosig_lightning.robust  # noqa: F401  (DGTask by short name)
 import biosig_lightning.tasks  # noqa: F401
+from biosig_lightning.csv_history import CsvHistory, read_history, restore_history
 from biosig_lightning.data.module import BiosignalDataModule
 from biosig_lightning.data.spec import DataError
 from biosig_lightning.utils import atomic_write_json
@@ -60,6 +62,7 @@ class BiosigCLI(LightningCLI):
         defaults.update(kwargs.pop("trainer_defaults", None) or {})
         kwargs["trainer_defaults"] = defaults
         self._fit_started = 0.0
+        self._csv_history: CsvHistory | None = None
         super().__init__(*args, **kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
@@ -134,10 +137,17 @@ class BiosigCLI(LightningCLI):
                 csv.init_args["version"] = version_dir.name
                 cfg.ckpt_path = str(ckpt)
                 print(f"resuming {ckpt}", file=sys.stderr)
+        if self.subcommand == "fit":
+            self._csv_history = _history_to_keep(logger_cfgs, cfg.get("ckpt_path"))
 
     # ---- fit -> test best -> results.json ------------------------------------------------------------
     def before_fit(self) -> None:
         _ = self.trainer.log_dir  # fixes the logger version before any spawn
+        history = self._csv_history
+        if history is not None and self.trainer.is_global_zero:
+            for lg in self.trainer.loggers:
+                if isinstance(lg, CSVLogger) and Path(lg.log_dir).resolve() == history.path.parent.resolve():
+                    restore_history(lg, history)
         self._fit_started = time.perf_counter()
 
     def after_fit(self) -> None:
@@ -384,6 +394,19 @@ def _auto_name(cfg: Any) -> str:
     if data is not None and data.get("init_args") is not None and data.init_args.get("synthetic"):
         data_name += "-synthetic" if "synthetic" not in data_name else ""
     return f"{(backbone or _short(model.get('class_path')) if model else 'model').lower()}_{data_name}"
+
+
+def _history_to_keep(logger_cfgs: list[Any], ckpt_path: Any) -> CsvHistory | None:
+    """The CSV rows a fit resumed from ``ckpt_path`` into an existing run directory must keep."""
+    if not ckpt_path or not Path(str(ckpt_path)).is_file():
+        return None  # a fresh run, or one of Lightning's named checkpoints ("best", "hpc", ...)
+    csv = next((lg for lg in logger_cfgs if str(lg.get("class_path", "")).endswith("CSVLogger")), None)
+    version = csv.init_args.get("version") if csv is not None else None
+    if version is None:
+        return None  # a new version directory: nothing there to lose
+    version = version if isinstance(version, str) else f"version_{version}"
+    run_dir = Path(csv.init_args.get("save_dir") or "runs") / str(csv.init_args.get("name") or "") / version
+    return read_history(run_dir / "metrics.csv", Path(str(ckpt_path)))
 
 
 def _latest_last_checkpoint(experiment_dir: Path) -> tuple[Path, Path] | None:

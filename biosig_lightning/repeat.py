@@ -15,8 +15,9 @@ are named ``<experiment>/seed_<s>`` and grouped under ``<experiment>`` (or the u
 :func:`variant_of`), which ``biosig report`` uses to label rows.
 
 Resumable: a seed whose ``results.json`` exists is skipped; a seed directory without one (a run
-that died) is removed and that seed starts again from scratch, since a CSV logger reopening the
-directory would overwrite its learning curves anyway.
+that died) continues from its ``checkpoints/last.ckpt`` (written at the end of every training
+epoch), keeping the learning curve of the epochs before (:mod:`biosig_lightning.csv_history`);
+one without that checkpoint (died in its first epoch) is removed and starts again.
 
 ``--workers N`` (N > 1) runs seeds in parallel worker processes (``python -m biosig_lightning.cli
 fit ...``, output in ``DIR/seed_<s>.log``, without progress bars); serial mode runs the fits in this
@@ -193,11 +194,13 @@ def _logger_name(path: Path) -> str | None:
 
 
 # ---- running the seeds ------------------------------------------------------------------------------
-def seed_args(fit_args: list[str], out: Path, seed: int) -> list[str]:
+def seed_args(fit_args: list[str], out: Path, seed: int, ckpt: Path | None = None) -> list[str]:
     """The ``biosig fit`` arguments that run ``seed`` into ``out/seed_<seed>`` (every logger; wandb
-    runs of the seeds share the group ``out.name`` unless the user gave ``--wandb.group``)."""
+    runs of the seeds share the group ``out.name`` unless the user gave ``--wandb.group``), resuming
+    from ``ckpt`` when given."""
+    resume = ["--ckpt_path", str(ckpt)] if ckpt is not None else []
     return [*fit_args, "--seed_everything", str(seed), "--run.save_dir", str(out.parent), "--run.name", out.name,
-            "--run.version", f"seed_{seed}", "--run.group", out.name]
+            "--run.version", f"seed_{seed}", "--run.group", out.name, *resume]
 
 
 def _fit_in_process(args: list[str]) -> None:
@@ -210,13 +213,13 @@ def _fit_in_process(args: list[str]) -> None:
     cli_main(["fit", *args])
 
 
-def _fit_subprocess(args: list[str], log: Path, threads: int) -> int:
+def _fit_subprocess(args: list[str], log: Path, threads: int, append: bool = False) -> int:
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", str(threads))  # N workers must not each grab every core
     if not any(a.split("=", 1)[0] == "--trainer.enable_progress_bar" for a in args):
         # a log file is no terminal: progress bars would only fill it with \r lines
         args = [*args, "--trainer.enable_progress_bar=false"]
-    with log.open("w") as fh:
+    with log.open("a" if append else "w") as fh:  # a resumed seed keeps the log of its first part
         proc = subprocess.run([sys.executable, "-m", "biosig_lightning.cli", "fit", *args],
                               stdout=fh, stderr=subprocess.STDOUT, env=env)
     return proc.returncode
@@ -236,17 +239,24 @@ def repeat(fit_args: list[str], seeds: list[int], out: Path | None = None, worke
     if workers < 1:
         raise RepeatError(f"--workers must be >= 1, got {workers}")
     for arg in fit_args:
-        if arg.split("=", 1)[0] in ("--seed_everything", "--trainer.logger.init_args.version", "--run.version"):
+        if arg.split("=", 1)[0] in ("--seed_everything", "--trainer.logger.init_args.version", "--run.version",
+                                    "--ckpt_path"):
             raise RepeatError(f"{arg.split('=', 1)[0]} is set per seed by biosig repeat; drop it")
     out = Path(out) if out is not None else Path("runs") / "repeat" / experiment_name(fit_args)
     todo: list[int] = []
+    resume: dict[int, Path] = {}
     for seed in seeds:
         run_dir = out / f"seed_{seed}"
         if (run_dir / "results.json").exists():
             print(f"seed {seed}: {run_dir / 'results.json'} exists, skipped")
             continue
-        if run_dir.exists():
-            print(f"seed {seed}: {run_dir} has no results.json (an interrupted run), starting it again")
+        last = run_dir / "checkpoints" / "last.ckpt"
+        if last.is_file():
+            print(f"seed {seed}: {run_dir} has no results.json (an interrupted run), resuming from {last}")
+            resume[seed] = last
+        elif run_dir.exists():
+            print(f"seed {seed}: {run_dir} has no results.json and no last.ckpt (an interrupted run), "
+                  "starting it again")
             shutil.rmtree(run_dir)
         todo.append(seed)
     out.mkdir(parents=True, exist_ok=True)
@@ -255,7 +265,7 @@ def repeat(fit_args: list[str], seeds: list[int], out: Path | None = None, worke
         for seed in todo:
             print(f"seed {seed}: fitting into {out / f'seed_{seed}'}", flush=True)
             started = time.perf_counter()
-            _fit_in_process(seed_args(fit_args, out, seed))
+            _fit_in_process(seed_args(fit_args, out, seed, resume.get(seed)))
             print(_finished_line(out, seed, time.perf_counter() - started), flush=True)
     else:
         threads = max(1, (os.cpu_count() or 1) // min(workers, max(len(todo), 1)))
@@ -266,7 +276,8 @@ def repeat(fit_args: list[str], seeds: list[int], out: Path | None = None, worke
             with lock:
                 print(f"seed {seed}: started, log {log}", flush=True)
             started = time.perf_counter()
-            code = _fit_subprocess(seed_args(fit_args, out, seed), log, threads)
+            code = _fit_subprocess(seed_args(fit_args, out, seed, resume.get(seed)), log, threads,
+                                   append=seed in resume)
             with lock:  # said here, as the seed ends, before this thread takes the next seed
                 if code == 0:
                     print(_finished_line(out, seed, time.perf_counter() - started), flush=True)

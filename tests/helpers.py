@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 from pathlib import Path
@@ -129,3 +130,26 @@ def wait_for_wandb_run(path: Path, timeout: float = 60.0) -> dict[str, Any]:
             assert run["finished"], f"{path}: wandb never wrote the run's exit record"
             return run
         time.sleep(0.2)
+
+
+class RecordCsvOnDisk(Callback):
+    """Writes, per epoch, the epochs whose validation rows ``metrics.csv`` already holds on disk
+    when that epoch's first batch starts (what a crash at that moment would leave behind)."""
+
+    def __init__(self) -> None:
+        self.on_disk: dict[int, list[int]] = {}
+
+    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch, batch_idx: int) -> None:
+        if batch_idx == 0:
+            self.on_disk[trainer.current_epoch] = csv_val_epochs(Path(trainer.log_dir) / "metrics.csv")
+
+    def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        (Path(trainer.log_dir) / "csv_on_disk.json").write_text(json.dumps(self.on_disk))
+
+
+def csv_val_epochs(path: Path) -> list[int]:
+    """Sorted epochs that have a ``val/loss`` row in the CSV logger file ``path`` (none if absent)."""
+    if not path.exists():
+        return []
+    with path.open(newline="") as fh:
+        return sorted({int(float(r["epoch"])) for r in csv.DictReader(fh) if r.get("val/loss")})

@@ -12,6 +12,7 @@ import pytest
 
 from biosig_lightning.cli import main
 from tests.conftest import EXPERIMENTS, REPO
+from tests.helpers import csv_val_epochs
 
 DEMO = ["--config", str(EXPERIMENTS / "demo.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml")]
 RESULT_KEYS = {"model", "dataset", "seed", "metrics", "subjects", "num_params", "fit_seconds", "best_checkpoint",
@@ -64,10 +65,21 @@ def test_resume_from_last_continues_epochs(in_tmp: Path, capsys: pytest.CaptureF
     run_dir = in_tmp / "runs" / "resume" / "version_0"
     assert (run_dir / "checkpoints" / "last.ckpt").exists()
     assert not (run_dir / "results.json").exists()
+    assert csv_val_epochs(run_dir / "metrics.csv") == [0, 1]
     res = run_fit(capsys, *args, "--ckpt_path", "last")
     assert Path(res["run_dir"]) == Path("runs/resume/version_0")
     assert json.loads((run_dir / "epochs_trained.json").read_text()) == [2]
     assert res["epochs"] == 3
+    # the learning curve of the epochs before the crash survives the resumed run's logger
+    assert csv_val_epochs(run_dir / "metrics.csv") == [0, 1, 2]
+
+
+def test_metrics_csv_is_on_disk_with_each_last_checkpoint(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a run killed outright (no logger finalize) leaves the rows of every checkpointed epoch, which a
+    # resume keeps (Lightning saves the CSV after every log call; this pins that we rely on it)
+    res = run_fit(capsys, "--trainer.max_epochs", "3", "--trainer.callbacks+=tests.helpers.RecordCsvOnDisk")
+    on_disk = json.loads((Path(res["run_dir"]) / "csv_on_disk.json").read_text())
+    assert on_disk == {"0": [], "1": [0], "2": [0, 1]}
 
 
 def test_resume_without_checkpoint_is_a_clear_error(in_tmp: Path) -> None:

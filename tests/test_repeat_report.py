@@ -16,6 +16,7 @@ import torch
 
 from biosig_lightning.cli import main
 from tests.conftest import EXPERIMENTS
+from tests.helpers import csv_val_epochs
 
 SMOKE = ["--config", str(EXPERIMENTS / "demo.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml")]
 
@@ -67,11 +68,15 @@ def test_repeat_workers_rerun_an_interrupted_seed(repeated: Path, tmp_path: Path
     out = tmp_path / "demo"
     shutil.copytree(repeated / "demo", out)
     (out / "seed_4" / "results.json").unlink()  # seed 4 died before writing its results
+    (out / "seed_5").mkdir()  # seed 5 died in its first epoch: a directory without last.ckpt
+    (out / "seed_5" / "metrics.csv").write_text("epoch,step\n")
     kept = (out / "seed_3" / "results.json").read_text()
     main(["repeat", *SMOKE, "--seeds", "3,4,5", "--out", str(out), "--workers", "2"])
     text = capsys.readouterr().out
     assert "seed 3: " in text and "exists, skipped" in text
-    assert "seed 4: " in text and "starting it again" in text
+    assert f"seed 4: {out / 'seed_4'} has no results.json (an interrupted run), resuming from " \
+           f"{out / 'seed_4' / 'checkpoints' / 'last.ckpt'}" in text
+    assert "seed 5: " in text and "no last.ckpt (an interrupted run), starting it again" in text
     # each seed says when it starts and, as it ends, its score and where its results are
     for seed in (4, 5):
         assert f"seed {seed}: started, log {out / f'seed_{seed}.log'}" in text
@@ -84,6 +89,24 @@ def test_repeat_workers_rerun_an_interrupted_seed(repeated: Path, tmp_path: Path
     assert (out / "seed_5.log").read_text().strip().splitlines()[-1].startswith("results: ")
     # a worker process runs the same fit as in-process mode: same seed, same metrics
     assert res[4]["metrics"] == pytest.approx(_results(repeated / "demo")[4]["metrics"])
+
+
+def test_repeat_resumes_a_seed_killed_mid_run_with_its_whole_learning_curve(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "demo"
+    three = [*SMOKE, "--trainer.max_epochs", "3", "--trainer.callbacks+=tests.helpers.RecordEpochs"]
+    with pytest.raises((SystemExit, KeyboardInterrupt)):  # the crash ends the repeat too
+        main(["repeat", *three, "--trainer.callbacks+=tests.helpers.InterruptAfterEpoch",
+              "--trainer.callbacks.init_args.epoch", "1", "--seeds", "6", "--out", str(out)])
+    run_dir = out / "seed_6"
+    assert not (run_dir / "results.json").exists() and (run_dir / "checkpoints" / "last.ckpt").exists()
+    capsys.readouterr()
+    main(["repeat", *three, "--seeds", "6", "--out", str(out)])
+    assert "resuming from" in capsys.readouterr().out
+    res = json.loads((run_dir / "results.json").read_text())
+    assert res["epochs"] == 3 and res["seed"] == 6
+    assert json.loads((run_dir / "epochs_trained.json").read_text()) == [2]  # only the missing epoch ran
+    assert csv_val_epochs(run_dir / "metrics.csv") == [0, 1, 2]
 
 
 def test_repeat_seeds_must_be_integers(in_tmp: Path) -> None:
