@@ -327,7 +327,9 @@ def plot_class_graph(freq: np.ndarray, names: list[str], title: str, path: Path,
     ax_net.scatter(xy[:, 0], xy[:, 1], s=30 if m <= 40 else 8, color="0.3", zorder=3)
     if m <= 40:
         for (x, y), name in zip(xy, names, strict=True):
-            ax_net.annotate(name, (x * 1.12, y * 1.12), ha="center", va="center", fontsize=fontsize)
+            # labels grow outward from their node, so long channel/band names never cover it
+            ha = "left" if x > 0.2 else "right" if x < -0.2 else "center"
+            ax_net.annotate(name, (x * 1.08, y * 1.08), ha=ha, va="center", fontsize=fontsize)
     edges = _top_edges(freq, names, top)
     index = {n: i for i, n in enumerate(names)}
     for e in edges:
@@ -337,12 +339,12 @@ def plot_class_graph(freq: np.ndarray, names: list[str], title: str, path: Path,
                                     "lw": 0.5 + 2.0 * e["frequency"], "shrinkA": 4, "shrinkB": 4,
                                     "connectionstyle": "arc3,rad=0.1"})
     ax_net.set_title(f"top {len(edges)} edges (parent -> child)")
-    ax_net.set_xlim(-1.35, 1.35)
-    ax_net.set_ylim(-1.35, 1.35)
+    ax_net.set_xlim(-1.9, 1.9)
+    ax_net.set_ylim(-1.3, 1.3)
     ax_net.set_aspect("equal")
     ax_net.axis("off")
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.96))  # room for the suptitle above the panel titles
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     plt.close(fig)
