@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +155,20 @@ def csv_val_epochs(path: Path) -> list[int]:
         return []
     with path.open(newline="") as fh:
         return sorted({int(float(r["epoch"])) for r in csv.DictReader(fh) if r.get("val/loss")})
+
+
+class WaitForPeers(Callback):
+    """Holds a process's first fit until ``count`` processes have reached one (a barrier on files in
+    ``directory``), so a test of cooperating workers does not depend on which one started faster."""
+
+    def __init__(self, directory: str, count: int = 2, timeout: float = 120.0) -> None:
+        self.directory, self.count, self.timeout = Path(directory), count, timeout
+
+    def on_fit_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        (self.directory / str(os.getpid())).touch()
+        deadline = time.monotonic() + self.timeout
+        while len(list(self.directory.iterdir())) < self.count:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"WaitForPeers: fewer than {self.count} processes in {self.directory}")
+            time.sleep(0.2)

@@ -67,7 +67,11 @@ def test_two_workers_share_one_study(in_tmp: Path, backend: str, request: pytest
     else:
         url, study_name = "sqlite:///shared.db", "shared"
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
-    cmd = [sys.executable, "-m", "biosig_lightning.cli", *_tune_args(in_tmp, study_name, 3, "--storage", url)]
+    # each worker's first trial waits until the other worker has one too: both must run trials
+    barrier = ["--trainer.callbacks+=tests.helpers.WaitForPeers",
+               "--trainer.callbacks.init_args.directory", str(in_tmp / f"peers_{backend}")]
+    cmd = [sys.executable, "-m", "biosig_lightning.cli", *_tune_args(in_tmp, study_name, 3, "--storage", url),
+           *barrier]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
              for _ in range(2)]
     outs = [p.communicate(timeout=300)[0] for p in procs]
