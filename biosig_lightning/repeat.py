@@ -17,7 +17,9 @@ are named ``<experiment>/seed_<s>`` and grouped under ``<experiment>`` (or the u
 Resumable: a seed whose ``results.json`` exists is skipped; a seed directory without one (a run
 that died) continues from its ``checkpoints/last.ckpt`` (written at the end of every training
 epoch), keeping the learning curve of the epochs before (:mod:`biosig_lightning.csv_history`);
-one without that checkpoint (died in its first epoch) is removed and starts again.
+one without that checkpoint (died in its first epoch) is removed and starts again. (A run that
+had already stopped early and lost only its ``results.json`` trains one more epoch when resumed,
+since early stopping is checked again at the end of the next epoch.)
 
 ``--workers N`` (N > 1) runs seeds in parallel worker processes (``python -m biosig_lightning.cli
 fit ...``, output in ``DIR/seed_<s>.log``, without progress bars); serial mode runs the fits in this
