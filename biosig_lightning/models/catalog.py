@@ -1,0 +1,124 @@
+"""The backbone catalog: name -> class, filled by importing :mod:`biosig_lightning.models`.
+
+Each model file registers its class with :func:`register_backbone` right where it is defined;
+this module imports no model, so it can be imported from anywhere. ``import
+biosig_lightning.models`` imports every model package and so fills the catalog.
+
+An entry also records what the one contract test (``tests/models/test_catalog_contract.py``)
+needs to check the backbone without a test edit:
+
+* ``shapes``: the corpus shapes the backbone is configured for in ``experiments/``, as
+  ``{corpus: Shape(n_chans, n_outputs, n_times, sfreq)}``;
+* ``kwargs``: per-corpus constructor arguments (e.g. a paper's per-corpus hyperparameters),
+  ``{corpus: {...}}``, merged over the defaults;
+* ``param_pins``: exact trainable-parameter counts a paper (or the authors' code) gives,
+  ``{corpus: count}``, checked exactly;
+* ``test_kwargs``: arguments that make the backbone small enough for the memorisation check
+  (shape-independent), used where the full paper size would be slow on a CPU.
+
+YAML ``class_path`` keeps working with full dotted paths; :func:`resolve` also accepts a short
+catalog name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, TypeVar
+
+__all__ = ["BackboneEntry", "Shape", "entries", "get", "names", "register_backbone", "resolve"]
+
+T = TypeVar("T", bound=type)
+
+
+class Shape(NamedTuple):
+    """A corpus's signal shape under braindecode's names."""
+
+    n_chans: int
+    n_outputs: int
+    n_times: int
+    sfreq: float
+
+    def as_kwargs(self) -> dict[str, Any]:
+        return {"n_chans": self.n_chans, "n_outputs": self.n_outputs, "n_times": self.n_times, "sfreq": self.sfreq}
+
+
+@dataclass(frozen=True)
+class BackboneEntry:
+    """One catalog row: the class and what its contract checks run on."""
+
+    name: str
+    cls: type
+    shapes: Mapping[str, Shape] = field(default_factory=dict)
+    kwargs: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    param_pins: Mapping[str, int] = field(default_factory=dict)
+    test_kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def class_path(self) -> str:
+        return f"{self.cls.__module__}.{self.cls.__qualname__}"
+
+    def build(self, corpus: str, **overrides: Any) -> Any:
+        """Instantiate the backbone at ``corpus``'s shape with its per-corpus arguments."""
+        if corpus not in self.shapes:
+            raise KeyError(f"backbone {self.name!r} has no shape for corpus {corpus!r}; "
+                           f"known: {', '.join(sorted(self.shapes)) or 'none'}")
+        kwargs = {**self.shapes[corpus].as_kwargs(), **dict(self.kwargs.get(corpus, {})), **overrides}
+        return self.cls(**kwargs)
+
+
+_CATALOG: dict[str, BackboneEntry] = {}
+
+
+def register_backbone(
+    name: str | None = None,
+    *,
+    shapes: Mapping[str, Shape | tuple[int, int, int, float]] | None = None,
+    kwargs: Mapping[str, Mapping[str, Any]] | None = None,
+    param_pins: Mapping[str, int] | None = None,
+    test_kwargs: Mapping[str, Any] | None = None,
+) -> Callable[[T], T]:
+    """Class decorator that adds a backbone to the catalog under ``name`` (default: the class name)."""
+
+    def decorate(cls: T) -> T:
+        key = name or cls.__name__
+        if key in _CATALOG and _CATALOG[key].cls is not cls:
+            raise ValueError(f"backbone name {key!r} is taken by {_CATALOG[key].class_path}")
+        pins = dict(param_pins or {})
+        shape_map = {k: Shape(*v) for k, v in (shapes or {}).items()}
+        unknown = sorted((set(pins) | set(kwargs or {})) - set(shape_map))
+        if unknown:
+            raise ValueError(f"backbone {key!r}: pins/kwargs name corpora without a shape: {', '.join(unknown)}")
+        _CATALOG[key] = BackboneEntry(key, cls, shape_map, dict(kwargs or {}), pins, dict(test_kwargs or {}))
+        return cls
+
+    return decorate
+
+
+def names() -> list[str]:
+    """Every registered backbone name, sorted."""
+    return sorted(_CATALOG)
+
+
+def entries() -> Iterator[BackboneEntry]:
+    """Every catalog entry, by name."""
+    return (_CATALOG[k] for k in names())
+
+
+def get(name: str) -> BackboneEntry:
+    """The entry registered as ``name``; one clear error listing the known names otherwise."""
+    try:
+        return _CATALOG[name]
+    except KeyError:
+        raise KeyError(f"no backbone named {name!r} in the catalog; known: {', '.join(names())}") from None
+
+
+def resolve(name_or_path: str) -> type:
+    """A backbone class from a catalog name or a full dotted class path."""
+    if name_or_path in _CATALOG:
+        return _CATALOG[name_or_path].cls
+    for entry in _CATALOG.values():
+        if entry.class_path == name_or_path:
+            return entry.cls
+    raise KeyError(f"{name_or_path!r} is neither a catalog name nor the class path of a registered backbone; "
+                   f"known: {', '.join(names())}")
