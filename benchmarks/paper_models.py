@@ -88,7 +88,7 @@ def gate_gradient_cost(model: torch.nn.Module, x: torch.Tensor, steps: int) -> d
     one fused autograd function now) is compared with itself on a constant gate, so the figure
     holds for either implementation.
     """
-    import biosig_lightning.models.sdformer as sdformer
+    import biosig_lightning.models.sdformer.model as sdformer
 
     real = sdformer.masked_attention
     captured: list[tuple[torch.Tensor, ...]] = []

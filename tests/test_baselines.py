@@ -9,12 +9,9 @@ import pytest
 import torch
 from torch import nn
 
+from biosig_lightning.models.base import count_parameters
 from biosig_lightning.models.baselines import CNN1D, TransformerClassifier
-from biosig_lightning.models.layers import (
-    SinusoidalPositionalEncoding,
-    count_parameters,
-    sinusoidal_positions,
-)
+from biosig_lightning.models.modules.encodings import SinusoidalPositionalEncoding, sinusoidal_positions
 
 BRAINDECODE_NAMES = ("n_chans", "n_outputs", "n_times", "sfreq")
 

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from biosig_lightning.models.base import count_parameters
 from biosig_lightning.models.bioformer import (
     FBAM,
     TSAM,
@@ -16,8 +17,7 @@ from biosig_lightning.models.bioformer import (
     parse_augmentation,
     resolve_edges,
 )
-from biosig_lightning.models.bioformer.encoder import MaskDropout
-from biosig_lightning.models.layers import count_parameters
+from biosig_lightning.models.modules.dropout import MaskDropout
 
 APAVA = dict(n_chans=16, n_outputs=2, n_times=256, sfreq=256.0)
 AUTHORS_APAVA_PARAMS = 1_364_454

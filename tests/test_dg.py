@@ -16,7 +16,7 @@ from torch import nn
 from biosig_lightning.cli import main
 from biosig_lightning.models.baselines import CNN1D, EEGNet, Medformer, TransformerClassifier
 from biosig_lightning.models.bioformer import FBAM
-from biosig_lightning.models.domain import (
+from biosig_lightning.models.modules.domain import (
     DSU,
     GradientReversal,
     MixStyle,

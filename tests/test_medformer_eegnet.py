@@ -11,10 +11,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from biosig_lightning.cli import main
+from biosig_lightning.models.base import count_parameters
 from biosig_lightning.models.baselines import EEGNet, Medformer
 from biosig_lightning.models.baselines.medformer import APAVA_PATCH_LENS
 from biosig_lightning.models.bioformer import FBAM
-from biosig_lightning.models.layers import count_parameters, sinusoidal_positions
+from biosig_lightning.models.modules.encodings import sinusoidal_positions
 from tests.conftest import EXPERIMENTS
 
 APAVA = dict(n_chans=16, n_outputs=2, n_times=256, sfreq=256.0)

@@ -12,9 +12,9 @@ from biosig_lightning.features.montage import (
     electrode_positions,
     gaussian_distance_adjacency,
 )
+from biosig_lightning.models.base import count_parameters
 from biosig_lightning.models.baselines.patchtst import PatchTST
 from biosig_lightning.models.baselines.static_gnn import StaticGNN, normalized_adjacency
-from biosig_lightning.models.layers import count_parameters
 
 CHB_MIT = [
     "FP1-F7",

@@ -16,7 +16,7 @@ from biosig_lightning.features.spectral import (
     frame_starts,
     resolve_bands,
 )
-from biosig_lightning.models.layers import count_parameters
+from biosig_lightning.models.base import count_parameters
 from biosig_lightning.models.sdformer import (
     GraphMaskedAttention,
     SDFormer,

@@ -247,7 +247,7 @@ def test_phase2_graph_frozen_or_learned(tmp_path: Path, phase2_graph: str) -> No
 
 
 def test_frozen_graph_path_gets_no_gradient_and_runs_the_fused_attention(monkeypatch: pytest.MonkeyPatch) -> None:
-    import biosig_lightning.models.sdformer as sdformer
+    import biosig_lightning.models.sdformer.model as sdformer
 
     torch.manual_seed(0)
     model = SDFormer(n_chans=2, n_outputs=2, n_times=128, sfreq=64.0, edge_bias_init=0.5, **TINY_SDFORMER).train()

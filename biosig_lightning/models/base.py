@@ -23,6 +23,14 @@ what it supports instead of a recipe probing attributes:
   ``style_channel_dim`` the axis of its channels (``1`` for ``(B, C, T)``, ``-1`` for tokens).
 * ``align``: ``align_site`` names the submodule whose (temporally averaged) output feature
   alignment losses use, with ``align_channel_dim`` as above.
+* ``aux``: ``forward_with_aux(x)`` returns an object with ``.logits`` (equal to ``forward(x)``)
+  and ``.losses()``, a dict of unweighted scalar auxiliary terms. Parameters that only those
+  terms train (SD-Former's reconstruction decoder) are reached this way; a recipe that wants
+  the model's full objective asks for it.
+
+``batch_independent_eval`` (default ``True``) states that in eval mode each sample's output
+depends on that sample alone (so it can be scored alone or in any batch); the contract test
+holds every backbone that claims it to it.
 
 :meth:`BiosignalModel.supports` answers for each, and :meth:`BiosignalModel.require` raises one
 clear error naming the backbone and what is missing.
@@ -36,10 +44,23 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-__all__ = ["CAPABILITIES", "BiosignalModel", "Capability", "backbone_supports", "check_positive_ints", "check_window"]
+__all__ = [
+    "CAPABILITIES",
+    "BiosignalModel",
+    "Capability",
+    "backbone_supports",
+    "check_positive_ints",
+    "check_window",
+    "count_parameters",
+]
 
-Capability = Literal["features", "style", "align"]
-CAPABILITIES: tuple[Capability, ...] = ("features", "style", "align")
+Capability = Literal["features", "style", "align", "aux"]
+CAPABILITIES: tuple[Capability, ...] = ("features", "style", "align", "aux")
+
+
+def count_parameters(module: nn.Module) -> int:
+    """Number of trainable parameters (``requires_grad``), each shared tensor counted once."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
 
 def check_positive_ints(owner: str, **values: Any) -> None:
@@ -80,6 +101,8 @@ class BiosignalModel(nn.Module):
     align_channel_dim: int = 1
     #: width of ``forward_features``' output, or None when the backbone has no feature interface
     feature_dim: int | None = None
+    #: in eval mode each sample's output depends on that sample alone
+    batch_independent_eval: bool = True
 
     def __init__(
         self,
@@ -121,12 +144,23 @@ class BiosignalModel(nn.Module):
         check_window(type(self).__name__, x, self.n_chans, self.n_times)
 
     # ---- optional feature interface ------------------------------------------------------------------
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits ``(batch, n_outputs)``: ``head(forward_features(x))`` for a backbone with the feature
+        interface (so that identity holds by construction); others override ``forward``."""
+        return self.head(self.forward_features(x))
+
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """Embedding ``(batch, feature_dim)`` that ``head`` maps to the logits of :meth:`forward`."""
         raise TypeError(f"{type(self).__name__} has no feature interface (forward_features, head, feature_dim)")
 
+    def forward_with_aux(self, x: torch.Tensor) -> Any:
+        """Logits plus unweighted auxiliary loss terms: an object with ``.logits`` and ``.losses()``."""
+        raise TypeError(f"{type(self).__name__} has no auxiliary objective (forward_with_aux)")
+
     def supports(self, capability: Capability) -> bool:
-        """Whether this backbone offers ``capability`` (``features``, ``style`` or ``align``)."""
+        """Whether this backbone offers ``capability`` (``features``, ``style``, ``align`` or ``aux``)."""
+        if capability == "aux":
+            return type(self).forward_with_aux is not BiosignalModel.forward_with_aux
         if capability == "features":
             overridden = type(self).forward_features is not BiosignalModel.forward_features
             head = getattr(self, "head", None)
@@ -145,7 +179,8 @@ class BiosignalModel(nn.Module):
         if not self.supports(capability):
             need = {"features": "forward_features(x), head and feature_dim",
                     "style": "a style_site (the submodule MixStyle/DSU perturb)",
-                    "align": "an align_site (the submodule whose output is aligned)"}[capability]
+                    "align": "an align_site (the submodule whose output is aligned)",
+                    "aux": "forward_with_aux(x) (auxiliary loss terms)"}[capability]
             raise TypeError(f"{who} needs a backbone with {need}; {type(self).__name__} has none")
 
 
@@ -154,6 +189,8 @@ def backbone_supports(backbone: nn.Module, capability: Capability) -> bool:
     of the optional interface unless it defines it the same way)."""
     if isinstance(backbone, BiosignalModel):
         return backbone.supports(capability)
+    if capability == "aux":
+        return callable(getattr(backbone, "forward_with_aux", None))
     if capability == "features":
         return (callable(getattr(backbone, "forward_features", None))
                 and isinstance(getattr(backbone, "head", None), nn.Module)

@@ -8,7 +8,9 @@ An entry also records what the one contract test (``tests/models/test_catalog_co
 needs to check the backbone without a test edit:
 
 * ``shapes``: the corpus shapes the backbone is configured for in ``experiments/``, as
-  ``{corpus: Shape(n_chans, n_outputs, n_times, sfreq)}``;
+  ``{corpus: Shape(n_chans, n_outputs, n_times, sfreq)}``, or simply a list of names from
+  :data:`CORPORA` (the shapes the corpus DataModules report; the contract test checks that
+  table against the DataModules, so a model file never restates a corpus shape);
 * ``kwargs``: per-corpus constructor arguments (e.g. a paper's per-corpus hyperparameters),
   ``{corpus: {...}}``, merged over the defaults;
 * ``param_pins``: exact trainable-parameter counts a paper (or the authors' code) gives,
@@ -22,11 +24,11 @@ catalog name.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
-__all__ = ["BackboneEntry", "Shape", "entries", "get", "names", "register_backbone", "resolve"]
+__all__ = ["CORPORA", "BackboneEntry", "Shape", "entries", "get", "names", "register_backbone", "resolve"]
 
 T = TypeVar("T", bound=type)
 
@@ -41,6 +43,23 @@ class Shape(NamedTuple):
 
     def as_kwargs(self) -> dict[str, Any]:
         return {"n_chans": self.n_chans, "n_outputs": self.n_outputs, "n_times": self.n_times, "sfreq": self.sfreq}
+
+
+#: Shapes of the corpora the shipped experiments use, under the DataModules' own names
+#: (``tests/models/test_catalog_contract.py`` builds each DataModule and compares).
+CORPORA: dict[str, Shape] = {
+    # BioFormer (Medformer layout, BCI IV): experiments/bioformer_*.yaml and bioformer/table3
+    "apava": Shape(16, 2, 256, 256.0),
+    "adftd": Shape(19, 3, 256, 256.0),
+    "ptb": Shape(15, 2, 300, 250.0),
+    "ptbxl_medformer": Shape(12, 5, 250, 250.0),  # PTBXLMedformerDataModule: 1 s windows at 250 Hz
+    "bci2a": Shape(3, 4, 250, 62.5),
+    "bci2b": Shape(3, 2, 250, 62.5),
+    # SD-Former: experiments/sdformer_*.yaml and sdformer/
+    "sleepedf": Shape(2, 5, 3000, 100.0),
+    "chbmit": Shape(23, 2, 512, 256.0),  # montage "23", 2 s windows
+    "ptbxl": Shape(12, 5, 1000, 100.0),  # PTBXLDataModule: 10 s records at 100 Hz
+}
 
 
 @dataclass(frozen=True)
@@ -73,7 +92,7 @@ _CATALOG: dict[str, BackboneEntry] = {}
 def register_backbone(
     name: str | None = None,
     *,
-    shapes: Mapping[str, Shape | tuple[int, int, int, float]] | None = None,
+    shapes: Mapping[str, Shape | tuple[int, int, int, float]] | Sequence[str] | None = None,
     kwargs: Mapping[str, Mapping[str, Any]] | None = None,
     param_pins: Mapping[str, int] | None = None,
     test_kwargs: Mapping[str, Any] | None = None,
@@ -85,7 +104,14 @@ def register_backbone(
         if key in _CATALOG and _CATALOG[key].cls is not cls:
             raise ValueError(f"backbone name {key!r} is taken by {_CATALOG[key].class_path}")
         pins = dict(param_pins or {})
-        shape_map = {k: Shape(*v) for k, v in (shapes or {}).items()}
+        if shapes is None or isinstance(shapes, Mapping):
+            shape_map = {k: Shape(*v) for k, v in (shapes or {}).items()}
+        else:
+            unknown_corpora = sorted(set(shapes) - set(CORPORA))
+            if unknown_corpora:
+                raise ValueError(f"backbone {key!r}: unknown corpora {', '.join(unknown_corpora)}; "
+                                 f"known: {', '.join(CORPORA)} (or pass shapes as a mapping)")
+            shape_map = {k: CORPORA[k] for k in shapes}
         unknown = sorted((set(pins) | set(kwargs or {})) - set(shape_map))
         if unknown:
             raise ValueError(f"backbone {key!r}: pins/kwargs name corpora without a shape: {', '.join(unknown)}")

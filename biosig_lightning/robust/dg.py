@@ -59,7 +59,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from biosig_lightning.models.domain import (
+from biosig_lightning.models.modules.domain import (
     DSU,
     GradientReversal,
     MixStyle,

@@ -43,7 +43,7 @@ the depthwise spatial filter on the first block's ``(B, F1, C, T)`` maps (``T`` 
 representation; these are the two places where EEGNet still has one, before each of its
 learned mixing stages. ``fbam_kernel_mode="auto"`` (default) gives batch-shared kernels for
 multi-class tasks and sample-specific ones for binary tasks (Appendix C.3); ``fbam_kwargs`` go to
-:class:`~biosig_lightning.models.bioformer.FBAM`.
+:class:`~biosig_lightning.models.modules.FBAM`.
 
 Any ``n_times >= pool1 * pool2`` (32 by default) works; the feature length is
 ``F2 * floor(floor(T / pool1) / pool2)``. ``forward(x) == head(forward_features(x))``.
@@ -56,38 +56,41 @@ from typing import Any
 import torch
 from torch import nn
 
-from biosig_lightning.models.bioformer.alignment import FBAM, HostKernelMode, fbam_options
-from biosig_lightning.models.checks import check_positive_ints, check_window
+from biosig_lightning.models.base import BiosignalModel, check_positive_ints
+from biosig_lightning.models.catalog import register_backbone
+from biosig_lightning.models.modules.alignment import FBAM, HostKernelMode, fbam_options
 
 __all__ = ["EEGNet"]
 
 
-class _MaxNormConv2d(nn.Conv2d):
+class _MaxNorm:
+    """Mixin: before every forward pass, project each output unit's weights (``weight[i]``) to
+    L2 norm <= ``max_norm`` (Keras' max-norm constraint; see the module docstring)."""
+
+    max_norm: float | None
+    weight: torch.Tensor
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.max_norm is not None:
+            with torch.no_grad():
+                self.weight.copy_(torch.renorm(self.weight, p=2, dim=0, maxnorm=self.max_norm))
+        return super().forward(x)  # type: ignore[misc]
+
+
+class _MaxNormConv2d(_MaxNorm, nn.Conv2d):
     """Conv2d whose filters (one per output map) are projected to L2 norm <= ``max_norm``."""
 
     def __init__(self, *args: object, max_norm: float | None = None, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.max_norm = max_norm
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.max_norm is not None:
-            with torch.no_grad():
-                self.weight.copy_(torch.renorm(self.weight, p=2, dim=0, maxnorm=self.max_norm))
-        return super().forward(x)
 
-
-class _MaxNormLinear(nn.Linear):
+class _MaxNormLinear(_MaxNorm, nn.Linear):
     """Linear layer whose rows (one per output unit) are projected to L2 norm <= ``max_norm``."""
 
     def __init__(self, in_features: int, out_features: int, max_norm: float | None = None) -> None:
         super().__init__(in_features, out_features)
         self.max_norm = max_norm
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.max_norm is not None:
-            with torch.no_grad():
-                self.weight.copy_(torch.renorm(self.weight, p=2, dim=0, maxnorm=self.max_norm))
-        return super().forward(x)
 
 
 def _bn(n: int, momentum: float) -> nn.BatchNorm2d:
@@ -99,7 +102,13 @@ def _same_pad(kernel: int) -> nn.ZeroPad2d:
     return nn.ZeroPad2d(((kernel - 1) // 2, kernel // 2, 0, 0))
 
 
-class EEGNet(nn.Module):
+@register_backbone(
+    # BioFormer Table 3 backbones run on APAVA, ADFTD and PTB-XL (experiments/bioformer/table3/eegnet.yaml
+    # over the base experiments; class defaults, dropout 0.25). No parameter count is given for these shapes.
+    shapes=["apava", "adftd", "ptbxl_medformer"],
+    test_kwargs={"F1": 4, "D": 2, "F2": 8, "kernel_length": 16},
+)
+class EEGNet(BiosignalModel):
     """EEGNet-F1,D classifier for ``(batch, n_chans, n_times)`` windows.
 
     Args:
@@ -145,11 +154,9 @@ class EEGNet(nn.Module):
         fbam_kernel_mode: HostKernelMode = "auto",
         fbam_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__()
-        check_positive_ints("EEGNet",
-            n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, F1=F1, D=D, F2=F2,
-            kernel_length=kernel_length, separable_kernel=separable_kernel, pool1=pool1, pool2=pool2,
-        )
+        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq)
+        check_positive_ints("EEGNet", F1=F1, D=D, F2=F2, kernel_length=kernel_length,
+                            separable_kernel=separable_kernel, pool1=pool1, pool2=pool2)
         if n_times < pool1 * pool2:
             raise ValueError(
                 f"EEGNet needs n_times >= pool1 * pool2 = {pool1 * pool2} samples (two average pools of "
@@ -160,10 +167,6 @@ class EEGNet(nn.Module):
         if not 0.0 < bn_momentum <= 1.0:
             raise ValueError(f"EEGNet: bn_momentum must lie in (0, 1], got {bn_momentum}")
 
-        self.n_chans = n_chans
-        self.n_outputs = n_outputs
-        self.n_times = n_times
-        self.sfreq = float(sfreq)
         self.temporal = nn.Sequential(
             _same_pad(kernel_length),
             nn.Conv2d(1, F1, (1, kernel_length), bias=False),
@@ -198,7 +201,7 @@ class EEGNet(nn.Module):
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """Flattened block-2 output ``(B, feature_dim)`` that :attr:`head` maps to logits."""
-        check_window("EEGNet", x, self.n_chans, self.n_times)
+        self.check_input(x)
         z = self.temporal(x.unsqueeze(1))
         if self.fbam is not None:
             z = self.fbam[0](z)
@@ -206,10 +209,6 @@ class EEGNet(nn.Module):
         if self.fbam is not None:
             z = self.fbam[1](z)
         return self.separable(z).flatten(1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits ``(B, n_outputs)`` for ``x`` of shape ``(B, n_chans, n_times)``."""
-        return self.head(self.forward_features(x))
 
 
 class _MapFBAM(nn.Module):

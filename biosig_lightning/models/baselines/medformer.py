@@ -47,7 +47,7 @@ that is a training-loop option, not part of this module.)
 
 Augmentation (in training mode only): for every granularity and forward pass, one entry of
 ``augmentations`` is drawn uniformly (the whole batch gets the same one), as in the code.
-Accepted entries are those of :func:`~biosig_lightning.models.bioformer.parse_augmentation`:
+Accepted entries are those of :func:`~biosig_lightning.models.modules.parse_augmentation`:
 ``jitterS`` (add ``S N(0,1)``), ``scaleS`` (multiply each slice along axis 1 by
 ``1 + S N(0,1)``: per (sample, token) on embeddings, per (sample, channel) on the raw
 window, as the authors' ``Scale`` does on the tensors it receives), ``dropP`` and
@@ -59,7 +59,7 @@ own (``1 x L_i`` patches, batch ``B * C`` inside the encoder); the head then see
 features of all channels.
 
 ``fbam=True`` is BioFormer's "Medf. + FBAM" (Table 3, Appendix C.4): one
-:class:`~biosig_lightning.models.bioformer.FBAM` is inserted before each encoder layer and
+:class:`~biosig_lightning.models.modules.FBAM` is inserted before each encoder layer and
 aligns every granularity's token sequence (router included) on its own, with weights
 shared across granularities, like BioFormer's branches. ``fbam_kernel_mode`` is ``"auto"`` by
 default: batch-shared kernels for multi-class tasks, sample-specific ones for binary tasks
@@ -95,27 +95,23 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from biosig_lightning.models.bioformer.alignment import FBAM, HostKernelMode, fbam_options
-from biosig_lightning.models.bioformer.embedding import parse_augmentation
-from biosig_lightning.models.bioformer.encoder import MaskDropout
-from biosig_lightning.models.checks import check_positive_ints, check_window
-from biosig_lightning.models.layers import sinusoidal_positions
+from biosig_lightning.models.base import BiosignalModel, check_positive_ints
+from biosig_lightning.models.catalog import register_backbone
+from biosig_lightning.models.modules.alignment import FBAM, HostKernelMode, fbam_options
+from biosig_lightning.models.modules.attention import (
+    PostNormLayer,
+    merge_heads,
+    softmax_attention,
+    split_heads,
+)
+from biosig_lightning.models.modules.augment import augment, parse_augmentation
+from biosig_lightning.models.modules.dropout import MaskDropout
+from biosig_lightning.models.modules.encodings import sinusoidal_positions
 
 __all__ = ["APAVA_PATCH_LENS", "Medformer"]
 
 Variant = Literal["paper", "head"]
 APAVA_PATCH_LENS = (2, 2, 2, 4, 4, 4, 16, 16, 16, 16, 32, 32, 32, 32, 32)
-
-
-def _augment(t: torch.Tensor, kind: str, strength: float) -> torch.Tensor:
-    """One of Medformer's in-model augmentations on a 3-D tensor (see the module docstring)."""
-    if kind == "jitter":
-        return t + strength * torch.randn_like(t)
-    if kind == "scale":
-        return t * (1.0 + strength * torch.randn(t.shape[0], t.shape[1], 1, dtype=t.dtype, device=t.device))
-    if kind == "dropout":
-        return F.dropout(t, strength, training=True)
-    return t
 
 
 def _patches(x: torch.Tensor, p: int, n: int) -> torch.Tensor:
@@ -190,12 +186,12 @@ class MultiGranularityEmbedding(nn.Module):
                 emb = (_patches(inp, p, n) @ w.flatten(0, 1).T).view(b, n, k, self.d_model).transpose(1, 2)
             else:
                 # Each granularity sees its own augmented copy of the window.
-                copies = [x if a is None else _augment(x, *a) for a in raw_augs]
+                copies = [x if a is None else augment(x, *a) for a in raw_augs]
                 inp = torch.stack(copies, dim=1) + self.channel_tag  # (B, k, C_in, T)
                 emb = torch.einsum("bknf,kdf->bknd", _patches(inp, p, n), w)
             if self.variant == "paper" and any(a is not None for a in group_augs):
                 emb = torch.stack(
-                    [emb[:, j] if a is None else _augment(emb[:, j], *a) for j, a in enumerate(group_augs)], dim=1
+                    [emb[:, j] if a is None else augment(emb[:, j], *a) for j, a in enumerate(group_augs)], dim=1
                 )
             emb = emb + self.granularity[start : start + k, None, :] + self.positions[:n]
             out.append(emb.reshape(b, k * n, self.d_model))
@@ -203,7 +199,7 @@ class MultiGranularityEmbedding(nn.Module):
         return torch.cat(out, dim=1)
 
 
-class MultiGranularityLayer(nn.Module):
+class MultiGranularityLayer(PostNormLayer):
     """One Medformer encoder layer on all granularities' tokens ``(B, N, D)`` (Sec. 3.4).
 
     Intra-granularity attention has its own q/k/v/o projections (with bias) per
@@ -237,18 +233,7 @@ class MultiGranularityLayer(nn.Module):
         self.inter_qkv = nn.Linear(d_model, 3 * d_model) if inter_attention and n_gran > 1 else None
         self.inter_out = nn.Linear(d_model, d_model) if self.inter_qkv is not None else None
         self.register_buffer("router_index", router_index, persistent=False)
-        self.ff1 = nn.Linear(d_model, d_ff)
-        self.ff2 = nn.Linear(d_ff, d_model)
-        self.norm1 = nn.LayerNorm(d_model)
-        self.norm2 = nn.LayerNorm(d_model)
-        self.dropout = MaskDropout(dropout)
-        self.attn_dropout = MaskDropout(dropout)
-
-    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        # Written out rather than scaled_dot_product_attention: with attention dropout CPU
-        # takes this math path anyway, and torch's flop counter sees it.
-        weights = torch.softmax((q * self.d_head**-0.5) @ k.transpose(-2, -1), dim=-1)
-        return self.attn_dropout(weights) @ v
+        self.build_post_norm(d_model, d_ff, dropout)
 
     def intra(self, x: torch.Tensor) -> torch.Tensor:
         b, _, d = x.shape
@@ -259,8 +244,8 @@ class MultiGranularityLayer(nn.Module):
             xs = x[:, start : start + k * n].reshape(b, k, n, d)
             sl = slice(gran, gran + k)
             qkv = torch.einsum("bknd,kde->bkne", xs, self.intra_in_weight[sl]) + self.intra_in_bias[sl, None]
-            q, kk, v = qkv.view(b, k, n, 3, h, self.d_head).permute(3, 0, 1, 4, 2, 5)  # each (B, k, H, n, dh)
-            o = self._attend(q, kk, v).permute(0, 1, 3, 2, 4).reshape(b, k, n, d)
+            q, kk, v = split_heads(qkv, h)  # each (B, k, H, n, dh)
+            o = merge_heads(softmax_attention(q, kk, v, self.attn_dropout))
             o = torch.einsum("bknd,kde->bkne", o, self.intra_out_weight[sl]) + self.intra_out_bias[sl, None]
             outs.append(o.reshape(b, k * n, d))
             start += k * n
@@ -268,21 +253,35 @@ class MultiGranularityLayer(nn.Module):
         return torch.cat(outs, dim=1)
 
     def inter(self, routers: torch.Tensor) -> torch.Tensor:
-        b, g, d = routers.shape
-        q, k, v = self.inter_qkv(routers).view(b, g, 3, self.n_heads, self.d_head).permute(2, 0, 3, 1, 4)
-        return self.inter_out(self._attend(q, k, v).transpose(1, 2).reshape(b, g, d))
+        q, k, v = split_heads(self.inter_qkv(routers), self.n_heads)
+        return self.inter_out(merge_heads(softmax_attention(q, k, v, self.attn_dropout)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         attn = self.intra(x)
         if self.inter_qkv is not None:
             routers = self.inter(attn.index_select(1, self.router_index))
             attn = attn.index_copy(1, self.router_index, routers)
-        a = self.norm1(x + self.dropout(attn))
-        f = self.dropout(self.ff2(self.dropout(F.gelu(self.ff1(a)))))
-        return self.norm2(a + f)
+        return self.post_norm(x, attn)
 
 
-class Medformer(nn.Module):
+#: Medformer's ADFTD / PTB-XL configuration (scripts/classification/Medformer.sh), as in
+#: experiments/bioformer/table3/medformer_adftd.yaml and medformer_ptbxl.yaml
+_MEDFORMER_LONG = (2, 4, 8, 8, 16, 16, 16, 16, 32, 32, 32, 32, 32, 32, 32, 32)
+
+
+@register_backbone(
+    shapes=["apava", "adftd", "ptbxl_medformer"],
+    kwargs={
+        "apava": {"augmentations": ["none", "drop0.35"]},
+        "adftd": {"patch_lens": _MEDFORMER_LONG, "augmentations": ["drop0.5"]},
+        "ptbxl_medformer": {"patch_lens": _MEDFORMER_LONG, "augmentations": ["jitter0.2", "scale0.2", "drop0.5"]},
+    },
+    # The authors' count at APAVA for the paper-reproduction commit 446275f (anchors/bioformer.md, item 11);
+    # BioFormer Table 13 lists it as 7.41 M. (Repository HEAD, variant="head": 7,240,834.)
+    param_pins={"apava": 7_414_914},
+    test_kwargs={"d_model": 16, "n_heads": 2, "e_layers": 1, "d_ff": 32, "patch_lens": [16, 32, 32]},
+)
+class Medformer(BiosignalModel):
     """Medformer classifier for ``(batch, n_chans, n_times)`` windows (see the module docstring).
 
     Args:
@@ -330,11 +329,9 @@ class Medformer(nn.Module):
         fbam_kernel_mode: HostKernelMode = "auto",
         fbam_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__()
-        check_positive_ints("Medformer",
-            n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, d_model=d_model, n_heads=n_heads,
-            e_layers=e_layers, d_ff=d_ff, fbam_bands=fbam_bands,
-        )
+        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq)
+        check_positive_ints("Medformer", d_model=d_model, n_heads=n_heads, e_layers=e_layers, d_ff=d_ff,
+                            fbam_bands=fbam_bands)
         patch_lens = list(patch_lens)
         if not patch_lens or any(not isinstance(p, int) or isinstance(p, bool) or p < 1 for p in patch_lens):
             raise ValueError(f"Medformer: patch_lens must be a non-empty list of positive ints, got {patch_lens!r}")
@@ -345,10 +342,6 @@ class Medformer(nn.Module):
         if variant not in ("paper", "head"):
             raise ValueError(f"Medformer: variant must be 'paper' or 'head', got {variant!r}")
 
-        self.n_chans = n_chans
-        self.n_outputs = n_outputs
-        self.n_times = n_times
-        self.sfreq = float(sfreq)
         self.variant = variant
         self.single_channel = single_channel
         self.embedding = MultiGranularityEmbedding(
@@ -385,12 +378,9 @@ class Medformer(nn.Module):
         self.feature_dim = per_sample * (n_chans if single_channel else 1)
         self.head = nn.Linear(self.feature_dim, n_outputs)
 
-    def _check_input(self, x: torch.Tensor) -> None:
-        check_window("Medformer", x, self.n_chans, self.n_times)
-
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Last-layer tokens of all granularities end to end, ``(B', N, D)``, before the final norm."""
-        self._check_input(x)
+        self.check_input(x)
         z = self.embedding(x)
         for i, layer in enumerate(self.layers):
             if self.fbam is not None:
@@ -417,7 +407,3 @@ class Medformer(nn.Module):
             z = z.index_select(1, self.router_index)
         h = self.feature_dropout(F.gelu(self.norm(z)))
         return h.reshape(x.shape[0], -1)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits ``(B, n_outputs)`` for ``x`` of shape ``(B, n_chans, n_times)``."""
-        return self.head(self.forward_features(x))

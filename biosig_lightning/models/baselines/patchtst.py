@@ -35,7 +35,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from biosig_lightning.models.checks import check_positive_ints, check_window
+from biosig_lightning.models.base import BiosignalModel, check_positive_ints
+from biosig_lightning.models.catalog import register_backbone
+from biosig_lightning.models.modules.attention import merge_heads, split_heads
 
 __all__ = ["PatchTST"]
 
@@ -69,16 +71,20 @@ class _PatchTSTLayer(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        batch, n_tokens, width = x.shape
-        q, k, v = (
-            self.qkv(x).view(batch, n_tokens, 3, self.n_heads, width // self.n_heads).permute(2, 0, 3, 1, 4)
-        )
-        attended = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(batch, n_tokens, width)
+        attended = merge_heads(F.scaled_dot_product_attention(*split_heads(self.qkv(x), self.n_heads)))
         x = self.norm_attn(x + self.dropout(self.proj(attended)))
         return self.norm_ff(x + self.dropout(self.ff(x)))
 
 
-class PatchTST(nn.Module):
+@register_backbone(
+    # experiments/sdformer/patchtst_*.yaml (patch 16, stride 8, 3 layers, 4 heads, width 128: the defaults)
+    shapes=["sleepedf", "chbmit", "ptbxl"],
+    # Exact count of this implementation at Sleep-EDF (module docstring); SD-Former Table 5 gives
+    # "0.9 M" (rounded; no public code).
+    param_pins={"sleepedf": 927_621},
+    test_kwargs={"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "patch_len": 64, "stride": 64},
+)
+class PatchTST(BiosignalModel):
     """Channel-independent patch transformer classifier (Nie et al., 2023).
 
     Args:
@@ -116,18 +122,15 @@ class PatchTST(nn.Module):
         head_type: HeadType = "flatten",
         revin: bool = True,
     ) -> None:
-        super().__init__()
-        check_positive_ints("PatchTST",
-            n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, patch_len=patch_len, stride=stride,
-            d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff,
-        )
+        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq)
+        check_positive_ints("PatchTST", patch_len=patch_len, stride=stride, d_model=d_model, n_layers=n_layers,
+                            n_heads=n_heads, d_ff=d_ff)
         if patch_len > n_times:
             raise ValueError(f"PatchTST: patch_len ({patch_len}) exceeds n_times ({n_times})")
         if d_model % n_heads != 0:
             raise ValueError(f"PatchTST: d_model ({d_model}) must be divisible by n_heads ({n_heads})")
         if head_type not in ("flatten", "mean"):
             raise ValueError(f"PatchTST: head_type must be 'flatten' or 'mean', got {head_type!r}")
-        self.n_chans, self.n_outputs, self.n_times, self.sfreq = n_chans, n_outputs, n_times, float(sfreq)
         self.patch_len, self.stride, self.revin, self.head_type = patch_len, stride, revin, head_type
         self.n_patches = (n_times - patch_len) // stride + 2
 
@@ -139,12 +142,9 @@ class PatchTST(nn.Module):
         self.feature_dim = n_chans * self.n_patches * d_model if head_type == "flatten" else d_model
         self.head = nn.Linear(self.feature_dim, n_outputs)
 
-    def _check_input(self, x: torch.Tensor) -> None:
-        check_window("PatchTST", x, self.n_chans, self.n_times)
-
     def patches(self, x: torch.Tensor) -> torch.Tensor:
         """Patches ``(batch, n_chans, n_patches, patch_len)`` of the (normalised) input."""
-        self._check_input(x)
+        self.check_input(x)
         if self.revin:
             x = (x - x.mean(dim=-1, keepdim=True)) / torch.sqrt(
                 x.var(dim=-1, keepdim=True, unbiased=False) + 1e-5
@@ -166,7 +166,3 @@ class PatchTST(nn.Module):
         z = self.encode(x)
         pooled = z.flatten(1) if self.head_type == "flatten" else z.mean(dim=(1, 2))
         return self.feature_dropout(pooled)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits ``(batch, n_outputs)``."""
-        return self.head(self.forward_features(x))

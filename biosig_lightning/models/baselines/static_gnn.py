@@ -32,16 +32,11 @@ import torch
 from torch import nn
 
 from biosig_lightning.features.montage import channel_adjacency
-from biosig_lightning.models.checks import check_positive_ints, check_window
+from biosig_lightning.models.base import BiosignalModel, check_positive_ints
+from biosig_lightning.models.catalog import register_backbone
+from biosig_lightning.models.modules.graph import normalized_adjacency
 
-__all__ = ["StaticGNN", "normalized_adjacency"]
-
-
-def normalized_adjacency(adjacency: torch.Tensor) -> torch.Tensor:
-    """``D^-1/2 (A + I) D^-1/2`` of a symmetric non-negative ``(n, n)`` adjacency (Kipf & Welling, 2017)."""
-    with_loops = adjacency + torch.eye(adjacency.shape[0], dtype=adjacency.dtype)
-    inv_sqrt_degree = with_loops.sum(dim=1).rsqrt()
-    return inv_sqrt_degree[:, None] * with_loops * inv_sqrt_degree[None, :]
+__all__ = ["StaticGNN", "normalized_adjacency"]  # normalized_adjacency: re-exported from models.modules.graph
 
 
 def _conv_block(in_channels: int, out_channels: int, kernel: int) -> nn.Sequential:
@@ -52,7 +47,22 @@ def _conv_block(in_channels: int, out_channels: int, kernel: int) -> nn.Sequenti
     )
 
 
-class StaticGNN(nn.Module):
+@register_backbone(
+    # experiments/sdformer/static_gnn_*.yaml: each names its corpus's channels
+    shapes=["sleepedf", "chbmit", "ptbxl"],
+    kwargs={
+        "sleepedf": {"ch_names": ["EEG Fpz-Cz", "EEG Pz-Oz"]},
+        "chbmit": {"ch_names": ["FP1-F7", "F7-T7", "T7-P7", "P7-O1", "FP1-F3", "F3-C3", "C3-P3", "P3-O1", "FP2-F4",
+                                "F4-C4", "C4-P4", "P4-O2", "FP2-F8", "F8-T8", "T8-P8", "P8-O2", "FZ-CZ", "CZ-PZ",
+                                "P7-T7", "T7-FT9", "FT9-FT10", "FT10-T8", "T8-P8-1"]},
+        "ptbxl": {"ch_names": ["I", "II", "III", "AVR", "AVL", "AVF", "V1", "V2", "V3", "V4", "V5", "V6"]},
+    },
+    # Exact count of this implementation at Sleep-EDF (module docstring); SD-Former Table 5 gives
+    # "0.5 M" (rounded; no public code).
+    param_pins={"sleepedf": 495_621},
+    test_kwargs={"width": 16, "encoder_blocks": 2},
+)
+class StaticGNN(BiosignalModel):
     """Two-layer GCN on a fixed channel graph over per-channel convolutional node features.
 
     Args:
@@ -86,12 +96,9 @@ class StaticGNN(nn.Module):
         threshold: float = 0.5,
         fallback_full: bool = False,
     ) -> None:
-        super().__init__()
-        check_positive_ints("StaticGNN",
-            n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, width=width, n_layers=n_layers,
-        )
-        self.n_chans, self.n_outputs, self.n_times, self.sfreq = n_chans, n_outputs, n_times, float(sfreq)
-        self.ch_names = list(ch_names) if ch_names is not None else None
+        chs_info = [{"ch_name": str(name)} for name in ch_names] if ch_names is not None else None
+        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq, chs_info=chs_info)
+        check_positive_ints("StaticGNN", width=width, n_layers=n_layers)
         graph = channel_adjacency(ch_names, n_chans=n_chans, threshold=threshold, fallback_full=fallback_full)
         self.register_buffer("adjacency", normalized_adjacency(torch.as_tensor(graph, dtype=torch.float32)))
 
@@ -107,12 +114,9 @@ class StaticGNN(nn.Module):
         self.feature_dim = width
         self.head = nn.Linear(width, n_outputs)
 
-    def _check_input(self, x: torch.Tensor) -> None:
-        check_window("StaticGNN", x, self.n_chans, self.n_times)
-
     def node_states(self, x: torch.Tensor) -> torch.Tensor:
         """Node states ``(batch, n_chans, width)`` after the GCN layers."""
-        self._check_input(x)
+        self.check_input(x)
         batch = x.shape[0]
         h = self.encoder(x.reshape(batch * self.n_chans, 1, self.n_times)).view(batch, self.n_chans, -1)
         for layer in self.gcn:
@@ -122,7 +126,3 @@ class StaticGNN(nn.Module):
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """Mean over nodes ``(batch, width)``."""
         return self.dropout(self.node_states(x).mean(dim=1))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits ``(batch, n_outputs)``."""
-        return self.head(self.forward_features(x))

@@ -29,7 +29,7 @@ Transformer, and the 0.2 M difference matches SD-Former's own spectral tokenizer
 token encoder (Sec. 4), which a raw-signal baseline does not have.
 
 "+FBAM" (BioFormer Table 3, Appendix C.4). ``fbam=True`` inserts one
-:class:`~biosig_lightning.models.bioformer.FBAM` over the ``(B, N, D)`` tokens before
+:class:`~biosig_lightning.models.modules.FBAM` over the ``(B, N, D)`` tokens before
 every encoder layer ("FreqBandDrift blocks are inserted between successive encoder
 layers"), replacing its input as in BioFormer; ``fbam_bands`` uniform bands over the
 non-DC bins of the token axis (paper: 6) and ``fbam_kernel_mode`` ``"sample"`` (binary
@@ -61,9 +61,10 @@ from typing import Literal
 import torch
 from torch import nn
 
-from biosig_lightning.models.bioformer.alignment import FBAM, HostKernelMode, resolve_kernel_mode
-from biosig_lightning.models.checks import check_positive_ints, check_window
-from biosig_lightning.models.layers import SinusoidalPositionalEncoding
+from biosig_lightning.models.base import BiosignalModel, check_positive_ints
+from biosig_lightning.models.catalog import register_backbone
+from biosig_lightning.models.modules.alignment import FBAM, HostKernelMode, resolve_kernel_mode
+from biosig_lightning.models.modules.encodings import SinusoidalPositionalEncoding
 
 __all__ = ["TransformerClassifier"]
 
@@ -72,7 +73,28 @@ Embedding = Literal["linear", "circular_conv"]
 Activation = Literal["gelu", "relu"]
 
 
-class TransformerClassifier(nn.Module):
+#: BioFormer Table 3 / Table 2's TSLib vanilla Transformer (experiments/bioformer/table3/transformer.yaml)
+_TSLIB = {"n_heads": 8, "d_ff": 256, "embedding": "circular_conv", "norm_first": False, "pooling": "flatten"}
+#: SD-Former's Vanilla Transformer (experiments/sdformer/transformer_*.yaml)
+_SDFORMER = {"patch_len": 16, "norm_first": True}
+
+
+@register_backbone(
+    shapes=["apava", "adftd", "ptbxl_medformer", "sleepedf", "chbmit", "ptbxl"],
+    kwargs={"apava": _TSLIB, "adftd": _TSLIB, "ptbxl_medformer": _TSLIB,
+            "sleepedf": _SDFORMER, "chbmit": _SDFORMER, "ptbxl": _SDFORMER},
+    param_pins={
+        # BioFormer's authors' code (anchors/bioformer.md) reports 867,330 at APAVA; 512 of those are
+        # an unused 4 x 128 calendar-feature embedding, which this class does not build.
+        "apava": 867_330 - 512,
+        # SD-Former Table 5 gives "1.4 M" (rounded; no public code). Exact count of this class at the
+        # paper's sizes (module docstring): encoder 6 x 198,272 + final LayerNorm 256, patch
+        # embedding 2*16*128 + 128, head 128*5 + 5.
+        "sleepedf": 6 * 198_272 + 256 + (2 * 16 * 128 + 128) + (128 * 5 + 5),
+    },
+    test_kwargs={"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32},
+)
+class TransformerClassifier(BiosignalModel):
     """Transformer encoder over time-step (or patch) tokens, pooled, then a linear head.
 
     Args:
@@ -135,11 +157,8 @@ class TransformerClassifier(nn.Module):
         fbam_bands: int = 6,
         fbam_kernel_mode: HostKernelMode = "auto",
     ) -> None:
-        super().__init__()
-        check_positive_ints("TransformerClassifier",
-            n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, d_model=d_model, n_layers=n_layers,
-            n_heads=n_heads, d_ff=d_ff,
-        )
+        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq)
+        check_positive_ints("TransformerClassifier", d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff)
         if patch_len is not None:
             check_positive_ints("TransformerClassifier", patch_len=patch_len)
             if patch_len > n_times:
@@ -157,10 +176,6 @@ class TransformerClassifier(nn.Module):
         if activation not in ("gelu", "relu"):
             raise ValueError(f"activation must be 'gelu' or 'relu', got {activation!r}")
 
-        self.n_chans = n_chans
-        self.n_outputs = n_outputs
-        self.n_times = n_times
-        self.sfreq = float(sfreq)
         self.patch_len = 1 if patch_len is None else patch_len
         self.n_tokens = math.ceil(n_times / self.patch_len)
         self.pooling = pooling
@@ -202,12 +217,9 @@ class TransformerClassifier(nn.Module):
         self.feature_dim = d_model if pooling == "mean" else self.n_tokens * d_model
         self.head = nn.Linear(self.feature_dim, n_outputs)
 
-    def _check_input(self, x: torch.Tensor) -> None:
-        check_window("TransformerClassifier", x, self.n_chans, self.n_times)
-
     def _encode(self, x: torch.Tensor) -> torch.Tensor:
         """Output of the last encoder layer ``(batch, n_tokens, d_model)``, before the final LayerNorm."""
-        self._check_input(x)
+        self.check_input(x)
         pad = self.n_tokens * self.patch_len - self.n_times
         if pad:
             x = nn.functional.pad(x, (0, pad))
@@ -237,7 +249,3 @@ class TransformerClassifier(nn.Module):
         else:
             pooled = self.flatten_act(z).flatten(1)
         return self.feature_dropout(pooled)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits ``(batch, n_outputs)`` for ``x`` of shape ``(batch, n_chans, n_times)``."""
-        return self.head(self.forward_features(x))

@@ -136,7 +136,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from biosig_lightning.features.spectral import EEG_BANDS, ShortTimeBandPower
-from biosig_lightning.models.checks import check_positive_ints, check_window
+from biosig_lightning.models.base import BiosignalModel, check_positive_ints
+from biosig_lightning.models.catalog import register_backbone
+from biosig_lightning.models.modules.attention import merge_heads, split_heads
+from biosig_lightning.models.modules.graph import notears_acyclicity, random_dag
 
 __all__ = [
     "DependencyInferencer",
@@ -158,30 +161,6 @@ _GRAPH_MODES = ("learned", "random", "full", "none")
 
 
 # --------------------------------------------------------------------------- graph maths
-
-
-def notears_acyclicity(adjacency: torch.Tensor, square: bool = True) -> torch.Tensor:
-    """NOTEARS acyclicity ``h(A) = tr(exp(A o A)) - n`` of ``(..., n, n)`` matrices -> ``(...)``.
-
-    ``h(A) = 0`` iff the weighted graph ``A`` has no directed cycle, and grows with the
-    (weighted) number of closed walks otherwise (Zheng et al., 2018, Eq. 7). Computed in
-    float64 with autocast off, because ``exp`` of a dense 0/1 matrix quickly exceeds the
-    range and precision of bfloat16; returned as float32.
-
-    ``square=False`` computes ``tr(exp(A)) - n``, for 0/1 graphs with a straight-through
-    gradient: there ``A o A = A``, so the value is the same, but the gradient is
-    ``dh/da_ij = exp(A)_ji`` instead of ``2 a_ij exp(A)_ji``. NOTEARS squares to make signed
-    weights count; on a binary graph the square only zeroes the gradient of every absent
-    edge, so the penalty could remove a cycle's edges only after they were switched on.
-    Without it an absent edge ``j -> i`` gets the gradient ``exp(A)_ji > 0`` exactly when a
-    path ``i -> ... -> j`` exists, i.e. when switching it on would close a cycle, and the
-    edges of a DAG get none.
-    """
-    n = adjacency.shape[-1]
-    with torch.autocast(device_type=adjacency.device.type, enabled=False):
-        a = adjacency.double()
-        h = torch.linalg.matrix_exp(a * a if square else a).diagonal(dim1=-2, dim2=-1).sum(-1) - n
-    return h.float()
 
 
 def straight_through_threshold(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -251,27 +230,6 @@ def dependency_loss(adjacency: torch.Tensor, features: torch.Tensor) -> torch.Te
         flip_gain = flip_gain * (1.0 - torch.eye(a.shape[-1], device=a.device))  # a node is not its own parent
         bridge = ((edges - a) * flip_gain).sum(dim=(-2, -1))  # zero-valued, gradient flip_gain
         return (residual.sum(-1) + bridge).mean()
-
-
-def random_dag(n_nodes: int, density: float, seed: int) -> torch.Tensor:
-    """A random DAG ``(n, n)`` with exactly ``round(density * n (n - 1))`` edges, no self-loops.
-
-    A random topological order is drawn, then that many of the ``n (n - 1) / 2`` ordered
-    pairs consistent with it are chosen uniformly; ``a_ij = 1`` makes ``j`` a parent of
-    ``i``. Uses its own generator, so the global RNG is untouched.
-    """
-    if not 0.0 <= density <= 0.5:
-        raise ValueError(
-            f"graph_density must lie in [0, 0.5] for a DAG (at most half the ordered pairs), got {density}"
-        )
-    generator = torch.Generator().manual_seed(seed)
-    order = torch.randperm(n_nodes, generator=generator)
-    earlier, later = torch.triu_indices(n_nodes, n_nodes, offset=1)
-    n_edges = round(density * n_nodes * (n_nodes - 1))
-    chosen = torch.randperm(earlier.numel(), generator=generator)[:n_edges]
-    adjacency = torch.zeros(n_nodes, n_nodes)
-    adjacency[order[later[chosen]], order[earlier[chosen]]] = 1.0
-    return adjacency
 
 
 # --------------------------------------------------------------------------- attention
@@ -367,12 +325,7 @@ class GraphMaskedAttention(nn.Module):
         self.proj = nn.Linear(d_model, d_model)
 
     def forward(self, x: torch.Tensor, gate: torch.Tensor | None = None) -> torch.Tensor:
-        batch, n_tokens, width = x.shape
-        q, k, v = (
-            self.qkv(x).view(batch, n_tokens, 3, self.n_heads, width // self.n_heads).permute(2, 0, 3, 1, 4)
-        )
-        out = masked_attention(q, k, v, gate)
-        return self.proj(out.transpose(1, 2).reshape(batch, n_tokens, width))
+        return self.proj(merge_heads(masked_attention(*split_heads(self.qkv(x), self.n_heads), gate)))
 
 
 class GraphConditionedBlock(nn.Module):
@@ -499,7 +452,25 @@ class SDFormerOutput:
         return {"recon": self.recon, "dep": self.dep, "dag": self.dag, "sparse": self.sparse}
 
 
-class SDFormer(nn.Module):
+#: parameters that do not depend on the corpus: backbone 6 x 198,272 + 256 (final LayerNorm), edge MLP
+#: 132,097, decoder 271,808, light encoder 99,840 (module docstring, "Size")
+_SHARED = 6 * 198_272 + 256 + 132_097 + 271_808 + 99_840
+
+
+@register_backbone(
+    # experiments/sdformer_<corpus>.yaml: band pooling off on Sleep-EDF, on for CHB-MIT and PTB-XL (Sec. 4)
+    shapes=["sleepedf", "chbmit", "ptbxl"],
+    kwargs={"sleepedf": {"band_pooling": False}, "chbmit": {"band_pooling": True}, "ptbxl": {"band_pooling": True}},
+    # SD-Former Sec. 7.5 / Table 5 give ~1.8 M (Sleep-EDF), ~2.4 M (PTB-XL), ~3.1 M (CHB-MIT), rounded;
+    # the paper has no public code. The exact counts are the module docstring's breakdown ("Size"):
+    # the shared part plus 12,480 per channel-band token (5 per channel) plus the head 129 n_outputs.
+    param_pins={"sleepedf": _SHARED + 12_480 * 5 * 2 + 129 * 5,
+                "chbmit": _SHARED + 12_480 * 5 * 23 + 129 * 2,
+                "ptbxl": _SHARED + 12_480 * 5 * 12 + 129 * 5},
+    test_kwargs={"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "stft_frames": 8, "token_hidden": 8,
+                 "encoder_ff": 16, "edge_hidden": 16, "recon_hidden": 16},
+)
+class SDFormer(BiosignalModel):
     """SD-Former (Sharma, Sec. 4): spectral tokens -> learned sparse DAG -> graph-masked transformer.
 
     Args:
@@ -563,17 +534,14 @@ class SDFormer(nn.Module):
         graph_seed: int = 0,
         edge_bias_init: float = -1.0,
     ) -> None:
-        super().__init__()
-        check_positive_ints("SDFormer",
-            n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, d_model=d_model, n_layers=n_layers,
-            n_heads=n_heads, d_ff=d_ff, stft_frames=stft_frames, token_hidden=token_hidden,
-            encoder_ff=encoder_ff, edge_hidden=edge_hidden, recon_hidden=recon_hidden,
-        )
+        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq)
+        check_positive_ints("SDFormer", d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff,
+                            stft_frames=stft_frames, token_hidden=token_hidden, encoder_ff=encoder_ff,
+                            edge_hidden=edge_hidden, recon_hidden=recon_hidden)
         if graph not in _GRAPH_MODES:
             raise ValueError(f"SDFormer: graph must be one of {_GRAPH_MODES}, got {graph!r}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"SDFormer: dropout must lie in [0, 1), got {dropout}")
-        self.n_chans, self.n_outputs, self.n_times, self.sfreq = n_chans, n_outputs, n_times, float(sfreq)
         self.graph = graph
         self.band_pooling = band_pooling
 
@@ -660,9 +628,6 @@ class SDFormer(nn.Module):
 
     # -- pieces -------------------------------------------------------------------------
 
-    def _check_input(self, x: torch.Tensor) -> None:
-        check_window("SDFormer", x, self.n_chans, self.n_times)
-
     def _graph_nodes(self, tokens: torch.Tensor) -> torch.Tensor:
         if not self.band_pooling:
             return tokens
@@ -695,7 +660,7 @@ class SDFormer(nn.Module):
     def _encode(
         self, x: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        self._check_input(x)
+        self.check_input(x)
         tokens, spectra = self.tokenizer(x)
         adjacency, probs = self.infer_graph(tokens)
         gate = self.token_gate(adjacency)

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from biosig_lightning.models.checks import check_positive_ints
+from biosig_lightning.models.base import check_positive_ints
 
 __all__ = [
     "DSU",

@@ -1,11 +1,8 @@
-"""Small building blocks shared by several models.
+"""Fixed sinusoidal positional encodings (Transformer baseline, BioFormer, Medformer).
 
-Kept deliberately small: only blocks that at least two models need live here.
-
-* :func:`sinusoidal_positions` / :class:`SinusoidalPositionalEncoding`: the fixed
-  sine/cosine position table of Vaswani et al. (2017), Sec. 3.5,
-  ``PE[p, 2i] = sin(p / 10000^(2i/d))`` and ``PE[p, 2i+1] = cos(p / 10000^(2i/d))``.
-* :func:`count_parameters`: trainable-parameter count as reported in ``results.json``.
+:func:`sinusoidal_positions` / :class:`SinusoidalPositionalEncoding`: the fixed sine/cosine
+position table of Vaswani et al. (2017), Sec. 3.5, ``PE[p, 2i] = sin(p / 10000^(2i/d))`` and
+``PE[p, 2i+1] = cos(p / 10000^(2i/d))``.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-__all__ = ["SinusoidalPositionalEncoding", "count_parameters", "sinusoidal_positions"]
+__all__ = ["SinusoidalPositionalEncoding", "sinusoidal_positions"]
 
 
 def sinusoidal_positions(n_positions: int, d_model: int) -> torch.Tensor:
@@ -61,7 +58,3 @@ class SinusoidalPositionalEncoding(nn.Module):
             )
         return self.dropout(x + self.pe[:n_tokens].to(dtype=x.dtype))
 
-
-def count_parameters(module: nn.Module) -> int:
-    """Number of trainable parameters (``requires_grad``), each shared tensor counted once."""
-    return sum(p.numel() for p in module.parameters() if p.requires_grad)

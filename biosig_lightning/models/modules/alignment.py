@@ -33,7 +33,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from biosig_lightning.models.bioformer.bands import BandLayout, EdgesSpec, resolve_edges
+from biosig_lightning.models.modules.bands import BandLayout, EdgesSpec, resolve_edges
 
 __all__ = ["FBAM", "TSAM", "BandController", "fbam_options", "resolve_kernel_mode"]
 
