@@ -60,7 +60,7 @@ def _conv_block(in_channels: int, out_channels: int, kernel: int) -> nn.Sequenti
     # Exact count of this implementation at Sleep-EDF (module docstring); SD-Former Table 5 gives
     # "0.5 M" (rounded; no public code).
     param_pins={"sleepedf": 495_621},
-    test_kwargs={"width": 16, "encoder_blocks": 2},
+    test_kwargs={"width": 32},
 )
 class StaticGNN(BiosignalModel):
     """Two-layer GCN on a fixed channel graph over per-channel convolutional node features.
