@@ -59,6 +59,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from biosig_lightning.models.base import backbone_supports
 from biosig_lightning.models.modules.domain import (
     DSU,
     GradientReversal,
@@ -154,7 +155,7 @@ class DGTask(ClassificationTask):
         self._capturing = False
         self._captured: torch.Tensor | None = None
         if method in ("mmd", "coral", "grl"):
-            if align_on == "auto" and getattr(backbone, "align_site", None) is not None:
+            if align_on == "auto" and backbone_supports(backbone, "align"):
                 site, self._align_channel_dim = self._site("align")
                 self._align_handle = site.register_forward_hook(self._capture_hook)
             else:
@@ -170,8 +171,9 @@ class DGTask(ClassificationTask):
 
     # ---- construction helpers ------------------------------------------------------------------
     def _check_feature_api(self) -> None:
-        missing = [n for n in ("forward_features", "head", "feature_dim") if not hasattr(self.backbone, n)]
-        if missing:
+        if not backbone_supports(self.backbone, "features"):
+            missing = [n for n in ("forward_features", "head", "feature_dim") if not hasattr(self.backbone, n)]
+            missing = missing or ["an nn.Module head and an int feature_dim"]
             raise ValueError(
                 f"DGTask(method={self.method!r}) needs a backbone with forward_features(x), head and feature_dim; "
                 f"{type(self.backbone).__name__} lacks {', '.join(missing)}"
@@ -181,19 +183,20 @@ class DGTask(ClassificationTask):
         """The backbone submodule named by its ``<kind>_site`` attribute and its channel axis."""
         name = type(self.backbone).__name__
         site = getattr(self.backbone, f"{kind}_site", None)
-        channel_dim = getattr(self.backbone, f"{kind}_channel_dim", None)
-        if not isinstance(site, str) or not isinstance(channel_dim, int):
+        if not backbone_supports(self.backbone, kind):
+            if isinstance(site, str):
+                raise ValueError(f"DGTask(method={self.method!r}): backbone {name} has no submodule "
+                                 f"{kind}_site={site!r}")
             raise ValueError(
                 f"DGTask(method={self.method!r}): backbone {name} declares no {kind} site; give the class the "
                 f"attributes {kind}_site (dotted submodule name whose output is used) and {kind}_channel_dim "
                 "(1 for (B, C, T) maps, -1 for (B, L, D) tokens)"
             )
-        try:
-            module = self.backbone.get_submodule(site)
-        except AttributeError as err:
-            raise ValueError(f"DGTask(method={self.method!r}): backbone {name} has no submodule "
-                             f"{kind}_site={site!r}") from err
-        return module, channel_dim
+        channel_dim = getattr(self.backbone, f"{kind}_channel_dim", None)
+        if not isinstance(channel_dim, int):
+            raise ValueError(f"DGTask(method={self.method!r}): backbone {name} declares {kind}_site={site!r} "
+                             f"but no integer {kind}_channel_dim (1 for (B, C, T) maps, -1 for (B, L, D) tokens)")
+        return self.backbone.get_submodule(site), channel_dim
 
     def _capture_hook(self, module: nn.Module, inputs: Any, output: Any) -> None:
         if not self._capturing:

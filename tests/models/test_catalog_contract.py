@@ -234,3 +234,18 @@ def test_declared_capabilities_hold(name: str, corpus: str) -> None:
             torch.testing.assert_close(aux.logits, logits, rtol=0, atol=0)
             terms = aux.losses()
             assert terms and all(t.ndim == 0 and torch.isfinite(t) for t in terms.values())
+
+
+def test_every_catalog_name_works_as_a_short_yaml_class_path() -> None:
+    """``backbone: {class_path: <catalog name>}`` resolves (jsonargparse, as LightningCLI parses a
+    ``backbone: nn.Module`` argument) to the class, because importing the models package imports it."""
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(exit_on_error=False)
+    parser.add_argument("--backbone", type=nn.Module)
+    for entry in catalog.entries():
+        corpus = next(iter(entry.shapes))
+        init = {**entry.shapes[corpus].as_kwargs(), **entry.kwargs.get(corpus, {})}
+        init = {k: list(v) if isinstance(v, tuple) else v for k, v in init.items()}
+        cfg = parser.parse_object({"backbone": {"class_path": entry.name, "init_args": init}})
+        assert parser.instantiate_classes(cfg).backbone.__class__ is entry.cls
