@@ -49,6 +49,8 @@ __all__ = [
     "BiosignalModel",
     "Capability",
     "backbone_supports",
+    "check_dropout",
+    "check_heads",
     "check_positive_ints",
     "check_window",
     "count_parameters",
@@ -68,6 +70,19 @@ def check_positive_ints(owner: str, **values: Any) -> None:
     for name, value in values.items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{owner}: {name} must be a positive integer, got {value!r}")
+
+
+def check_dropout(owner: str, **rates: float) -> None:
+    """Raise ``ValueError("<owner>: <name> must lie in [0, 1) ...")`` for the first rate outside ``[0, 1)``."""
+    for name, rate in rates.items():
+        if not 0.0 <= rate < 1.0:
+            raise ValueError(f"{owner}: {name} must lie in [0, 1), got {rate}")
+
+
+def check_heads(owner: str, d_model: int, n_heads: int) -> None:
+    """Multi-head attention splits ``d_model`` into ``n_heads`` equal heads."""
+    if d_model % n_heads != 0:
+        raise ValueError(f"{owner}: d_model ({d_model}) must be divisible by n_heads ({n_heads})")
 
 
 def check_window(owner: str, x: torch.Tensor, n_chans: int, n_times: int) -> None:

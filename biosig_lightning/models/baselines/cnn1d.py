@@ -29,7 +29,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from biosig_lightning.models.base import BiosignalModel, check_positive_ints
+from biosig_lightning.models.base import BiosignalModel, check_dropout, check_positive_ints
 from biosig_lightning.models.catalog import register_backbone
 
 __all__ = ["CNN1D"]
@@ -74,24 +74,14 @@ class CNN1D(BiosignalModel):
     style_channel_dim: int = 1
 
     def __init__(
-        self,
-        *,
-        n_chans: int,
-        n_outputs: int,
-        n_times: int,
-        sfreq: float,
-        width: int = 128,
-        n_blocks: int = 5,
-        kernel_size: int = 7,
-        convs_per_block: int = 2,
-        dropout: float = 0.1,
-        activation: Activation = "gelu",
+        self, *, n_chans: int, n_outputs: int, n_times: int, sfreq: float,
+        width: int = 128, n_blocks: int = 5, kernel_size: int = 7, convs_per_block: int = 2,
+        dropout: float = 0.1, activation: Activation = "gelu",
     ) -> None:
         super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq)
         check_positive_ints("CNN1D", width=width, n_blocks=n_blocks, kernel_size=kernel_size,
                             convs_per_block=convs_per_block)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
+        check_dropout("CNN1D", dropout=dropout)
         if activation not in ("gelu", "relu"):
             raise ValueError(f"activation must be 'gelu' or 'relu', got {activation!r}")
 

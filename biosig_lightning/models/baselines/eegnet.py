@@ -56,7 +56,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from biosig_lightning.models.base import BiosignalModel, check_positive_ints
+from biosig_lightning.models.base import BiosignalModel, check_dropout, check_positive_ints
 from biosig_lightning.models.catalog import register_backbone
 from biosig_lightning.models.modules.alignment import FBAM, HostKernelMode, fbam_options
 
@@ -133,25 +133,11 @@ class EEGNet(BiosignalModel):
     align_channel_dim: int = 1
 
     def __init__(
-        self,
-        *,
-        n_chans: int,
-        n_outputs: int,
-        n_times: int,
-        sfreq: float,
-        F1: int = 8,
-        D: int = 2,
-        F2: int = 16,
-        kernel_length: int = 64,
-        separable_kernel: int = 16,
-        pool1: int = 4,
-        pool2: int = 8,
-        dropout: float = 0.25,
-        max_norm: bool = True,
-        bn_momentum: float = 0.01,
-        fbam: bool = False,
-        fbam_bands: int = 6,
-        fbam_kernel_mode: HostKernelMode = "auto",
+        self, *, n_chans: int, n_outputs: int, n_times: int, sfreq: float,
+        F1: int = 8, D: int = 2, F2: int = 16, kernel_length: int = 64, separable_kernel: int = 16,
+        pool1: int = 4, pool2: int = 8,
+        dropout: float = 0.25, max_norm: bool = True, bn_momentum: float = 0.01,
+        fbam: bool = False, fbam_bands: int = 6, fbam_kernel_mode: HostKernelMode = "auto",
         fbam_kwargs: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq)
@@ -162,8 +148,7 @@ class EEGNet(BiosignalModel):
                 f"EEGNet needs n_times >= pool1 * pool2 = {pool1 * pool2} samples (two average pools of "
                 f"{pool1} and {pool2}), got n_times={n_times}"
             )
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"EEGNet: dropout must lie in [0, 1), got {dropout}")
+        check_dropout("EEGNet", dropout=dropout)
         if not 0.0 < bn_momentum <= 1.0:
             raise ValueError(f"EEGNet: bn_momentum must lie in (0, 1], got {bn_momentum}")
 

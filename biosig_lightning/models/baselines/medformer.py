@@ -95,9 +95,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from biosig_lightning.models.base import BiosignalModel, check_positive_ints
+from biosig_lightning.models.base import BiosignalModel, check_dropout, check_heads, check_positive_ints
 from biosig_lightning.models.catalog import register_backbone
-from biosig_lightning.models.modules.alignment import FBAM, HostKernelMode, fbam_options
+from biosig_lightning.models.modules.alignment import FBAM, HostKernelMode, aligned_layers, fbam_options
 from biosig_lightning.models.modules.attention import (
     PostNormLayer,
     merge_heads,
@@ -130,15 +130,8 @@ class MultiGranularityEmbedding(nn.Module):
     """
 
     def __init__(
-        self,
-        *,
-        n_chans: int,
-        n_times: int,
-        d_model: int,
-        patch_lens: Sequence[int],
-        augmentations: Sequence[str],
-        variant: Variant,
-        single_channel: bool,
+        self, *, n_chans: int, n_times: int, d_model: int,
+        patch_lens: Sequence[int], augmentations: Sequence[str], variant: Variant, single_channel: bool,
     ) -> None:
         super().__init__()
         self.variant = variant
@@ -209,15 +202,8 @@ class MultiGranularityLayer(PostNormLayer):
     """
 
     def __init__(
-        self,
-        *,
-        d_model: int,
-        n_heads: int,
-        d_ff: int,
-        dropout: float,
-        groups: Sequence[tuple[int, int]],
-        router_index: torch.Tensor,
-        inter_attention: bool,
+        self, *, d_model: int, n_heads: int, d_ff: int, dropout: float,
+        groups: Sequence[tuple[int, int]], router_index: torch.Tensor, inter_attention: bool,
     ) -> None:
         super().__init__()
         self.n_heads = n_heads
@@ -308,25 +294,12 @@ class Medformer(BiosignalModel):
     align_channel_dim: int = -1
 
     def __init__(
-        self,
-        *,
-        n_chans: int,
-        n_outputs: int,
-        n_times: int,
-        sfreq: float,
+        self, *, n_chans: int, n_outputs: int, n_times: int, sfreq: float,
         patch_lens: Sequence[int] = APAVA_PATCH_LENS,
-        d_model: int = 128,
-        n_heads: int = 8,
-        e_layers: int = 6,
-        d_ff: int = 256,
-        dropout: float = 0.1,
-        augmentations: Sequence[str] = ("none", "drop0.35"),
-        single_channel: bool = False,
-        inter_attention: bool = True,
-        variant: Variant = "paper",
-        fbam: bool = False,
-        fbam_bands: int = 6,
-        fbam_kernel_mode: HostKernelMode = "auto",
+        d_model: int = 128, n_heads: int = 8, e_layers: int = 6, d_ff: int = 256, dropout: float = 0.1,
+        augmentations: Sequence[str] = ("none", "drop0.35"), single_channel: bool = False,
+        inter_attention: bool = True, variant: Variant = "paper",
+        fbam: bool = False, fbam_bands: int = 6, fbam_kernel_mode: HostKernelMode = "auto",
         fbam_kwargs: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq)
@@ -335,10 +308,8 @@ class Medformer(BiosignalModel):
         patch_lens = list(patch_lens)
         if not patch_lens or any(not isinstance(p, int) or isinstance(p, bool) or p < 1 for p in patch_lens):
             raise ValueError(f"Medformer: patch_lens must be a non-empty list of positive ints, got {patch_lens!r}")
-        if d_model % n_heads != 0:
-            raise ValueError(f"Medformer: d_model ({d_model}) must be divisible by n_heads ({n_heads})")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"Medformer: dropout must lie in [0, 1), got {dropout}")
+        check_heads("Medformer", d_model, n_heads)
+        check_dropout("Medformer", dropout=dropout)
         if variant not in ("paper", "head"):
             raise ValueError(f"Medformer: variant must be 'paper' or 'head', got {variant!r}")
 
@@ -381,12 +352,7 @@ class Medformer(BiosignalModel):
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Last-layer tokens of all granularities end to end, ``(B', N, D)``, before the final norm."""
         self.check_input(x)
-        z = self.embedding(x)
-        for i, layer in enumerate(self.layers):
-            if self.fbam is not None:
-                z = self.fbam[i](z)
-            z = layer(z)
-        return z
+        return aligned_layers(self.embedding(x), self.layers, self.fbam)
 
     def forward_tokens(self, x: torch.Tensor) -> list[torch.Tensor]:
         """Final-layer temporal embedding per granularity, ``[(B, n_i - 1, D)]``, before the final norm.

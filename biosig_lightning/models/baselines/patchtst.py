@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from biosig_lightning.models.base import BiosignalModel, check_positive_ints
+from biosig_lightning.models.base import BiosignalModel, check_heads, check_positive_ints
 from biosig_lightning.models.catalog import register_backbone
 from biosig_lightning.models.modules.attention import merge_heads, split_heads
 
@@ -105,30 +105,17 @@ class PatchTST(BiosignalModel):
     """
 
     def __init__(
-        self,
-        *,
-        n_chans: int,
-        n_outputs: int,
-        n_times: int,
-        sfreq: float,
-        patch_len: int = 16,
-        stride: int = 8,
-        d_model: int = 128,
-        n_layers: int = 3,
-        n_heads: int = 4,
-        d_ff: int = 256,
-        dropout: float = 0.1,
-        head_dropout: float = 0.0,
-        head_type: HeadType = "flatten",
-        revin: bool = True,
+        self, *, n_chans: int, n_outputs: int, n_times: int, sfreq: float,
+        patch_len: int = 16, stride: int = 8,
+        d_model: int = 128, n_layers: int = 3, n_heads: int = 4, d_ff: int = 256,
+        dropout: float = 0.1, head_dropout: float = 0.0, head_type: HeadType = "flatten", revin: bool = True,
     ) -> None:
         super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq)
         check_positive_ints("PatchTST", patch_len=patch_len, stride=stride, d_model=d_model, n_layers=n_layers,
                             n_heads=n_heads, d_ff=d_ff)
         if patch_len > n_times:
             raise ValueError(f"PatchTST: patch_len ({patch_len}) exceeds n_times ({n_times})")
-        if d_model % n_heads != 0:
-            raise ValueError(f"PatchTST: d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+        check_heads("PatchTST", d_model, n_heads)
         if head_type not in ("flatten", "mean"):
             raise ValueError(f"PatchTST: head_type must be 'flatten' or 'mean', got {head_type!r}")
         self.patch_len, self.stride, self.revin, self.head_type = patch_len, stride, revin, head_type

@@ -82,19 +82,10 @@ class StaticGNN(BiosignalModel):
     """
 
     def __init__(
-        self,
-        *,
-        n_chans: int,
-        n_outputs: int,
-        n_times: int,
-        sfreq: float,
+        self, *, n_chans: int, n_outputs: int, n_times: int, sfreq: float,
         ch_names: Sequence[str] | None = None,
-        width: int = 128,
-        n_layers: int = 2,
-        encoder_blocks: int = 4,
-        dropout: float = 0.1,
-        threshold: float = 0.5,
-        fallback_full: bool = False,
+        width: int = 128, n_layers: int = 2, encoder_blocks: int = 4, dropout: float = 0.1,
+        threshold: float = 0.5, fallback_full: bool = False,
     ) -> None:
         chs_info = [{"ch_name": str(name)} for name in ch_names] if ch_names is not None else None
         super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq, chs_info=chs_info)

@@ -61,9 +61,14 @@ from typing import Literal
 import torch
 from torch import nn
 
-from biosig_lightning.models.base import BiosignalModel, check_positive_ints
+from biosig_lightning.models.base import BiosignalModel, check_dropout, check_heads, check_positive_ints
 from biosig_lightning.models.catalog import register_backbone
-from biosig_lightning.models.modules.alignment import FBAM, HostKernelMode, resolve_kernel_mode
+from biosig_lightning.models.modules.alignment import (
+    FBAM,
+    HostKernelMode,
+    aligned_layers,
+    resolve_kernel_mode,
+)
 from biosig_lightning.models.modules.encodings import SinusoidalPositionalEncoding
 
 __all__ = ["TransformerClassifier"]
@@ -137,25 +142,11 @@ class TransformerClassifier(BiosignalModel):
     align_channel_dim: int = -1
 
     def __init__(
-        self,
-        *,
-        n_chans: int,
-        n_outputs: int,
-        n_times: int,
-        sfreq: float,
-        d_model: int = 128,
-        n_layers: int = 6,
-        n_heads: int = 4,
-        d_ff: int = 512,
-        dropout: float = 0.1,
-        patch_len: int | None = None,
-        pooling: Pooling = "mean",
-        embedding: Embedding = "linear",
-        norm_first: bool = True,
-        activation: Activation = "gelu",
-        fbam: bool = False,
-        fbam_bands: int = 6,
-        fbam_kernel_mode: HostKernelMode = "auto",
+        self, *, n_chans: int, n_outputs: int, n_times: int, sfreq: float,
+        d_model: int = 128, n_layers: int = 6, n_heads: int = 4, d_ff: int = 512, dropout: float = 0.1,
+        patch_len: int | None = None, pooling: Pooling = "mean", embedding: Embedding = "linear",
+        norm_first: bool = True, activation: Activation = "gelu",
+        fbam: bool = False, fbam_bands: int = 6, fbam_kernel_mode: HostKernelMode = "auto",
     ) -> None:
         super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq)
         check_positive_ints("TransformerClassifier", d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff)
@@ -163,10 +154,8 @@ class TransformerClassifier(BiosignalModel):
             check_positive_ints("TransformerClassifier", patch_len=patch_len)
             if patch_len > n_times:
                 raise ValueError(f"patch_len ({patch_len}) must not exceed n_times ({n_times})")
-        if d_model % n_heads != 0:
-            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
+        check_heads("TransformerClassifier", d_model, n_heads)
+        check_dropout("TransformerClassifier", dropout=dropout)
         if pooling not in ("mean", "flatten"):
             raise ValueError(f"pooling must be 'mean' or 'flatten', got {pooling!r}")
         if embedding not in ("linear", "circular_conv"):
@@ -223,11 +212,7 @@ class TransformerClassifier(BiosignalModel):
         pad = self.n_tokens * self.patch_len - self.n_times
         if pad:
             x = nn.functional.pad(x, (0, pad))
-        z = self.positions(self.embed(x).transpose(1, 2))
-        aligners = self.fbam if self.fbam is not None else [None] * len(self.encoder.layers)
-        for align, layer in zip(aligners, self.encoder.layers, strict=True):
-            z = layer(z if align is None else align(z))
-        return z
+        return aligned_layers(self.positions(self.embed(x).transpose(1, 2)), self.encoder.layers, self.fbam)
 
     def tokens(self, x: torch.Tensor) -> torch.Tensor:
         """Encoded tokens ``(batch, n_tokens, d_model)`` after the final LayerNorm."""

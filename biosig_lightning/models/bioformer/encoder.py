@@ -8,6 +8,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from biosig_lightning.models.base import check_heads
 from biosig_lightning.models.modules.attention import (
     PostNormLayer,
     merge_heads,
@@ -45,8 +46,7 @@ class SegmentedEncoderLayer(PostNormLayer):
         ffn_residual: FfnResidual = "normed",
     ) -> None:
         super().__init__()
-        if d_model % n_heads != 0:
-            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+        check_heads("SegmentedEncoderLayer", d_model, n_heads)
         self.n_heads = n_heads
         self.seq_lens = [int(n) for n in seq_lens]
         self.qkv = nn.Linear(d_model, 3 * d_model)

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from biosig_lightning.models.base import BiosignalModel, check_positive_ints
+from biosig_lightning.models.base import BiosignalModel, check_dropout, check_positive_ints
 from biosig_lightning.models.bioformer.embedding import PyramidConvEmbedding
 from biosig_lightning.models.bioformer.encoder import FfnResidual, SegmentedEncoderLayer
 from biosig_lightning.models.catalog import register_backbone
@@ -20,6 +20,7 @@ from biosig_lightning.models.modules.alignment import (
     HostKernelMode,
     PhaseMode,
     TokenInit,
+    aligned_layers,
     resolve_kernel_mode,
 )
 from biosig_lightning.models.modules.dropout import MaskDropout
@@ -86,36 +87,17 @@ class BioFormer(BiosignalModel):
     """
 
     def __init__(
-        self,
-        *,
-        n_chans: int,
-        n_outputs: int,
-        n_times: int,
-        sfreq: float,
-        d_model: int = 128,
-        d_ff: int = 256,
-        n_heads: int = 8,
-        n_layers: int = 6,
-        dropout: float = 0.1,
-        mixer: Mixer = "fbam",
-        n_bands: int = 6,
-        band_edges: list[float] | list[list[int]] | None = None,
+        self, *, n_chans: int, n_outputs: int, n_times: int, sfreq: float,
+        d_model: int = 128, d_ff: int = 256, n_heads: int = 8, n_layers: int = 6, dropout: float = 0.1,
+        mixer: Mixer = "fbam", n_bands: int = 6, band_edges: list[float] | list[list[int]] | None = None,
         learnable_dc: bool = False,
-        kernel_mode: HostKernelMode = "auto",
-        kernel_momentum: float | None = 0.1,
-        kernel_size: int = 3,
-        d_token: int | None = None,
-        fbam_dropout: float = 0.1,
-        use_magnitude: bool = True,
-        use_phase: bool = True,
-        phase_mode: PhaseMode = "rotate",
+        kernel_mode: HostKernelMode = "auto", kernel_momentum: float | None = 0.1, kernel_size: int = 3,
+        d_token: int | None = None, fbam_dropout: float = 0.1,
+        use_magnitude: bool = True, use_phase: bool = True, phase_mode: PhaseMode = "rotate",
         gain_mode: GainMode = "tanh",
-        magnitude_clamp: float | None = None,
-        magnitude_residual: bool = True,
+        magnitude_clamp: float | None = None, magnitude_residual: bool = True,
         token_init: TokenInit = "xavier",
-        use_scln: bool = True,
-        alpha: float = 0.1,
-        ffn_residual: FfnResidual = "normed",
+        use_scln: bool = True, alpha: float = 0.1, ffn_residual: FfnResidual = "normed",
         augmentations: Sequence[str] = DEFAULT_AUGMENTATIONS,
     ) -> None:
         super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq)
@@ -125,8 +107,7 @@ class BioFormer(BiosignalModel):
             raise ValueError(f"BioFormer needs n_times >= 8 for its T/8 branch, got {n_times}")
         if mixer not in ("fbam", "tsam", "none"):
             raise ValueError(f"mixer must be 'fbam', 'tsam' or 'none', got {mixer!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
+        check_dropout("BioFormer", dropout=dropout)
 
         self.d_model = d_model
         self.mixer = mixer
@@ -165,12 +146,7 @@ class BioFormer(BiosignalModel):
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Encoder output before the final norm: all branch tokens end to end, ``(B, N, D)``."""
         self.check_input(x)
-        z = self.embedding(x)
-        for i, layer in enumerate(self.layers):
-            if self.mixers is not None:
-                z = self.mixers[i](z)
-            z = layer(z)
-        return z
+        return aligned_layers(self.embedding(x), self.layers, self.mixers)
 
     def forward_tokens(self, x: torch.Tensor) -> list[torch.Tensor]:
         """Final-layer token embeddings per pyramid branch, ``[(B, ceil(T/f), D) for f in 2, 4, 8]``.

@@ -33,9 +33,10 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from biosig_lightning.models.base import check_dropout
 from biosig_lightning.models.modules.bands import BandLayout, EdgesSpec, resolve_edges
 
-__all__ = ["FBAM", "TSAM", "BandController", "fbam_options", "resolve_kernel_mode"]
+__all__ = ["FBAM", "TSAM", "BandController", "aligned_layers", "fbam_options", "resolve_kernel_mode"]
 
 KernelMode = Literal["sample", "batch"]
 #: what a backbone hosting FBAM accepts: ``"auto"`` applies the paper's rule for its class count
@@ -69,6 +70,22 @@ def fbam_options(host: str, kernel_mode: str, n_outputs: int, extra: dict[str, A
         raise ValueError(f"{host}: set the FBAM kernel mode with fbam_kernel_mode, not fbam_kwargs.kernel_mode")
     opts["kernel_mode"] = resolve_kernel_mode(kernel_mode, n_outputs)
     return opts
+
+
+def aligned_layers(z: torch.Tensor, layers: Sequence[nn.Module], aligners: Sequence[nn.Module] | None) -> torch.Tensor:
+    """Run encoder ``layers`` in order on tokens ``z``, each preceded by its aligner when ``aligners`` is given.
+
+    BioFormer's hybrid layer is FBAM (or TSAM) then attention + FFN (Sec. 4.1, Fig. 3); Table 3's
+    "+FBAM" inserts one FBAM before every encoder layer of a host backbone (Appendix C.4). The
+    aligner replaces its input (no outer residual), as in the paper.
+    """
+    if aligners is not None and len(aligners) != len(layers):
+        raise ValueError(f"one aligner per layer: got {len(aligners)} aligners for {len(layers)} layers")
+    for i, layer in enumerate(layers):
+        if aligners is not None:
+            z = aligners[i](z)
+        z = layer(z)
+    return z
 
 
 class _Head(nn.Sequential):
@@ -130,22 +147,11 @@ class _Alignment(nn.Module):
     """Shared plumbing: sequence bookkeeping, controller, and the batch-shared kernel rule."""
 
     def __init__(
-        self,
-        *,
-        d_model: int,
-        n_tokens: int | Sequence[int],
-        n_bins: Sequence[int],
-        n_bands: int,
+        self, *, d_model: int, n_tokens: int | Sequence[int], n_bins: Sequence[int], n_bands: int,
         band_edges: EdgesSpec,
-        n_stats: int,
-        heads: dict[str, int],
-        d_token: int | None,
-        kernel_size: int,
-        dropout: float,
-        kernel_mode: KernelMode,
-        kernel_momentum: float | None,
-        token_init: TokenInit,
-        eps: float,
+        n_stats: int, heads: dict[str, int],
+        d_token: int | None, kernel_size: int, dropout: float, kernel_mode: KernelMode,
+        kernel_momentum: float | None, token_init: TokenInit, eps: float,
     ) -> None:
         super().__init__()
         if d_model < 1 or n_bands < 1:
@@ -154,8 +160,7 @@ class _Alignment(nn.Module):
             raise ValueError(f"kernel_mode must be 'sample' or 'batch', got {kernel_mode!r}")
         if kernel_momentum is not None and not 0.0 < kernel_momentum <= 1.0:
             raise ValueError(f"kernel_momentum must lie in (0, 1] or be None, got {kernel_momentum}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
+        check_dropout(type(self).__name__, dropout=dropout)
         self.d_model = d_model
         self.seq_lens = _as_lengths(n_tokens)
         self.n_tokens = sum(self.seq_lens)
@@ -255,26 +260,13 @@ class FBAM(_Alignment):
     """
 
     def __init__(
-        self,
-        d_model: int,
-        n_tokens: int | Sequence[int],
-        n_bands: int = 6,
-        band_edges: EdgesSpec = None,
-        *,
-        d_token: int | None = None,
-        kernel_size: int = 3,
-        dropout: float = 0.1,
-        kernel_mode: KernelMode = "sample",
-        kernel_momentum: float | None = 0.1,
-        use_magnitude: bool = True,
-        use_phase: bool = True,
-        phase_mode: PhaseMode = "rotate",
+        self, d_model: int, n_tokens: int | Sequence[int], n_bands: int = 6, band_edges: EdgesSpec = None, *,
+        d_token: int | None = None, kernel_size: int = 3, dropout: float = 0.1,
+        kernel_mode: KernelMode = "sample", kernel_momentum: float | None = 0.1,
+        use_magnitude: bool = True, use_phase: bool = True, phase_mode: PhaseMode = "rotate",
         gain_mode: GainMode = "tanh",
-        magnitude_clamp: float | None = None,
-        magnitude_residual: bool = True,
-        learnable_dc: bool = False,
-        token_init: TokenInit = "xavier",
-        eps: float = 1e-6,
+        magnitude_clamp: float | None = None, magnitude_residual: bool = True, learnable_dc: bool = False,
+        token_init: TokenInit = "xavier", eps: float = 1e-6,
     ) -> None:
         if not (use_magnitude or use_phase):
             raise ValueError("FBAM with use_magnitude=False and use_phase=False does nothing; remove the module instead")
@@ -292,21 +284,11 @@ class FBAM(_Alignment):
         if use_phase:
             heads["phase"] = 1
         lengths = _as_lengths(n_tokens)
+        # spectrum: floor(P / 2) non-DC bins per sequence; five band descriptors (Eq. 2)
         super().__init__(
-            d_model=d_model,
-            n_tokens=lengths,
-            n_bins=[p // 2 for p in lengths],
-            n_bands=n_bands,
-            band_edges=band_edges,
-            n_stats=5,
-            heads=heads,
-            d_token=d_token,
-            kernel_size=kernel_size,
-            dropout=dropout,
-            kernel_mode=kernel_mode,
-            kernel_momentum=kernel_momentum,
-            token_init=token_init,
-            eps=eps,
+            d_model=d_model, n_tokens=lengths, n_bins=[p // 2 for p in lengths], n_bands=n_bands,
+            band_edges=band_edges, n_stats=5, heads=heads, d_token=d_token, kernel_size=kernel_size,
+            dropout=dropout, kernel_mode=kernel_mode, kernel_momentum=kernel_momentum, token_init=token_init, eps=eps,
         )
         self.use_magnitude = use_magnitude
         self.use_phase = use_phase
@@ -381,36 +363,17 @@ class TSAM(_Alignment):
     """
 
     def __init__(
-        self,
-        d_model: int,
-        n_tokens: int | Sequence[int],
-        n_bands: int = 6,
-        band_edges: EdgesSpec = None,
-        *,
-        d_token: int | None = None,
-        kernel_size: int = 3,
-        dropout: float = 0.1,
-        kernel_mode: KernelMode = "sample",
-        kernel_momentum: float | None = 0.1,
-        token_init: TokenInit = "xavier",
-        eps: float = 1e-6,
+        self, d_model: int, n_tokens: int | Sequence[int], n_bands: int = 6, band_edges: EdgesSpec = None, *,
+        d_token: int | None = None, kernel_size: int = 3, dropout: float = 0.1,
+        kernel_mode: KernelMode = "sample", kernel_momentum: float | None = 0.1,
+        token_init: TokenInit = "xavier", eps: float = 1e-6,
     ) -> None:
         lengths = _as_lengths(n_tokens)
+        # the token axis itself is cut into segments; four descriptors, kernel and gain heads (B.2)
         super().__init__(
-            d_model=d_model,
-            n_tokens=lengths,
-            n_bins=lengths,
-            n_bands=n_bands,
-            band_edges=band_edges,
-            n_stats=4,
-            heads={"kernel": kernel_size, "gain": 1},
-            d_token=d_token,
-            kernel_size=kernel_size,
-            dropout=dropout,
-            kernel_mode=kernel_mode,
-            kernel_momentum=kernel_momentum,
-            token_init=token_init,
-            eps=eps,
+            d_model=d_model, n_tokens=lengths, n_bins=lengths, n_bands=n_bands, band_edges=band_edges, n_stats=4,
+            heads={"kernel": kernel_size, "gain": 1}, d_token=d_token, kernel_size=kernel_size, dropout=dropout,
+            kernel_mode=kernel_mode, kernel_momentum=kernel_momentum, token_init=token_init, eps=eps,
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

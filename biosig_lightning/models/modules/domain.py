@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from biosig_lightning.models.base import check_positive_ints
+from biosig_lightning.models.base import check_dropout, check_positive_ints
 
 __all__ = [
     "DSU",
@@ -100,8 +100,7 @@ class SubjectDiscriminator(nn.Module):
         )
         if n_hidden_layers < 0:
             raise ValueError(f"SubjectDiscriminator: n_hidden_layers must be >= 0, got {n_hidden_layers}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"SubjectDiscriminator: dropout must lie in [0, 1), got {dropout}")
+        check_dropout("SubjectDiscriminator", dropout=dropout)
         layers: list[nn.Module] = []
         width = in_features
         for _ in range(n_hidden_layers):

@@ -136,7 +136,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from biosig_lightning.features.spectral import EEG_BANDS, ShortTimeBandPower
-from biosig_lightning.models.base import BiosignalModel, check_positive_ints
+from biosig_lightning.models.base import BiosignalModel, check_dropout, check_heads, check_positive_ints
 from biosig_lightning.models.catalog import register_backbone
 from biosig_lightning.models.modules.attention import merge_heads, split_heads
 from biosig_lightning.models.modules.graph import notears_acyclicity, random_dag
@@ -318,8 +318,7 @@ class GraphMaskedAttention(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int) -> None:
         super().__init__()
-        if d_model % n_heads != 0:
-            raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
+        check_heads(type(self).__name__, d_model, n_heads)
         self.n_heads = n_heads
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
@@ -358,15 +357,8 @@ class SpectralTokenizer(nn.Module):
     """
 
     def __init__(
-        self,
-        *,
-        n_chans: int,
-        sfreq: float,
-        n_times: int,
-        d_model: int,
-        win_seconds: float,
-        n_frames: int,
-        hidden: int,
+        self, *, n_chans: int, sfreq: float, n_times: int, d_model: int,
+        win_seconds: float, n_frames: int, hidden: int,
     ) -> None:
         super().__init__()
         self.band_power = ShortTimeBandPower(
@@ -511,27 +503,11 @@ class SDFormer(BiosignalModel):
     """
 
     def __init__(
-        self,
-        *,
-        n_chans: int,
-        n_outputs: int,
-        n_times: int,
-        sfreq: float,
-        d_model: int = 128,
-        n_layers: int = 6,
-        n_heads: int = 4,
-        d_ff: int = 512,
-        dropout: float = 0.1,
-        band_pooling: bool = False,
-        stft_win: float = 1.0,
-        stft_frames: int = 64,
-        token_hidden: int = 64,
-        encoder_ff: int = 128,
-        edge_hidden: int = 512,
-        recon_hidden: int = 1024,
-        graph: GraphMode = "learned",
-        graph_density: float = 0.2,
-        graph_seed: int = 0,
+        self, *, n_chans: int, n_outputs: int, n_times: int, sfreq: float,
+        d_model: int = 128, n_layers: int = 6, n_heads: int = 4, d_ff: int = 512, dropout: float = 0.1,
+        band_pooling: bool = False, stft_win: float = 1.0, stft_frames: int = 64, token_hidden: int = 64,
+        encoder_ff: int = 128, edge_hidden: int = 512, recon_hidden: int = 1024,
+        graph: GraphMode = "learned", graph_density: float = 0.2, graph_seed: int = 0,
         edge_bias_init: float = -1.0,
     ) -> None:
         super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq)
@@ -540,8 +516,7 @@ class SDFormer(BiosignalModel):
                             edge_hidden=edge_hidden, recon_hidden=recon_hidden)
         if graph not in _GRAPH_MODES:
             raise ValueError(f"SDFormer: graph must be one of {_GRAPH_MODES}, got {graph!r}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"SDFormer: dropout must lie in [0, 1), got {dropout}")
+        check_dropout(type(self).__name__, dropout=dropout)
         self.graph = graph
         self.band_pooling = band_pooling
 
