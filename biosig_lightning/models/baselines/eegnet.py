@@ -102,10 +102,21 @@ def _same_pad(kernel: int) -> nn.ZeroPad2d:
     return nn.ZeroPad2d(((kernel - 1) // 2, kernel // 2, 0, 0))
 
 
+def _eegnet_8_2_params(n_chans: int, n_outputs: int, n_times: int) -> int:
+    """EEGNet-8,2's trainable parameters from Lawhern et al. (2018), Table 2's per-layer counts:
+    temporal conv ``F1 K``, BN ``2 F1``, depthwise ``C D F1``, BN ``2 D F1``, separable depthwise
+    ``16 D F1`` and pointwise ``D F1 F2``, BN ``2 F2``, dense ``N F2 (T / 32) + N``."""
+    f1, d, f2, k = 8, 2, 16, 64
+    dense = n_outputs * f2 * ((n_times // 4) // 8) + n_outputs
+    return f1 * k + 2 * f1 + n_chans * d * f1 + 2 * d * f1 + 16 * d * f1 + d * f1 * f2 + 2 * f2 + dense
+
+
 @register_backbone(
     # BioFormer Table 3 backbones run on APAVA, ADFTD and PTB-XL (experiments/bioformer/table3/eegnet.yaml
-    # over the base experiments; class defaults, dropout 0.25). No parameter count is given for these shapes.
+    # over the base experiments; class defaults, dropout 0.25).
     shapes=["apava", "adftd", "ptbxl_medformer"],
+    param_pins={"apava": _eegnet_8_2_params(16, 2, 256), "adftd": _eegnet_8_2_params(19, 3, 256),
+                "ptbxl_medformer": _eegnet_8_2_params(12, 5, 250)},
     test_kwargs={"F1": 4, "D": 2, "F2": 8, "kernel_length": 16},
 )
 class EEGNet(BiosignalModel):
