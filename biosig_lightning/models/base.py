@@ -168,14 +168,11 @@ class BiosignalModel(nn.Module):
         """Embedding ``(batch, feature_dim)`` that ``head`` maps to the logits of :meth:`forward`."""
         raise TypeError(f"{type(self).__name__} has no feature interface (forward_features, head, feature_dim)")
 
-    def forward_with_aux(self, x: torch.Tensor) -> Any:
-        """Logits plus unweighted auxiliary loss terms: an object with ``.logits`` and ``.losses()``."""
-        raise TypeError(f"{type(self).__name__} has no auxiliary objective (forward_with_aux)")
-
     def supports(self, capability: Capability) -> bool:
         """Whether this backbone offers ``capability`` (``features``, ``style``, ``align`` or ``aux``)."""
         if capability == "aux":
-            return type(self).forward_with_aux is not BiosignalModel.forward_with_aux
+            # no default on the base: a recipe that probes for forward_with_aux must not find one
+            return callable(getattr(self, "forward_with_aux", None))
         if capability == "features":
             overridden = type(self).forward_features is not BiosignalModel.forward_features
             head = getattr(self, "head", None)

@@ -59,6 +59,8 @@ CORPORA: dict[str, Shape] = {
     "sleepedf": Shape(2, 5, 3000, 100.0),
     "chbmit": Shape(23, 2, 512, 256.0),  # montage "23", 2 s windows
     "ptbxl": Shape(12, 5, 1000, 100.0),  # PTBXLDataModule: 10 s records at 100 Hz
+    # the built-in demo corpus: experiments/demo.yaml
+    "synthetic": Shape(16, 2, 256, 256.0),
 }
 
 

@@ -113,10 +113,11 @@ def test_catalog_corpus_shapes_are_the_datamodules_shapes() -> None:
         "sleepedf": (dm.SleepEDFDataModule, {}),
         "chbmit": (dm.CHBMITDataModule, {"montage": "23", "window_seconds": 2.0}),  # experiments/*chbmit*.yaml
         "ptbxl": (dm.PTBXLDataModule, {"sampling_rate": 100}),  # experiments/*ptbxl.yaml (SD-Former)
+        "synthetic": (dm.SyntheticDataModule, {}),  # experiments/demo.yaml
     }
     assert set(producers) == set(catalog.CORPORA)
     for corpus, (cls, kwargs) in producers.items():
-        module = cls(synthetic=True, **kwargs)
+        module = cls(**kwargs) if cls is dm.SyntheticDataModule else cls(synthetic=True, **kwargs)
         got = catalog.Shape(module.n_chans, module.n_outputs, module.n_times, float(module.sfreq))
         assert got == catalog.CORPORA[corpus], corpus
 

@@ -38,8 +38,9 @@ Activation = Literal["gelu", "relu"]
 
 
 @register_backbone(
-    # experiments/sdformer/cnn1d_*.yaml (the class defaults) and experiments/demo.yaml
-    shapes=["sleepedf", "chbmit", "ptbxl"],
+    # experiments/sdformer/cnn1d_*.yaml (the class defaults) and experiments/demo.yaml (a small CNN)
+    shapes=["sleepedf", "chbmit", "ptbxl", "synthetic"],
+    kwargs={"synthetic": {"width": 32, "n_blocks": 4, "convs_per_block": 1}},
     # SD-Former Table 5 gives "1.2 M" (rounded; no public code) for its Raw Waveform 1D-CNN; this is
     # the exact count of our reading of "5 blocks, width 128" (module docstring): 10 bias-free
     # convolutions (2*128*7 + 9 * 128*128*7), 10 BatchNorms (2*128 each), head 128*5 + 5.
