@@ -179,7 +179,8 @@ def test_patchtst_channels_are_encoded_independently() -> None:
 
 def test_patchtst_size_matches_table_5() -> None:
     model = PatchTST(n_chans=2, n_outputs=5, n_times=3000, sfreq=100.0)
-    assert count_parameters(model) == pytest.approx(0.9e6, rel=0.15)
+    # Table 5 quotes 0.9 M (one decimal); the exact count is pinned in the catalog (tests/models)
+    assert round(count_parameters(model) / 1e6, 1) == 0.9
 
 
 # --------------------------------------------------------------------------- Static GNN
@@ -243,4 +244,5 @@ def test_static_gnn_channel_name_errors_and_fallback() -> None:
 
 def test_static_gnn_size_matches_table_5() -> None:
     model = StaticGNN(n_chans=2, n_outputs=5, n_times=3000, sfreq=100.0, ch_names=["EEG Fpz-Cz", "EEG Pz-Oz"])
-    assert count_parameters(model) == pytest.approx(0.5e6, rel=0.15)
+    # Table 5 quotes 0.5 M (one decimal); the exact count is pinned in the catalog (tests/models)
+    assert round(count_parameters(model) / 1e6, 1) == 0.5

@@ -369,6 +369,9 @@ def test_graph_controls() -> None:
 )
 def test_parameter_counts_match_section_7_5(config: dict, paper_millions: float) -> None:
     model = SDFormer(**config)
-    assert count_parameters(model) == pytest.approx(paper_millions * 1e6, rel=0.15)
-    assert count_parameters(model.inferencer.edges) == pytest.approx(0.13e6, rel=0.15)
-    assert count_parameters(model.decoder) == pytest.approx(0.26e6, rel=0.15)
+    # the paper's figures have one (totals) or two (parts) decimals of millions; the exact totals are
+    # pinned in the catalog (tests/models), the parts here
+    assert round(count_parameters(model) / 1e6, 1) == paper_millions
+    assert count_parameters(model.inferencer.edges) == 132_097  # paper: ~0.13 M
+    # paper: ~0.26 M; ours is 0.27 M (LayerNorm -> 128x1024 -> 1024x128 -> 128xF, module docstring)
+    assert count_parameters(model.decoder) == 271_808
