@@ -25,6 +25,17 @@ How a window is made (everything is drawn in the rFFT domain, one FFT per window
      (N2 most frequent, N1 rare); W carries alpha and beta, N1 theta, N2 spindles
      (12-14 Hz) and K-complexes, N3 large delta, REM low-amplitude sawtooth theta.
      Windows are consecutive in time, so neighbouring windows carry information.
+   * ``seizure``: evolving ictal rhythms that start on some channels and spread
+     (:meth:`SyntheticReader._seizures`). With two classes (detection) about 30 % of
+     windows overlap a seizure, which may begin or end inside the window (at least 2 s
+     of it visible), mostly focal; with more classes every window is a seizure clip that
+     starts 2 s before onset, and the classes are seizure types, named or in this order:
+     focal (CF: a rhythm at the patient's own focus that slows from ~6 Hz and spreads
+     to neighbouring electrodes over seconds), generalised (GN: 4-6 Hz on all channels
+     within half a second), absence (AB: 3 Hz spike-and-wave on all channels, abrupt,
+     constant rate) and tonic (CT: low-voltage 15-20 Hz, then high-amplitude clonic
+     slowing). Class priors fall off as 1, 1/2, 1/4, 1/4 (TUSZ's are far steeper, see
+     the corpus DataModules). Isolated sharp transients occur in every window.
 
 3. **Subject variability** (scaled by ``subject_drift``), after BioFormer's *spectral
    drift* (bioformer.txt, Sec. 1 and Fig. 1): subjects share a label's spectral
@@ -57,8 +68,8 @@ from biosig_lightning.data.spec import CorpusSpec, WindowBlock
 GENERATOR_VERSION = "synthetic-1"
 """Part of :meth:`SyntheticReader.config`: bump it whenever the generated windows change."""
 
-Kind = Literal["bands", "motif", "spikes", "sleep"]
-KINDS: tuple[str, ...] = ("bands", "motif", "spikes", "sleep")
+Kind = Literal["bands", "motif", "spikes", "sleep", "seizure"]
+KINDS: tuple[str, ...] = ("bands", "motif", "spikes", "sleep", "seizure")
 
 SYNTHETIC_DEFAULT_SPEC = CorpusSpec(
     name="synthetic",
@@ -72,7 +83,7 @@ SYNTHETIC_DEFAULT_SPEC = CorpusSpec(
 """The demo corpus: APAVA's shape (16 EEG channels, 256 Hz, 1 s windows, 2 subject-level classes)."""
 
 # Purposes of the random streams; keeping them apart is what makes subjects independent.
-_GLOBAL, _SUBJECT, _RECORDING, _CLASSES = 0, 1, 2, 3
+_GLOBAL, _SUBJECT, _RECORDING, _CLASSES, _ICTAL = 0, 1, 2, 3, 4
 
 # Class bands for ``bands`` in class order: class 0 alpha, class 1 theta, ...
 _EEG_BANDS = ((8.0, 13.0), (4.0, 8.0), (13.0, 30.0), (1.0, 4.0), (30.0, 45.0))
@@ -114,6 +125,12 @@ _BAND_PEAK = 6.0  # class peak power over the background at the peak centre, for
 _SPIKE_AMP = 5.0  # burst spike height over the background standard deviation
 _SPIKE_FRACTION = 0.3  # window-level positives for ``spikes``
 _SUBJECT_SPIKE_FRACTION = 0.5  # windows with bursts in a patient subject, subject-level labels
+_SEIZURE_FRACTION = 0.3  # windows overlapping a seizure for ``seizure`` detection (two classes)
+_SEIZURE_AMP = 2.0  # ictal rhythm amplitude over the background standard deviation
+_SEIZURE_TYPES = ("focal", "generalized", "absence", "tonic")
+_SEIZURE_TYPE_NAMES = {"cf": "focal", "focal": "focal", "fnsz": "focal", "gn": "generalized",
+                       "generalized": "generalized", "gnsz": "generalized", "ab": "absence", "absence": "absence",
+                       "absz": "absence", "ct": "tonic", "tonic": "tonic", "tnsz": "tonic"}
 
 
 def _rng(seed: int, *keys: int) -> np.random.Generator:
@@ -177,6 +194,9 @@ class _Subject:
     fp_amp: np.ndarray  # (C,) fingerprint amplitude per channel
     event_weights: np.ndarray  # (C,) spatial weights of transients (e.g. seizure focus)
     spike_freq: float  # spike-and-wave repetition rate, Hz
+    focus: int = 0  # channel where this subject's focal seizures start
+    ictal_freq: float = 6.0  # onset frequency of this subject's ictal rhythm, Hz
+    spread_speed: float = 0.03  # spread of focal seizures, metres (scalp) per second
 
 
 class SyntheticReader:
@@ -353,7 +373,18 @@ class SyntheticReader:
             fp_amp=d * rng.uniform(0.3, 0.9) * rng.uniform(0.0, 1.0, c) ** 2,
             event_weights=np.clip(1.0 + 0.5 * d * rng.standard_normal(c), 0.1, None),
             spike_freq=float(3.0 * np.exp(0.1 * d * rng.standard_normal())),
+            **self._ictal_params(subject),
         )
+
+    def _ictal_params(self, subject: int) -> dict[str, Any]:
+        """The subject's seizure signature (its own stream: other kinds' windows are unchanged)."""
+        if self.kind != "seizure":
+            return {}
+        rng = _rng(self.seed, _ICTAL, subject)
+        d = self.subject_drift
+        return {"focus": int(rng.integers(self.spec.n_chans)),
+                "ictal_freq": float(6.0 * self._hz * np.exp(0.2 * d * rng.standard_normal())),
+                "spread_speed": float(0.03 * np.exp(0.4 * d * rng.standard_normal()))}
 
     # -- labels ---------------------------------------------------------------------
     def _labels(self, rng: np.random.Generator, n: int, params: _Subject) -> np.ndarray:
@@ -362,6 +393,13 @@ class SyntheticReader:
             return np.full(n, params.label, dtype=np.int64)
         if self.kind == "sleep":
             return self._hypnogram(rng, n)
+        if self.kind == "seizure":
+            if k == 2:
+                y = np.zeros(n, dtype=np.int64)
+                y[rng.permutation(n)[: int(round(_SEIZURE_FRACTION * n))]] = 1
+                return y
+            prior = np.array([1.0, 0.5] + [0.25] * (k - 2))
+            return rng.choice(k, size=n, p=prior / prior.sum()).astype(np.int64)
         if self.kind == "spikes":
             y = np.zeros(n, dtype=np.int64)
             positive = rng.permutation(n)[: int(round(_SPIKE_FRACTION * n))]
@@ -402,6 +440,8 @@ class SyntheticReader:
             power = power * gain[y][:, None, None] ** (2.0 * min(sep, 1.0)) + sep**2 * peaks[y][:, None, :]
         spectrum = np.sqrt(power) * _cnormal(rng, (n, c, len(f)))
         spectrum += self._events(rng, y, params) * params.event_weights[None, :, None]
+        if self.kind == "seizure":
+            spectrum += np.fft.rfft(self._seizures(rng, y, params), axis=-1, norm="ortho")
 
         # Session drift (small), then the subject's spectral drift.
         session = np.exp(0.1 * self.subject_drift * rng.standard_normal((c, 1)))
@@ -463,12 +503,81 @@ class SyntheticReader:
                 burst &= rng.random(n) < _SUBJECT_SPIKE_FRACTION
             rows = np.flatnonzero(burst)
             out[rows, 0] += self._bursts(rng, y[rows], kernel, params, _SPIKE_AMP * sep)
+        elif self.kind == "seizure":
+            kernel = self._spike_wave(0.33)
+            isolated = rng.poisson(0.2 * seconds, n)
+            out[:, 0] += self._train(rng, isolated, kernel[: max(len(kernel) // 3, 4)], 2.5)
         elif self.kind == "sleep":
             spindle, kcomplex = self._sleep_kernels(params)
             spindle_rate = np.array([_STAGE_EVENTS[s][0] for s in self._stages])[y]
             kc_rate = np.array([_STAGE_EVENTS[s][1] for s in self._stages])[y]
             out[:, 0] += self._train(rng, rng.poisson(spindle_rate * seconds), spindle, 1.5 * sep)
             out[:, 0] += self._train(rng, rng.poisson(kc_rate * seconds), kcomplex, 4.0 * sep)
+        return out
+
+    def _seizures(self, rng: np.random.Generator, y: np.ndarray, params: _Subject) -> np.ndarray:
+        """(n, C, T) ictal activity of the windows whose class is a seizure (zeros elsewhere).
+
+        Each seizure has an onset (channel-dependent for focal ones: the delay grows with
+        the scalp distance from the focus over the subject's spread speed), a rhythm whose
+        frequency evolves from its onset value (phase = 2 pi times the running integral of
+        the frequency), an amplitude ramp over the first 2 s, and a waveform from smooth
+        (focal, generalised) to spike-and-wave (absence, clonic phase).
+        """
+        spec = self.spec
+        n, c, t = len(y), spec.n_chans, spec.n_times
+        out = np.zeros((n, c, t))
+        types = self._global.setdefault("seizure_types", _seizure_types(spec.classes))
+        if "positions" not in self._global:
+            self._global["positions"] = _channel_positions(spec.ch_names)
+        pos = self._global["positions"]
+        tt = np.arange(t) / spec.sfreq
+        seconds = spec.window_seconds
+        amp0 = _SEIZURE_AMP * self.class_separation
+        for i in np.flatnonzero(np.array([types[k] is not None for k in y], dtype=bool)):
+            kind = types[y[i]]
+            if kind == "mixed":
+                kind = "focal" if rng.random() < 0.7 else "generalized"
+            if len(types) == 2:
+                duration = rng.uniform(10.0, 60.0)
+                onset = rng.uniform(-(duration - 2.0), max(seconds - 2.0, 0.0))
+            else:
+                duration = rng.uniform(0.6, 1.0) * max(seconds - 2.0, 1.0)
+                onset = min(2.0, 0.2 * seconds)
+            if kind == "absence":
+                duration = min(duration, rng.uniform(5.0, 15.0))
+            focus = params.focus if rng.random() < 0.7 else int(rng.integers(c))
+            dist = np.linalg.norm(pos - pos[focus], axis=1)
+            if kind == "focal":
+                delay = dist / params.spread_speed
+                gain = np.exp(-dist / 0.08)
+            else:
+                delay = rng.uniform(0.0, 0.5, c)
+                gain = np.full(c, 1.0)
+            since = tt - onset  # seconds into the seizure
+            active = (since[None, :] >= delay[:, None]) & (since[None, :] <= duration)
+            ramp = np.clip((since[None, :] - delay[:, None]) / 2.0, 0.0, 1.0) * active
+            progress = np.clip(since / max(duration, 1e-6), 0.0, 1.0)
+            if kind == "focal":
+                freq = params.ictal_freq * (1.0 - 0.45 * progress)
+            elif kind == "generalized":
+                freq = params.ictal_freq * 0.8 * (1.0 - 0.3 * progress)
+            elif kind == "absence":
+                freq = np.full(t, 3.0 * self._hz)
+            else:  # tonic: fast low-voltage onset, then clonic slowing
+                freq = np.where(since < 3.0, 17.0 * self._hz, params.ictal_freq * (1.0 - 0.5 * progress))
+            freq = np.broadcast_to(freq, (t,))
+            phase = 2.0 * np.pi * np.cumsum(freq) / spec.sfreq + rng.uniform(0.0, 2.0 * np.pi)
+            if kind in ("absence", "tonic"):
+                wave = np.exp(3.0 * (np.cos(phase) - 1.0))
+                wave = (wave - wave.mean()) / (wave.std() + 1e-12)
+                if kind == "tonic":
+                    smooth = np.sin(phase)
+                    wave = np.where(since < 3.0, 0.5 * smooth, wave)
+            else:
+                wave = np.sin(phase) + 0.3 * np.sin(2.0 * phase + 0.5)
+            amp = amp0 * rng.uniform(0.7, 1.3) * (1.5 if kind == "absence" else 1.0)
+            out[i] = amp * gain[:, None] * ramp * wave[None, :]
         return out
 
     def _kernel_len(self, seconds: float) -> int:
@@ -531,3 +640,23 @@ class SyntheticReader:
         padded[: len(kernel)] = kernel
         # rfft(impulses) * ortho-rfft(kernel) is the ortho rFFT of their (non-wrapping) convolution.
         return np.fft.rfft(impulses, axis=-1) * np.fft.rfft(padded, norm="ortho")
+
+
+def _channel_positions(ch_names: tuple[str, ...]) -> np.ndarray:
+    """Scalp positions (metres) of the channels; unknown names sit on a 9 cm circle in order."""
+    from biosig_lightning.features.montage import electrode_positions
+
+    try:
+        return electrode_positions(ch_names)
+    except ValueError:
+        angle = 2.0 * np.pi * np.arange(len(ch_names)) / max(len(ch_names), 1)
+        return 0.09 * np.stack([np.cos(angle), np.sin(angle), np.zeros_like(angle)], axis=1)
+
+
+def _seizure_types(classes: tuple[str, ...]) -> list[str | None]:
+    """Seizure type of each class: ``None`` for background (two classes), else by name or order."""
+    if len(classes) == 2:
+        return [None, "mixed"]
+    named = [_SEIZURE_TYPE_NAMES.get(c.strip().lower()) for c in classes]
+    free = iter(t for t in _SEIZURE_TYPES if t not in named)
+    return [t if t is not None else next(free, "focal") for t in named]
