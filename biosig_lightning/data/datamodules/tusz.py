@@ -145,7 +145,10 @@ class TUSZDataModule(BiosignalDataModule):
 
     def default_split(self) -> SplitConfig:
         folders = self.patient_folders()
-        train_folder, dev = sorted(folders.get("train", [])), sorted(folders.get("dev", []))
+        # patients with no clip (no seizure, for classification) take no part in the split
+        known = {int(s) for s in self.cache.subject_ids()}
+        train_folder = sorted(set(folders.get("train", [])) & known)
+        dev = sorted(set(folders.get("dev", [])) & known)
         if len(train_folder) < 2 or not dev:
             raise DataError(f"{self.dataset_name}: need >= 2 patients in train/ and >= 1 in dev/ for the "
                             f"dev-as-test protocol, found {len(train_folder)} and {len(dev)}")
