@@ -27,8 +27,8 @@ How a window is made (everything is drawn in the rFFT domain, one FFT per window
      Windows are consecutive in time, so neighbouring windows carry information.
    * ``seizure``: evolving ictal rhythms that start on some channels and spread
      (:meth:`SyntheticReader._seizures`). With two classes (detection) about 30 % of
-     windows overlap a seizure, which may begin or end inside the window (at least 2 s
-     of it visible), mostly focal; with more classes every window is a seizure clip that
+     windows overlap a seizure (durations log-normal around 40 s, as TUSZ's), which may
+     begin or end inside the window (at least 3 s of it visible), mostly focal; with more classes every window is a seizure clip that
      starts 2 s before onset, and the classes are seizure types, named or in this order:
      focal (CF: a rhythm at the patient's own focus that slows from ~6 Hz and spreads
      to neighbouring electrodes over seconds), generalised (GN: 4-6 Hz on all channels
@@ -126,7 +126,7 @@ _SPIKE_AMP = 5.0  # burst spike height over the background standard deviation
 _SPIKE_FRACTION = 0.3  # window-level positives for ``spikes``
 _SUBJECT_SPIKE_FRACTION = 0.5  # windows with bursts in a patient subject, subject-level labels
 _SEIZURE_FRACTION = 0.3  # windows overlapping a seizure for ``seizure`` detection (two classes)
-_SEIZURE_AMP = 2.0  # ictal rhythm amplitude over the background standard deviation
+_SEIZURE_AMP = 3.0  # ictal rhythm amplitude over the background standard deviation
 _SEIZURE_TYPES = ("focal", "generalized", "absence", "tonic")
 _SEIZURE_TYPE_NAMES = {"cf": "focal", "focal": "focal", "fnsz": "focal", "gn": "generalized",
                        "generalized": "generalized", "gnsz": "generalized", "ab": "absence", "absence": "absence",
@@ -539,8 +539,8 @@ class SyntheticReader:
             if kind == "mixed":
                 kind = "focal" if rng.random() < 0.7 else "generalized"
             if len(types) == 2:
-                duration = rng.uniform(10.0, 60.0)
-                onset = rng.uniform(-(duration - 2.0), max(seconds - 2.0, 0.0))
+                duration = float(np.clip(40.0 * np.exp(0.6 * rng.standard_normal()), 10.0, 200.0))
+                onset = rng.uniform(-(duration - 3.0), max(seconds - 3.0, 0.0))
             else:
                 duration = rng.uniform(0.6, 1.0) * max(seconds - 2.0, 1.0)
                 onset = min(2.0, 0.2 * seconds)

@@ -9,13 +9,12 @@ import numpy as np
 
 from biosig_lightning.data.cache import WindowCache
 from biosig_lightning.data.corpora.tusz import TUSZ
-from biosig_lightning.data.feature_reader import LogFFTReader, fft_spec, padded_steps
-from biosig_lightning.data.module import BiosignalDataModule, WindowDataset
+from biosig_lightning.data.datamodules.spectral import Features, SpectralDataModule
+from biosig_lightning.data.feature_reader import padded_steps
+from biosig_lightning.data.module import WindowDataset
 from biosig_lightning.data.spec import CorpusReader, CorpusSpec, DataError
 from biosig_lightning.data.splits import SplitConfig
 from biosig_lightning.data.transforms import Normalization
-
-Features = Literal["fft", "raw"]
 
 
 class PaddedWindowDataset(WindowDataset):
@@ -39,7 +38,7 @@ class PaddedWindowDataset(WindowDataset):
         return x
 
 
-class TUSZDataModule(BiosignalDataModule):
+class TUSZDataModule(SpectralDataModule):
     """TUSZ for STDRO / DCRNN (stdro.txt Sec. 4.1 and Appendix D; the DCRNN reference's pipeline).
 
     Protocol:
@@ -86,27 +85,16 @@ class TUSZDataModule(BiosignalDataModule):
                              f"got {clip_seconds!r}")
         if task not in ("detection", "classification"):
             raise ValueError(f"data.init_args.task must be 'detection' or 'classification', got {task!r}")
-        if features not in ("fft", "raw"):
-            raise ValueError(f"data.init_args.features must be 'fft' or 'raw', got {features!r}")
         if not 0.0 < val_ratio < 1.0:
             raise ValueError(f"data.init_args.val_ratio must be in (0, 1), got {val_ratio!r}")
-        self.clip_seconds, self.task, self.features = int(clip_seconds), task, features
+        self.clip_seconds, self.task = int(clip_seconds), task
         self.val_ratio, self.split_seed = float(val_ratio), int(split_seed)
         self.balance_train, self.balance_seed = bool(balance_train), int(balance_seed)
-        self._reader: CorpusReader | None = None
-        super().__init__(normalization=normalization, **kwargs)
+        super().__init__(features=features, normalization=normalization, **kwargs)
 
     # ---- shape ---------------------------------------------------------------------------------
     def raw_spec(self) -> CorpusSpec:
         return TUSZ.make_spec(self.task, self.clip_seconds)
-
-    def corpus_spec(self) -> CorpusSpec:
-        raw = self.raw_spec()
-        return fft_spec(raw)[0] if self.features == "fft" else raw
-
-    @property
-    def step_bins(self) -> int:
-        return fft_spec(self.raw_spec())[1] if self.features == "fft" else 0
 
     # ---- reading -------------------------------------------------------------------------------
     def make_reader(self, root: Path) -> CorpusReader:
@@ -118,20 +106,6 @@ class TUSZDataModule(BiosignalDataModule):
         else:
             per = 60 if self.clip_seconds <= 12 else 12
         return {"kind": "seizure", "n_subjects": 36, "windows_per_subject": per, "dev_subjects": 6}
-
-    def reader(self) -> CorpusReader:
-        if self._reader is None:
-            if self.synthetic:
-                from biosig_lightning.data.synthetic import SyntheticReader
-
-                options = {**self.synthetic_defaults(), **self.synthetic_options}
-                options.pop("dev_subjects", None)
-                base: CorpusReader = SyntheticReader(self.raw_spec(), **options)
-            else:
-                # the base class checks root and builds make_reader() with the raw spec's reader
-                base = super().reader()
-            self._reader = LogFFTReader(base) if self.features == "fft" else base
-        return self._reader
 
     def patient_folders(self) -> dict[str, list[int]]:
         """``train`` / ``dev`` folder -> patient ids (for the stand-in, its last patients are ``dev``)."""
@@ -185,10 +159,5 @@ class TUSZDataModule(BiosignalDataModule):
 
     def describe(self) -> dict[str, Any]:
         out = super().describe()
-        out.update(task=self.task, clip_seconds=self.clip_seconds, features=self.features, step_bins=self.step_bins)
+        out.update(task=self.task, clip_seconds=self.clip_seconds)
         return out
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = super().__getstate__()
-        state["_reader"] = None
-        return state
