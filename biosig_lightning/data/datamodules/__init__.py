@@ -2,6 +2,7 @@
 
 from biosig_lightning.data.datamodules.bci_iv import BCIIVDataModule
 from biosig_lightning.data.datamodules.chb_mit import CHBMITDataModule, CHBMITSeizureDataModule
+from biosig_lightning.data.datamodules.dodh import DODHDataModule
 from biosig_lightning.data.datamodules.medformer import (
     ADFTDDataModule,
     APAVADataModule,
@@ -14,6 +15,6 @@ from biosig_lightning.data.datamodules.sleep_edf import SleepEDFDataModule
 from biosig_lightning.data.datamodules.synthetic import SyntheticDataModule
 from biosig_lightning.data.datamodules.tusz import TUSZDataModule
 
-__all__ = ["ADFTDDataModule", "APAVADataModule", "BCIIVDataModule", "CHBMITDataModule", "CHBMITSeizureDataModule", "MedformerDataModule",
+__all__ = ["ADFTDDataModule", "APAVADataModule", "BCIIVDataModule", "CHBMITDataModule", "CHBMITSeizureDataModule", "DODHDataModule", "MedformerDataModule",
            "PTBDataModule", "PTBXLDataModule", "PTBXLMedformerDataModule", "SleepEDFDataModule",
            "SyntheticDataModule", "TUSZDataModule"]
