@@ -214,6 +214,9 @@ class SyntheticReader:
         subject_drift: scale of all between-subject differences; 0 makes subjects draws
             from one distribution (random and subject-disjoint splits then agree).
         noise: scale of the sensor noise.
+        sleep_start: ``wake`` (recordings start awake, as a night does) or ``stationary``
+            (a stretch from anywhere in the night: the first stage is drawn from the
+            chain's stationary distribution; for stand-ins with few epochs per record).
         class_separation: scale of the class signal (peak amplitudes, motif and spike
             amplitudes, stage contrasts); 0 makes classes indistinguishable.
 
@@ -236,6 +239,7 @@ class SyntheticReader:
         subject_drift: float = 1.0,
         noise: float = 1.0,
         class_separation: float = 1.0,
+        sleep_start: Literal["wake", "stationary"] = "wake",
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"synthetic kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -268,6 +272,9 @@ class SyntheticReader:
         self.subject_drift = float(subject_drift)
         self.noise = float(noise)
         self.class_separation = float(class_separation)
+        if sleep_start not in ("wake", "stationary"):
+            raise ValueError(f"synthetic sleep_start must be 'wake' or 'stationary', got {sleep_start!r}")
+        self.sleep_start = sleep_start
 
         self._freqs = np.fft.rfftfreq(spec.n_times, d=1.0 / spec.sfreq)
         self._nyq = spec.sfreq / 2.0
@@ -290,6 +297,8 @@ class SyntheticReader:
             "subject_drift": self.subject_drift,
             "noise": self.noise,
             "class_separation": self.class_separation,
+            # only when set, so the cache keys of every earlier stand-in stay valid
+            **({"sleep_start": self.sleep_start} if self.sleep_start != "wake" else {}),
         }
 
     def iter_blocks(self) -> Iterator[WindowBlock]:
@@ -413,7 +422,14 @@ class SyntheticReader:
         trans = _SLEEP_TRANSITIONS[np.ix_(order, order)]
         trans = trans / trans.sum(axis=1, keepdims=True)
         cum = np.cumsum(trans, axis=1)
-        state = self._stages.index("W") if "W" in self._stages else int(rng.integers(len(order)))
+        if self.sleep_start == "stationary":
+            # a stretch from anywhere in the night: start from the chain's stationary distribution
+            evals, evecs = np.linalg.eig(trans.T)
+            pi = np.abs(np.real(evecs[:, np.argmin(np.abs(evals - 1.0))]))
+            cum_pi = np.cumsum(pi / pi.sum())
+            state = min(int(np.searchsorted(cum_pi, rng.random(), side="right")), len(order) - 1)
+        else:
+            state = self._stages.index("W") if "W" in self._stages else int(rng.integers(len(order)))
         u = rng.random(n)
         y = np.empty(n, dtype=np.int64)
         for i in range(n):

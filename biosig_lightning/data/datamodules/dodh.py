@@ -25,7 +25,9 @@ class DODHDataModule(BiosignalDataModule):
     spindles and K-complexes, subject drift): 25 records x 30 epochs. Real DOD-H: 25
     records x ~990 scored epochs. The stand-in is ~33x smaller per record because each
     epoch is 16 x 7500 samples (480 KB): the real per-record count would be ~12 GB of
-    cache; 30 epochs keep it at ~360 MB while every stage still occurs in every split.
+    cache; 30 epochs keep it at ~360 MB. Each record is a 15-min stretch from anywhere in
+    the night (``sleep_start: stationary``), so REM and N3 occur although no record is a
+    whole night.
     """
 
     def __init__(self, split_seed: int = 0, normalization: Normalization = "window", **kwargs: Any) -> None:
@@ -42,4 +44,4 @@ class DODHDataModule(BiosignalDataModule):
         return SplitConfig(strategy="ratio", ratios=(0.6, 0.2, 0.2), seed=self.split_seed, stratify=False)
 
     def synthetic_defaults(self) -> dict[str, Any]:
-        return {"kind": "sleep", "n_subjects": 25, "windows_per_subject": 30}
+        return {"kind": "sleep", "n_subjects": 25, "windows_per_subject": 30, "sleep_start": "stationary"}
