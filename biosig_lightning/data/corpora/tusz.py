@@ -71,7 +71,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from biosig_lightning.data.corpora.edf import files_fingerprint, read_header, read_signals
+from biosig_lightning.data.corpora.edf import SkippedFile, files_fingerprint, read_header, read_signals
 from biosig_lightning.data.spec import CorpusSpec, DataError, WindowBlock
 
 __all__ = ["CHANNELS", "CLASSIFICATION_CLASSES", "DETECTION_CLASSES", "SEIZURE_TYPE_CLASS", "SFREQ", "TUSZ",
@@ -125,15 +125,20 @@ def _check_event(path: Path, lineno: int, start: float, stop: float, label: str)
     return Event(float(start), float(stop), label.lower())
 
 
+def _content_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, stripped line)`` of the non-empty, non-comment (``#``) lines of a text file."""
+    for lineno, raw in enumerate(path.read_text(errors="replace").splitlines(), start=1):
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            yield lineno, line
+
+
 def parse_tse(path: str | Path) -> list[Event]:
     """Events of a ``.tse`` / ``.tse_bi`` file (``version = tse_v1.0.0`` then ``start stop label conf``)."""
     path = Path(path)
     events: list[Event] = []
     seen_version = False
-    for lineno, raw in enumerate(path.read_text(errors="replace").splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
+    for lineno, line in _content_lines(path):
         if not seen_version:
             if not _TSE_VERSION.match(line):
                 raise DataError(f"{path}:{lineno}: expected the header 'version = tse_v1.0.0', got {line!r}")
@@ -157,10 +162,7 @@ def parse_csv(path: str | Path) -> list[tuple[str, Event]]:
     path = Path(path)
     rows: list[tuple[str, Event]] = []
     header_seen = False
-    for lineno, raw in enumerate(path.read_text(errors="replace").splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
+    for lineno, line in _content_lines(path):
         if not header_seen:
             if line.replace(" ", "").lower() != _CSV_HEADER:
                 raise DataError(f"{path}:{lineno}: expected the column header '{_CSV_HEADER}', got {line!r}")
@@ -207,12 +209,6 @@ class Recording:
     patient: str
     subject: int
     annotations: dict[str, Path] = field(default_factory=dict)
-
-
-@dataclass
-class SkippedFile:
-    path: str
-    reason: str
 
 
 class TUSZ:
