@@ -38,7 +38,7 @@ def cross_patient_score(spec: CorpusSpec, kind: str, n: int, per: int, held_out:
     x, y, s = map(np.concatenate, (xs, ys, ss))
     train = s <= n - held_out
     scaler = StandardScaler().fit(x[train])
-    clf = LogisticRegression(max_iter=3000, C=0.1).fit(scaler.transform(x[train]), y[train])
+    clf = LogisticRegression(max_iter=3000, C=0.1, class_weight="balanced").fit(scaler.transform(x[train]), y[train])
     score = balanced_accuracy_score(y[~train], clf.predict(scaler.transform(x[~train])))
     return score, 1.0 / len(np.unique(y[~train]))
 
@@ -56,7 +56,8 @@ def test_band_power_baseline_learns_across_patients(case: str) -> None:
     spec, kind, n, per, options = CASES[case]
     learned, chance = cross_patient_score(spec, kind, n, per, 4, 1.0, **options)
     blind, blind_chance = cross_patient_score(spec, kind, n, per, 4, 0.0, **options)
-    # measured: tusz det 0.71, cls 0.66 (chance 0.25), chbmit 0.70, dodh 0.63 (chance 0.2); blind ~chance
+    # measured (balanced accuracy vs chance): tusz det 0.72 vs 0.5, cls 0.56 vs 0.25, chbmit 0.80 vs 0.5,
+    # dodh 0.51 vs 0.33 (classes present among the 4 test records); without the class signal ~chance
     assert learned > chance + 0.15, learned
     assert blind < blind_chance + 0.1, blind
 
@@ -82,7 +83,7 @@ def test_seizures_spread_from_the_focus() -> None:
 def test_environments_training_patients_only_deterministic(tmp_path) -> None:
     def make() -> TUSZDataModule:
         return TUSZDataModule(synthetic=True, features="fft", cache_dir=str(tmp_path),
-                              synthetic_options={"n_subjects": 14, "dev_subjects": 3, "windows_per_subject": 3})
+                              synthetic_options={"n_subjects": 14, "dev_subjects": 3, "windows_per_subject": 7})
 
     dm = make()
     dm.setup()

@@ -26,7 +26,7 @@ How a window is made (everything is drawn in the rFFT domain, one FFT per window
      (12-14 Hz) and K-complexes, N3 large delta, REM low-amplitude sawtooth theta.
      Windows are consecutive in time, so neighbouring windows carry information.
    * ``seizure``: evolving ictal rhythms that start on some channels and spread
-     (:meth:`SyntheticReader._seizures`). With two classes (detection) about 30 % of
+     (:meth:`SyntheticReader._seizures`). With two classes (detection) 15 % of
      windows overlap a seizure (durations log-normal around 40 s, as TUSZ's), which may
      begin or end inside the window (at least 3 s of it visible), mostly focal; with more classes every window is a seizure clip that
      starts 2 s before onset, and the classes are seizure types, named or in this order:
@@ -34,8 +34,12 @@ How a window is made (everything is drawn in the rFFT domain, one FFT per window
      to neighbouring electrodes over seconds), generalised (GN: 4-6 Hz on all channels
      within half a second), absence (AB: 3 Hz spike-and-wave on all channels, abrupt,
      constant rate) and tonic (CT: low-voltage 15-20 Hz, then high-amplitude clonic
-     slowing). Class priors fall off as 1, 1/2, 1/4, 1/4 (TUSZ's are far steeper, see
-     the corpus DataModules). Isolated sharp transients occur in every window.
+     slowing); presentations overlap (a fifth of focal seizures spread bilaterally
+     within a second, 30 % of generalised ones start focally), and amplitudes are
+     log-normal, so some seizures barely exceed the background. Class priors fall off
+     as 1, 1/2, 1/4, 1/4 (TUSZ's are far steeper, see the corpus DataModules). Every
+     window may hold isolated sharp transients and, 40 % of them, an artifact (eye
+     movement on anterior channels or a muscle burst on lateral ones) that is not a seizure.
 
 3. **Subject variability** (scaled by ``subject_drift``), after BioFormer's *spectral
    drift* (bioformer.txt, Sec. 1 and Fig. 1): subjects share a label's spectral
@@ -125,7 +129,7 @@ _BAND_PEAK = 6.0  # class peak power over the background at the peak centre, for
 _SPIKE_AMP = 5.0  # burst spike height over the background standard deviation
 _SPIKE_FRACTION = 0.3  # window-level positives for ``spikes``
 _SUBJECT_SPIKE_FRACTION = 0.5  # windows with bursts in a patient subject, subject-level labels
-_SEIZURE_FRACTION = 0.3  # windows overlapping a seizure for ``seizure`` detection (two classes)
+_SEIZURE_FRACTION = 0.15  # windows overlapping a seizure for ``seizure`` detection (two classes)
 _SEIZURE_AMP = 3.0  # ictal rhythm amplitude over the background standard deviation
 _SEIZURE_TYPES = ("focal", "generalized", "absence", "tonic")
 _SEIZURE_TYPE_NAMES = {"cf": "focal", "focal": "focal", "fnsz": "focal", "gn": "generalized",
@@ -564,9 +568,16 @@ class SyntheticReader:
                 duration = min(duration, rng.uniform(5.0, 15.0))
             focus = params.focus if rng.random() < 0.7 else int(rng.integers(c))
             dist = np.linalg.norm(pos - pos[focus], axis=1)
+            # presentations overlap, as they do in TUSZ (focal seizures relabelled as generalised):
+            # some focal seizures spread bilaterally within a second, some generalised ones start focally
             if kind == "focal":
-                delay = dist / params.spread_speed
+                speed = params.spread_speed * (8.0 if rng.random() < 0.2 else 1.0)
+                delay = dist / speed
                 gain = np.exp(-dist / 0.08)
+                gain = np.maximum(gain, 0.6) if speed > params.spread_speed else gain
+            elif kind == "generalized" and rng.random() < 0.3:
+                delay = np.minimum(dist / params.spread_speed, rng.uniform(1.0, 3.0))
+                gain = np.full(c, 1.0)
             else:
                 delay = rng.uniform(0.0, 0.5, c)
                 gain = np.full(c, 1.0)
@@ -592,8 +603,42 @@ class SyntheticReader:
                     wave = np.where(since < 3.0, 0.5 * smooth, wave)
             else:
                 wave = np.sin(phase) + 0.3 * np.sin(2.0 * phase + 0.5)
-            amp = amp0 * rng.uniform(0.7, 1.3) * (1.5 if kind == "absence" else 1.0)
+            # amplitudes spread over a log-normal: some seizures are barely above the background
+            amp = amp0 * float(np.exp(0.5 * rng.standard_normal())) * (1.5 if kind == "absence" else 1.0)
             out[i] = amp * gain[:, None] * ramp * wave[None, :]
+        out += self._artifacts(rng, n, pos)
+        return out
+
+    def _artifacts(self, rng: np.random.Generator, n: int, pos: np.ndarray) -> np.ndarray:
+        """(n, C, T) non-ictal high-amplitude events in any window (the false alarms of real EEG).
+
+        About 40 % of windows hold one: an eye movement or blink (a 0.5-2 Hz deflection of
+        3-8x the background on the most anterior channels) or a muscle burst (20-45 Hz
+        broadband, 1-4 s, on the most lateral channels).
+        """
+        spec = self.spec
+        c, t = spec.n_chans, spec.n_times
+        out = np.zeros((n, c, t))
+        tt = np.arange(t) / spec.sfreq
+        front = np.exp((pos[:, 1] - pos[:, 1].max()) / 0.03)  # y: anterior
+        side = np.exp((np.abs(pos[:, 0]) - np.abs(pos[:, 0]).max()) / 0.03)  # |x|: lateral
+        for i in np.flatnonzero(rng.random(n) < 0.4 * self.class_separation):
+            start = rng.uniform(0.0, max(spec.window_seconds - 1.0, 0.0))
+            if rng.random() < 0.5:
+                f0 = rng.uniform(0.5, 2.0) * self._hz
+                length = 1.0 / f0
+                env = np.where((tt >= start) & (tt < start + length), np.sin(np.pi * (tt - start) / length), 0.0)
+                out[i] = rng.uniform(3.0, 8.0) * front[:, None] * env[None, :]
+            else:
+                length = rng.uniform(1.0, 4.0)
+                env = ((tt >= start) & (tt < start + length)).astype(float)
+                noise = rng.standard_normal(t)
+                spectrum = np.fft.rfft(noise)
+                freqs = np.fft.rfftfreq(t, 1.0 / spec.sfreq)
+                spectrum[(freqs < 20.0 * self._hz) | (freqs > 45.0 * self._hz)] = 0.0
+                burst = np.fft.irfft(spectrum, n=t)
+                burst /= burst.std() + 1e-12
+                out[i] = rng.uniform(1.5, 3.0) * side[:, None] * (env * burst)[None, :]
         return out
 
     def _kernel_len(self, seconds: float) -> int:
