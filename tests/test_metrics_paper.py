@@ -152,3 +152,28 @@ def test_task_tunes_threshold_on_val_and_reuses_it_on_test(tmp_path) -> None:
     out = trainer.test(plain, dataloaders=_loader(lt, yt), verbose=False)[0]
     assert not any(k.startswith("test/det_") or "weighted" in k for k in out)
     assert "decision_threshold" not in plain.state_dict()
+
+
+def test_fit_on_tusz_stand_in_writes_detection_metrics(tmp_path, monkeypatch, capsys) -> None:
+    """`biosig fit --data TUSZDataModule --data.init_args.synthetic true ...`: the det_* keys reach results.json,
+    and the test threshold is the one stored in the best checkpoint (tuned on that epoch's validation)."""
+    import json
+    from pathlib import Path
+
+    from biosig_lightning.cli import main
+    from tests.conftest import EXPERIMENTS
+
+    monkeypatch.chdir(tmp_path)
+    main(["fit", "--config", str(EXPERIMENTS / "demo.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml"),
+          "--data", "TUSZDataModule", "--data.init_args.synthetic", "true",
+          "--data.init_args.cache_dir", str(tmp_path / "cache"),
+          "--data.init_args.synthetic_options", '{"n_subjects": 10, "dev_subjects": 2, "windows_per_subject": 7}',
+          "--model.init_args.eval_metrics", "detection", "--model.init_args.monitor", "val/auroc"])
+    out = capsys.readouterr().out.strip().splitlines()
+    res = json.loads(Path(out[-1].split("results: ", 1)[1]).read_text())
+    assert res["dataset"] == "tusz-synthetic"
+    assert {"test/det_threshold", "test/det_f1", "test/det_precision", "test/det_recall", "test/det_acc",
+            "test/auroc", "test/f1"} <= res["metrics"].keys()
+    assert res["subjects"]["test"] == [9, 10]  # the stand-in's dev folder
+    state = torch.load(res["best_checkpoint"], map_location="cpu", weights_only=True)["state_dict"]
+    assert res["metrics"]["test/det_threshold"] == pytest.approx(float(state["decision_threshold"]), abs=1e-6)
