@@ -71,6 +71,8 @@ from biosig_lightning.data.spec import CorpusSpec, WindowBlock
 
 GENERATOR_VERSION = "synthetic-1"
 """Part of :meth:`SyntheticReader.config`: bump it whenever the generated windows change."""
+SEIZURE_VERSION = 2
+"""Part of the config of ``kind="seizure"`` stand-ins only: bump it whenever their windows change."""
 
 Kind = Literal["bands", "motif", "spikes", "sleep", "seizure"]
 KINDS: tuple[str, ...] = ("bands", "motif", "spikes", "sleep", "seizure")
@@ -303,6 +305,8 @@ class SyntheticReader:
             "class_separation": self.class_separation,
             # only when set, so the cache keys of every earlier stand-in stay valid
             **({"sleep_start": self.sleep_start} if self.sleep_start != "wake" else {}),
+            # the seizure kind versions itself, so changing it leaves other kinds' caches valid
+            **({"seizure_version": SEIZURE_VERSION} if self.kind == "seizure" else {}),
         }
 
     def iter_blocks(self) -> Iterator[WindowBlock]:
