@@ -81,10 +81,11 @@ class CHBMITSeizureDataModule(SpectralDataModule):
         max_files_per_subject: the reader's cap on files per case (seizure files first).
 
     Synthetic stand-in (kind ``seizure``): 24 cases (ids 1..24, so the fixed split applies)
-    x 200 clips, 30 % seizure. Real CHB-MIT: ~980 h, ~36,000 4-s clips per case of which
-    ~120 overlap a seizure (198 seizures); the stand-in keeps the seizure clips near the
-    real count and subsamples background ~250x, as every CHB-MIT study does one way or
-    another (balanced or capped training sets), to stay small enough to train on a CPU.
+    x 200 clips, 15 % seizure (30 per case). Real CHB-MIT: ~980 h, ~36,000 4-s clips per
+    case of which ~120 overlap a seizure (198 seizures). The stand-in has ~4x fewer seizure
+    clips and ~200x fewer background clips per case: background is what every CHB-MIT
+    study subsamples (balanced or capped training sets), and 4,800 clips keep the stand-in
+    trainable on a CPU in minutes.
     """
 
     subject_groups = SUBJECT_GROUPS
