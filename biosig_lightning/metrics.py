@@ -41,6 +41,19 @@ exactly 1.0 -- frequent in float32 softmax -- falls into the last bin. Stock
 on confidences that lie on no bin edge and below 1.0 the two agree. :func:`reliability_bins`
 shares the binning code with the metric, so a reliability diagram and the logged ECE always match.
 
+Paper-specific metrics, opt-in per experiment (``ClassificationTask(eval_metrics=...)``), added to the
+keys above (which keep their meaning):
+
+* ``detection`` (binary seizure detection, the DCRNN reference's protocol that STDRO reports, stdro.txt
+  Sec. 4.2): the decision threshold on the seizure probability is the one that maximises F1 along the
+  validation set's precision-recall curve (:func:`best_f1_threshold`, thresholds whose F1 is undefined are
+  skipped, ties go to the lowest threshold), and it is reused on test. Keys ``det_threshold``, ``det_f1``,
+  ``det_precision``, ``det_recall`` (of the seizure class) and ``det_acc`` at that threshold; the AUROC
+  is ``auroc`` (threshold-free).
+* ``classification`` (seizure typing): ``weighted_f1``, ``weighted_precision``, ``weighted_recall``
+  (sklearn ``average="weighted"``, zero_division 0) beside ``acc``.
+* ``sleep``: ``macro_f1`` (equal to ``f1``, under the paper's name) beside ``kappa``.
+
 All metrics are ``torchmetrics.Metric`` subclasses, so states are synchronised across DDP ranks
 before ``compute()``. Pass softmax probabilities, never logits: torchmetrics only applies a
 softmax to a batch when some value lies outside ``[0, 1]``, which silently mixes conventions.
@@ -53,7 +66,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torchmetrics import MetricCollection
+from torchmetrics import Metric, MetricCollection
 from torchmetrics.classification import (
     MulticlassAccuracy,
     MulticlassAUROC,
@@ -68,7 +81,13 @@ from torchmetrics.classification import (
 from torchmetrics.utilities.data import dim_zero_cat
 
 __all__ = [
+    "DETECTION_KEYS",
     "ECE_BINS",
+    "EVAL_METRICS",
+    "PositiveScores",
+    "best_f1_threshold",
+    "build_extra_metrics",
+    "threshold_metrics",
     "METRIC_KEYS",
     "MacroOvRAUROC",
     "MacroOvRAveragePrecision",
@@ -238,3 +257,103 @@ def reliability_bins(probs: Any, target: Any, n_bins: int = ECE_BINS) -> dict[st
         "count": count.numpy(),
         "ece": float(_ece_from_bins(count, conf_sum, hit_sum)),
     }
+
+
+# ---- paper-specific, opt-in metrics ---------------------------------------------------------------------
+EVAL_METRICS = ("default", "detection", "classification", "sleep")
+DETECTION_KEYS = ("det_threshold", "det_f1", "det_precision", "det_recall", "det_acc")
+DEFAULT_THRESHOLD = 0.5  # the reference's threshold before it is tuned on the validation set
+
+
+class PositiveScores(Metric):
+    """Keeps the positive-class probability and the binary target of every window (synced across ranks)."""
+
+    full_state_update = False
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.add_state("scores", default=[], dist_reduce_fx="cat")
+        self.add_state("target", default=[], dist_reduce_fx="cat")
+
+    def update(self, scores: Tensor, target: Tensor) -> None:
+        self.scores.append(scores.detach().float().flatten())
+        self.target.append(target.detach().long().flatten())
+
+    def compute(self) -> tuple[Tensor, Tensor]:
+        if not self.scores:
+            return torch.zeros(0), torch.zeros(0, dtype=torch.long)
+        return dim_zero_cat(self.scores), dim_zero_cat(self.target)
+
+
+def best_f1_threshold(scores: Any, target: Any, default: float = DEFAULT_THRESHOLD) -> float:
+    """The score threshold with the highest F1 on a precision-recall curve (``pred = score >= t``).
+
+    Candidates are the distinct scores (sklearn ``precision_recall_curve``'s thresholds);
+    candidates whose F1 is undefined (precision + recall = 0) are skipped and ties go to the
+    lowest threshold, as the DCRNN reference's ``thresh_max_f1`` does. Without a positive or
+    with no defined F1, ``default`` is returned.
+    """
+    s = torch.as_tensor(scores).detach().double().cpu().flatten()
+    t = torch.as_tensor(target).detach().long().cpu().flatten()
+    n_pos = int((t == 1).sum())
+    if s.numel() == 0 or n_pos == 0:
+        return float(default)
+    order = torch.argsort(s, descending=True, stable=True)
+    s, t = s[order], t[order]
+    # last position of each run of equal scores: predicting positive for every score >= s_i
+    last = torch.nonzero(torch.diff(s, append=s.new_tensor([-float("inf")])) != 0).flatten()
+    tps = torch.cumsum(t, 0).double()[last]
+    predicted = (last + 1).double()
+    precision = tps / predicted
+    recall = tps / n_pos
+    f1 = 2 * precision * recall / (precision + recall)
+    valid = torch.isfinite(f1)
+    if not bool(valid.any()):
+        return float(default)
+    f1 = torch.where(valid, f1, torch.full_like(f1, -1.0))
+    best = f1.max()
+    # thresholds descend along ``last``: the lowest one among the maxima is the last index
+    idx = int(torch.nonzero(f1 == best).flatten()[-1])
+    return float(s[last[idx]])
+
+
+def threshold_metrics(scores: Any, target: Any, threshold: float) -> dict[str, float]:
+    """Binary F1, precision, recall (of class 1; zero_division 0) and accuracy of ``score >= threshold``."""
+    s = torch.as_tensor(scores).detach().double().cpu().flatten()
+    t = torch.as_tensor(target).detach().long().cpu().flatten()
+    if s.numel() == 0:
+        nan = float("nan")
+        return {"det_threshold": float(threshold), "det_f1": nan, "det_precision": nan, "det_recall": nan,
+                "det_acc": nan}
+    pred = (s >= threshold).long()
+    tp = int(((pred == 1) & (t == 1)).sum())
+    fp = int(((pred == 1) & (t == 0)).sum())
+    fn = int(((pred == 0) & (t == 1)).sum())
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0
+    return {"det_threshold": float(threshold), "det_f1": f1, "det_precision": precision, "det_recall": recall,
+            "det_acc": float((pred == t).double().mean())}
+
+
+def build_extra_metrics(kind: str, num_classes: int, prefix: str = "") -> MetricCollection | None:
+    """The opt-in collection of ``kind`` (see the module docstring); ``None`` for ``default`` and ``detection``.
+
+    Detection metrics need the validation threshold, so the task computes them with
+    :class:`PositiveScores`, :func:`best_f1_threshold` and :func:`threshold_metrics`.
+    """
+    if kind not in EVAL_METRICS:
+        raise ValueError(f"eval_metrics must be one of {', '.join(EVAL_METRICS)}, got {kind!r}")
+    _check_num_classes(num_classes)
+    if kind == "detection" and num_classes != 2:
+        raise ValueError(f"eval_metrics='detection' needs a binary task (n_outputs=2), got {num_classes} classes")
+    k = num_classes
+    if kind == "classification":
+        return MetricCollection({
+            "weighted_f1": MulticlassF1Score(num_classes=k, average="weighted"),
+            "weighted_precision": MulticlassPrecision(num_classes=k, average="weighted"),
+            "weighted_recall": MulticlassRecall(num_classes=k, average="weighted"),
+        }, prefix=prefix)
+    if kind == "sleep":
+        return MetricCollection({"macro_f1": MulticlassF1Score(num_classes=k, average="macro")}, prefix=prefix)
+    return None

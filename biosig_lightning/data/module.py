@@ -205,6 +205,13 @@ class BiosignalDataModule(LightningDataModule):
         """Generator options of the stand-in (subject count scaled down, signal kind)."""
         return {"n_subjects": 12, "windows_per_subject": 40, "kind": infer_kind(self.spec)}
 
+    def select_training_windows(self, cache: WindowCache, train_idx: np.ndarray) -> np.ndarray:
+        """The training windows actually used (all by default; a corpus may undersample here).
+
+        Runs before normalisation statistics are fitted, so they describe what is trained on.
+        """
+        return train_idx
+
     # ---- braindecode names, known at construction ------------------------------------------
     @property
     def n_chans(self) -> int:
@@ -225,6 +232,11 @@ class BiosignalDataModule(LightningDataModule):
     @property
     def ch_names(self) -> list[str]:
         return list(self.spec.ch_names)
+
+    @property
+    def step_bins(self) -> int:
+        """FFT bins per 1-s step when ``x`` holds step-major spectra (see ``LogFFTReader``); 0 for raw signals."""
+        return 0
 
     @property
     def dataset_name(self) -> str:
@@ -274,6 +286,7 @@ class BiosignalDataModule(LightningDataModule):
         self.subjects = split_subjects(cache.subject_ids().tolist(), cfg, subject_labels)
         self.split_id = split_fingerprint(self.subjects)
         indices = {s: cache.indices_for_subjects(self.subjects[s]) for s in SPLITS}
+        indices["train"] = self.select_training_windows(cache, indices["train"])
         for s in SPLITS:
             if len(indices[s]) == 0:
                 raise DataError(f"{self.dataset_name}: split {s!r} has subjects {self.subjects[s]} but no windows")
@@ -354,6 +367,75 @@ class BiosignalDataModule(LightningDataModule):
             batch = dict(batch)
             batch["x"] = self.augment(batch["x"])
         return batch
+
+    # ---- environments (patient groups) ------------------------------------------------------------
+    def environment_descriptor(self, x: np.ndarray) -> np.ndarray:
+        """Per-window descriptor ``(n, d)`` whose per-patient mean is clustered into environments.
+
+        The model input averaged over the window's time axis for step-major spectra
+        (:attr:`step_bins` > 0: the mean log-amplitude spectrum per channel, ``C * n_bins``);
+        for raw signals the log-amplitude spectrum of each channel (``C * (T // 2 + 1)``),
+        since a mean of raw waveforms cancels out.
+        """
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim == 4:  # sequence context: the centre window
+            x = x[:, x.shape[1] // 2]
+        n, c, t = x.shape
+        if self.step_bins > 0:
+            return x.reshape(n, c, t // self.step_bins, self.step_bins).mean(axis=2).reshape(n, -1)
+        return np.log(np.abs(np.fft.rfft(x, axis=-1)) + 1e-8).reshape(n, -1)
+
+    def environments(self, k: int, seed: int = 0) -> dict[int, int]:
+        """Environment (patient group) of each TRAINING patient: k-means over per-patient mean signals.
+
+        STDRO (stdro.txt Sec. 3.2.2, "we average the EEG signals of each single patient, and
+        conduct clustering algorithms on these averaged EEG signals"). Reading: each training
+        patient is summarised by the mean of :meth:`environment_descriptor` over its training
+        windows as the model sees them (normalised), the summaries are z-scored per dimension
+        across patients, and ``sklearn.cluster.KMeans(k, n_init=10, random_state=seed)``
+        groups them. Validation and test patients are never clustered. Environments are
+        numbered by their smallest patient id, so the mapping depends on the seed only
+        through the clustering. Computed once per ``(k, seed)`` after :meth:`setup` and
+        cached on the module.
+
+        Returns:
+            ``{subject_id: environment index in 0..k-1}`` for every training patient.
+        """
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"environments: k must be a positive int, got {k!r}")
+        key = (k, int(seed))
+        cached = getattr(self, "_environments", {})
+        if key in cached:
+            return dict(cached[key])
+        if not self.datasets:
+            self.setup()
+        ds = self.datasets["train"]
+        subjects = np.asarray(self.cache.subjects[ds.indices])
+        train = sorted(int(s) for s in self.subjects["train"])
+        if k > len(train):
+            raise ValueError(f"environments: k={k} exceeds the {len(train)} training patients of {self.dataset_name}")
+        sums: dict[int, np.ndarray] = {}
+        counts: dict[int, int] = {}
+        chunk = 512
+        for lo in range(0, len(ds), chunk):
+            pos = np.arange(lo, min(lo + chunk, len(ds)))
+            desc = self.environment_descriptor(ds.__getitems__(pos.tolist())["x"].numpy())
+            for sid in np.unique(subjects[pos]):
+                rows = subjects[pos] == sid
+                sums[int(sid)] = sums.get(int(sid), 0.0) + desc[rows].sum(axis=0)
+                counts[int(sid)] = counts.get(int(sid), 0) + int(rows.sum())
+        ids = [s for s in train if s in counts]
+        feats = np.stack([sums[s] / counts[s] for s in ids])
+        feats = (feats - feats.mean(axis=0)) / (feats.std(axis=0) + 1e-8)
+        from sklearn.cluster import KMeans
+
+        labels = KMeans(n_clusters=k, n_init=10, random_state=int(seed)).fit_predict(feats)
+        order: dict[int, int] = {}
+        for lab in labels:  # ids are sorted, so environments are numbered by their smallest patient
+            order.setdefault(int(lab), len(order))
+        mapping = {sid: order[int(lab)] for sid, lab in zip(ids, labels, strict=True)}
+        self._environments = {**cached, key: mapping}
+        return dict(mapping)
 
     # ---- bookkeeping ---------------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -47,6 +48,7 @@ __all__ = [
     "band_averaging_matrix",
     "band_power",
     "frame_starts",
+    "log_fft_steps",
     "resolve_bands",
 ]
 
@@ -209,3 +211,25 @@ def band_power(
     ).to(x.device)
     power = extractor(x).mean(dim=-1)
     return torch.log(power + eps) if log else power
+
+
+def log_fft_steps(x: np.ndarray, step: int) -> np.ndarray:
+    """Log FFT amplitudes of consecutive ``step``-sample steps, laid out step-major.
+
+    The DCRNN reference's clip features (Tang et al. 2022, ``computeFFT``): the window
+    ``x`` ``(..., n_times)`` is cut into ``n_times // step`` non-overlapping steps; each
+    step's FFT with ``n = step`` keeps its first ``step // 2`` bins (0 Hz up to, not
+    including, Nyquist), takes the amplitude, replaces exact zeros by ``1e-8`` and takes
+    the natural log. The result is ``(..., n_steps * (step // 2))`` with step ``t``'s
+    bins at ``[t * n_bins, (t + 1) * n_bins)``. Computed in float64, returned as float32.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if step < 2:
+        raise ValueError(f"log_fft_steps: step must be >= 2 samples, got {step}")
+    n_steps = x.shape[-1] // step
+    if n_steps < 1:
+        raise ValueError(f"log_fft_steps: a window of {x.shape[-1]} samples holds no step of {step}")
+    steps = x[..., : n_steps * step].reshape(*x.shape[:-1], n_steps, step)
+    amp = np.abs(np.fft.fft(steps, n=step, axis=-1)[..., : step // 2])
+    amp[amp == 0.0] = 1e-8
+    return np.log(amp).reshape(*x.shape[:-1], n_steps * (step // 2)).astype(np.float32)

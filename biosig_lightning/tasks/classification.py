@@ -20,7 +20,14 @@ from lightning.pytorch import LightningModule
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from torch import nn
 
-from biosig_lightning.metrics import build_metrics
+from biosig_lightning.metrics import (
+    DEFAULT_THRESHOLD,
+    PositiveScores,
+    best_f1_threshold,
+    build_extra_metrics,
+    build_metrics,
+    threshold_metrics,
+)
 from biosig_lightning.utils import atomic_write_bytes
 
 
@@ -50,6 +57,11 @@ class ClassificationTask(LightningModule):
             stopping (``val/f1``/``max`` by default; ``val/auroc``, ``val/loss``/``min``...).
         early_stopping_patience: epochs without improvement before stopping; ``None``
             switches early stopping off.
+        eval_metrics: paper metrics added to the standard ones (see :mod:`biosig_lightning.metrics`):
+            ``detection`` (decision threshold = best F1 on the validation PR curve, kept in
+            the checkpoint as ``decision_threshold`` and reused on test: ``det_*`` keys),
+            ``classification`` (``weighted_f1``...), ``sleep`` (``macro_f1``); ``default``
+            adds none.
     """
 
     def __init__(
@@ -67,6 +79,7 @@ class ClassificationTask(LightningModule):
         monitor: str = "val/f1",
         mode: Literal["max", "min"] = "max",
         early_stopping_patience: int | None = 10,
+        eval_metrics: Literal["default", "detection", "classification", "sleep"] = "default",
     ) -> None:
         super().__init__()
         if mode not in ("max", "min"):
@@ -76,8 +89,18 @@ class ClassificationTask(LightningModule):
         self.n_outputs = n_outputs
         self.val_metrics = build_metrics(n_outputs, prefix="val/")
         self.test_metrics = build_metrics(n_outputs, prefix="test/")
+        self._init_eval_metrics(eval_metrics, n_outputs)
         self._test_outputs: list[dict[str, torch.Tensor]] = []
         self.test_predictions: dict[str, torch.Tensor] | None = None
+
+    def _init_eval_metrics(self, kind: str, n_outputs: int) -> None:
+        self.eval_metrics = kind
+        self.val_extra = build_extra_metrics(kind, n_outputs, prefix="val/")
+        self.test_extra = build_extra_metrics(kind, n_outputs, prefix="test/")
+        if kind == "detection":
+            self.val_scores, self.test_scores = PositiveScores(), PositiveScores()
+            # part of the state dict, so the best checkpoint carries the threshold of its own validation
+            self.register_buffer("decision_threshold", torch.tensor(DEFAULT_THRESHOLD, dtype=torch.float64))
 
     # ---- forward and loss ------------------------------------------------------------------
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -108,6 +131,11 @@ class ClassificationTask(LightningModule):
         probs = logits.float().softmax(-1)
         metrics = self.val_metrics if stage == "val" else self.test_metrics
         metrics.update(probs, batch["y"])
+        extra = self.val_extra if stage == "val" else self.test_extra
+        if extra is not None:
+            extra.update(probs, batch["y"])
+        if self.eval_metrics == "detection":
+            (self.val_scores if stage == "val" else self.test_scores).update(probs[:, 1], batch["y"])
         self.log(f"{stage}/loss", loss, prog_bar=stage == "val", on_epoch=True, sync_dist=True,
                  batch_size=batch["y"].shape[0])
         if stage == "test":
@@ -121,6 +149,24 @@ class ClassificationTask(LightningModule):
     def on_validation_epoch_end(self) -> None:
         self.log_dict(self.val_metrics.compute(), prog_bar=False)
         self.val_metrics.reset()
+        self._log_extra("val")
+
+    def _log_extra(self, stage: str) -> None:
+        """Log the opt-in metrics of ``stage``; on validation, tune the detection threshold first."""
+        extra = self.val_extra if stage == "val" else self.test_extra
+        if extra is not None:
+            self.log_dict(extra.compute())
+            extra.reset()
+        if self.eval_metrics != "detection":
+            return
+        store = self.val_scores if stage == "val" else self.test_scores
+        scores, target = store.compute()  # gathered over ranks: every rank finds the same threshold
+        store.reset()
+        trainer = self._trainer
+        if stage == "val" and not (trainer is not None and trainer.sanity_checking):
+            self.decision_threshold.fill_(best_f1_threshold(scores, target))
+        values = threshold_metrics(scores, target, float(self.decision_threshold))
+        self.log_dict({f"{stage}/{k}": float(v) for k, v in values.items()})
 
     def on_test_epoch_start(self) -> None:
         self._test_outputs = []
@@ -131,6 +177,7 @@ class ClassificationTask(LightningModule):
     def on_test_epoch_end(self) -> None:
         self.log_dict(self.test_metrics.compute())
         self.test_metrics.reset()
+        self._log_extra("test")
         if self._test_outputs:
             local = {k: torch.cat([o[k] for o in self._test_outputs]) for k in self._test_outputs[0]}
             if self.trainer.world_size > 1:

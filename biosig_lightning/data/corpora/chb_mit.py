@@ -53,7 +53,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from biosig_lightning.data.corpora.edf import files_fingerprint, read_header, read_signals
+from biosig_lightning.data.corpora.edf import SkippedFile, files_fingerprint, read_header, read_signals
 from biosig_lightning.data.spec import CorpusSpec, DataError, WindowBlock
 
 __all__ = ["CHANNELS_18", "CHANNELS_23", "CHBMIT", "SUBJECT_GROUPS", "SYNTHETIC_DEFAULTS", "SkippedFile",
@@ -106,14 +106,6 @@ class SummaryEntry:
     n_declared: int | None = None
     seizures: list[tuple[float, float]] | None = None
     channels: tuple[str, ...] | None = None
-
-
-@dataclass(frozen=True)
-class SkippedFile:
-    """An EDF on disk that the reader leaves out, and why."""
-
-    path: str
-    reason: str
 
 
 def parse_summary(path: str | Path) -> dict[str, SummaryEntry]:

@@ -25,7 +25,8 @@ import numpy as np
 
 from biosig_lightning.data.spec import DataError
 
-__all__ = ["Annotation", "EdfHeader", "files_fingerprint", "read_annotations", "read_header", "read_signals"]
+__all__ = ["Annotation", "EdfHeader", "SkippedFile", "files_fingerprint", "read_annotations", "read_header",
+           "read_signals"]
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,14 @@ class Annotation:
     onset: float
     duration: float
     text: str
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    """An EDF on disk that a reader leaves out, and why."""
+
+    path: str
+    reason: str
 
 
 def _open(path: Path) -> Any:

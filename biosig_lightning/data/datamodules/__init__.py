@@ -1,7 +1,8 @@
 """One thin DataModule per corpus; importing this package registers their short names."""
 
 from biosig_lightning.data.datamodules.bci_iv import BCIIVDataModule
-from biosig_lightning.data.datamodules.chb_mit import CHBMITDataModule
+from biosig_lightning.data.datamodules.chb_mit import CHBMITDataModule, CHBMITSeizureDataModule
+from biosig_lightning.data.datamodules.dodh import DODHDataModule
 from biosig_lightning.data.datamodules.medformer import (
     ADFTDDataModule,
     APAVADataModule,
@@ -12,7 +13,8 @@ from biosig_lightning.data.datamodules.medformer import (
 from biosig_lightning.data.datamodules.ptbxl import PTBXLDataModule
 from biosig_lightning.data.datamodules.sleep_edf import SleepEDFDataModule
 from biosig_lightning.data.datamodules.synthetic import SyntheticDataModule
+from biosig_lightning.data.datamodules.tusz import TUSZDataModule
 
-__all__ = ["ADFTDDataModule", "APAVADataModule", "BCIIVDataModule", "CHBMITDataModule", "MedformerDataModule",
+__all__ = ["ADFTDDataModule", "APAVADataModule", "BCIIVDataModule", "CHBMITDataModule", "CHBMITSeizureDataModule", "DODHDataModule", "MedformerDataModule",
            "PTBDataModule", "PTBXLDataModule", "PTBXLMedformerDataModule", "SleepEDFDataModule",
-           "SyntheticDataModule"]
+           "SyntheticDataModule", "TUSZDataModule"]
