@@ -87,6 +87,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -336,13 +337,8 @@ class SDFormerTask(ClassificationTask):
         warmup = int(round(warmup_epochs * self._steps_per_epoch))
         return warmup_cosine(step, warmup, total, hp.min_lr_ratio)
 
-    def configure_optimizers(self) -> Any:
-        hp = self.hparams
-        opt = self.build_optimizer()
-        if hp.scheduler == "none":
-            return opt
-        if hp.scheduler != "cosine":
-            raise ValueError(f"model.init_args.scheduler must be 'cosine' or 'none', got {hp.scheduler!r}")
+    def lr_schedule(self) -> Callable[[int], float]:
+        """Per-phase schedule (:meth:`lr_factor`); counts the optimiser steps of one epoch first."""
         trainer = self.trainer
         _ = trainer.estimated_stepping_batches  # makes Lightning load the train loader and count its batches
         batches = trainer.num_training_batches
@@ -350,9 +346,9 @@ class SDFormerTask(ClassificationTask):
             raise ValueError("SDFormerTask's per-phase cosine schedule needs a train loader of known length")
         self._steps_per_epoch = max(1, math.ceil(batches / trainer.accumulate_grad_batches))
         # the lambda reads the phase when called, so a scheduler restored from a checkpoint
-        # continues the phase it was saved in whatever the restore order
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: self.lr_factor(step))
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+        # continues the phase it was saved in whatever the restore order (a lambda, not the bound
+        # method: LambdaLR leaves lambdas out of its state dict)
+        return lambda step: self.lr_factor(step)
 
     def configure_callbacks(self) -> list[Callback]:
         # early stopping is per phase and done by this task (a phase-1 stop is a switch)
