@@ -9,18 +9,28 @@ LightningCLI. What this subclass adds:
   after its experiment (:func:`~biosig_lightning.runs.naming.auto_name`);
 * every fit tests its best checkpoint and writes ``results.json`` into its run directory
   (:mod:`.results`), printing ``results: <path>`` as its last line;
-* ``--ckpt_path last`` resumes the newest run of the same experiment where it stopped, keeping
-  the rows of its ``metrics.csv`` that the checkpoint covers (:mod:`.resume`, :mod:`.csv_history`).
+* ``--ckpt_path last`` resumes the newest unfinished run of the same experiment where it stopped,
+  keeping the rows of its ``metrics.csv`` that the checkpoint covers (:mod:`.resume`,
+  :mod:`.csv_history`), once the checkpoint is known to come from the same corpus, model and
+  split (:mod:`.checks`); every checkpoint biosig writes carries the run's resolved config for
+  that check;
+* a new run claims its directory create-exclusive before any logger opens it, a run that fails
+  before training removes it again, and a finished run's ``results.json`` is never replaced
+  (:mod:`.rundir`);
+* bad input (a malformed ``--config``, a non-positive size, a checkpoint that is missing, not a
+  checkpoint or another model's) is refused before anything starts, in one line (:mod:`.checks`).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 
@@ -28,16 +38,51 @@ import biosig_lightning.data.datamodules  # noqa: F401  (LightningCLI registers 
 import biosig_lightning.robust  # noqa: F401  (DGTask by short name)
 import biosig_lightning.tasks  # noqa: F401
 from biosig_lightning.data.module import BiosignalDataModule
+from biosig_lightning.runs.checks import (
+    CONFIG_KEY,
+    check_config_files,
+    check_same_experiment,
+    check_sizes,
+    check_weights_fit,
+    is_named_checkpoint,
+    read_checkpoint,
+)
 from biosig_lightning.runs.csv_history import CsvHistory, restore_history
 from biosig_lightning.runs.dashboard import add_wandb_logger, wandb_summary
 from biosig_lightning.runs.errors import one_line_errors, quiet_environment
 from biosig_lightning.runs.naming import auto_name
-from biosig_lightning.runs.placement import add_file_logger, apply_placement, csv_logger, logger_configs
+from biosig_lightning.runs.placement import (
+    add_file_logger,
+    apply_placement,
+    csv_logger,
+    is_wandb,
+    logger_configs,
+)
 from biosig_lightning.runs.results import build_results, config_dict, print_metrics_table
 from biosig_lightning.runs.resume import history_to_keep, latest_last_checkpoint
-from biosig_lightning.utils import atomic_write_json
+from biosig_lightning.runs.rundir import (
+    CLAIMED_ENV,
+    claim_named,
+    claim_new_version,
+    is_rank_zero,
+    release_if_unused,
+    write_results_once,
+)
 
 SHAPE_LINKS = ("n_chans", "n_outputs", "n_times", "sfreq")
+#: what a checkpoint given to each subcommand is used for (in refusals)
+PURPOSE = {"fit": "resume from it", "validate": "validate it", "test": "test it", "predict": "predict with it"}
+
+
+class ConfigInCheckpoint(Callback):
+    """Stores the run's resolved config in every checkpoint (under :data:`~.checks.CONFIG_KEY`), so a
+    later resume or test can tell which corpus, model and split the weights belong to."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+
+    def on_save_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]) -> None:
+        checkpoint[CONFIG_KEY] = self.config
 
 
 class BiosigCLI(LightningCLI):
@@ -61,7 +106,19 @@ class BiosigCLI(LightningCLI):
         kwargs["trainer_defaults"] = defaults
         self._fit_started = 0.0
         self._csv_history: CsvHistory | None = None
-        super().__init__(*args, **kwargs)
+        self._will_run = bool(kwargs.get("run", True))
+        self._claimed: Path | None = None  # the run directory this process created
+        self._checkpoint: tuple[Path, dict[str, Any]] | None = None  # --ckpt_path, read and checked
+        self._resolved: dict[str, Any] = {}
+        if isinstance(kwargs.get("args"), list | tuple):
+            check_config_files(list(kwargs["args"]))
+        try:
+            super().__init__(*args, **kwargs)
+        except BaseException:
+            # a run that fails before it trained leaves no directory behind (a config.yaml at most)
+            if self._claimed is not None:
+                release_if_unused(self._claimed)
+            raise
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         for name in SHAPE_LINKS:
@@ -97,11 +154,26 @@ class BiosigCLI(LightningCLI):
                             help="trainer.precision for a run on a CUDA GPU (accelerator gpu/cuda, or auto with CUDA "
                                  "available) whose trainer.precision is not set, e.g. bf16-mixed; CPU runs keep theirs")
 
-    # ---- run naming and resume -------------------------------------------------------------------
+    # ---- checks, run naming, resume and the run directory ----------------------------------------
+    def _parse_ckpt_path(self) -> None:
+        """Check a ``--ckpt_path`` file before LightningCLI reads its hyperparameters into the config."""
+        subcommand = self.config.get("subcommand")
+        cfg = self.config.get(subcommand) if subcommand else None
+        ckpt = cfg.get("ckpt_path") if cfg is not None else None
+        if ckpt and not is_named_checkpoint(ckpt):
+            path = Path(str(ckpt))
+            state = read_checkpoint(path)
+            # compared with the command's own config, before LightningCLI merges the checkpoint's hparams in
+            check_same_experiment(path, state, config_dict(self.parser, self.config, subcommand),
+                                  PURPOSE.get(subcommand, "use it"))
+            self._checkpoint = (path, state)
+        super()._parse_ckpt_path()
+
     def before_instantiate_classes(self) -> None:
         cfg = self.config.get(self.subcommand) if self.subcommand else self.config
         if cfg is None:
             return
+        check_sizes(cfg)
         loggers = logger_configs(cfg.trainer.get("logger"))
         name = auto_name(cfg)
         for lg in loggers:
@@ -116,6 +188,7 @@ class BiosigCLI(LightningCLI):
             loggers = add_wandb_logger(cfg, loggers, wandb_cfg)
         apply_placement(loggers, cfg.get("run"), name)
         _gpu_precision(cfg)
+        self._resolved = config_dict(self.parser, self.config, self.subcommand)
         if self.subcommand == "fit" and cfg.get("ckpt_path") == "last":
             csv = csv_logger(loggers)
             if csv is not None:
@@ -125,11 +198,54 @@ class BiosigCLI(LightningCLI):
                     raise SystemExit(f"biosig fit: --ckpt_path last: no last.ckpt under {save_dir}/version_*/"
                                      "checkpoints; nothing to resume (drop --ckpt_path to start a new run)")
                 version_dir, ckpt = found
+                state = read_checkpoint(ckpt)
+                check_same_experiment(ckpt, state, self._resolved, PURPOSE["fit"])
+                self._checkpoint = (ckpt, state)
                 csv.init_args["version"] = version_dir.name
                 cfg.ckpt_path = str(ckpt)
                 print(f"resuming {ckpt}", file=sys.stderr)
         if self.subcommand == "fit":
             self._csv_history = history_to_keep(loggers, cfg.get("ckpt_path"))
+        if self._will_run and self.subcommand is not None:
+            self._claim_run_dir(loggers)
+
+    def _claim_run_dir(self, loggers: list[Any]) -> None:
+        """Create the run's directory create-exclusive and point every file logger at it (:mod:`.rundir`)."""
+        files = [lg for lg in loggers if hasattr(lg, "get") and lg.get("init_args") is not None and not is_wandb(lg)
+                 and "save_dir" in lg.init_args and "name" in lg.init_args]
+        if not files:
+            return  # no file logger: Lightning's default_root_dir is the run directory
+        first = files[0].init_args
+        experiment = Path(first.get("save_dir") or "runs") / str(first.get("name") or "")
+        version = first.get("version")
+        if not is_rank_zero():
+            # a rank launched by rank 0 writes nothing itself, but must name the directory rank 0 claimed
+            claimed = os.environ.get(CLAIMED_ENV)
+            if version is None and claimed and Path(claimed).parent == experiment:
+                for lg in files:
+                    lg.init_args["version"] = Path(claimed).name
+            return
+        if version is None:
+            number = claim_new_version(experiment)
+            for lg in files:
+                lg.init_args["version"] = number
+            run_dir, created = experiment / f"version_{number}", True
+        else:
+            run_dir = experiment / (version if isinstance(version, str) else f"version_{version}")
+            created = claim_named(run_dir)
+        os.environ[CLAIMED_ENV] = str(run_dir)
+        self._claimed = run_dir if created else None
+
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        trainer = super().instantiate_trainer(**kwargs)
+        trainer.callbacks.append(ConfigInCheckpoint(self._resolved))
+        return trainer
+
+    def after_instantiate_classes(self) -> None:
+        if self._checkpoint is not None:
+            path, state = self._checkpoint
+            self._checkpoint = None  # the weights are Lightning's to load; do not hold a second copy
+            check_weights_fit(path, state, self.model)
 
     # ---- fit -> test best -> results.json ------------------------------------------------------------
     def before_fit(self) -> None:
@@ -158,7 +274,7 @@ class BiosigCLI(LightningCLI):
             return
         results = build_results(trainer, model, dm, cfg, config_dict(self.parser, self.config, self.subcommand),
                                 run_dir, test_metrics, best, fit_seconds)
-        path = atomic_write_json(run_dir / "results.json", results)
+        path = write_results_once(run_dir, results)
         for lg in trainer.loggers:
             if isinstance(lg, WandbLogger):
                 wandb_summary(lg, results, model)

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from biosig_lightning.data.spec import DataError
+from biosig_lightning.data.splits import SplitError
 
 
 def quiet_environment() -> None:
@@ -31,12 +32,38 @@ def is_ours(err: BaseException) -> bool:
                                           and type(err).__module__.startswith("biosig_lightning."))
 
 
+def our_cause(err: BaseException) -> BaseException | None:
+    """``err`` or the first of its causes that is one of the project's errors.
+
+    The config parser wraps an error raised while it builds a value (a ``SplitError`` from
+    ``data.init_args.split``) in errors of its own; the project's error is the one to show.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        if is_ours(current):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def message(err: BaseException) -> str:
+    """The one line shown for one of the project's errors (a split error names its config key)."""
+    text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    if isinstance(err, SplitError) and not text.startswith("data."):
+        text = f"data.init_args.split: {text}"
+    return text
+
+
 @contextmanager
 def one_line_errors(command: str) -> Iterator[None]:
-    """Turn the project's bad-input errors raised inside into ``biosig <command>: error: <message>``."""
+    """Turn the project's bad-input errors raised inside (or wrapped by a library) into
+    ``biosig <command>: error: <message>``; anything else keeps its traceback."""
     try:
         yield
-    except ValueError as err:
-        if is_ours(err):
-            raise SystemExit(f"biosig {command}: error: {err}") from None
+    except Exception as err:
+        ours = our_cause(err)
+        if ours is not None:
+            raise SystemExit(f"biosig {command}: error: {message(ours)}") from None
         raise

@@ -8,6 +8,7 @@ from typing import Any
 
 from biosig_lightning.runs.csv_history import CsvHistory, read_history
 from biosig_lightning.runs.placement import csv_logger
+from biosig_lightning.runs.rundir import RunDirError, is_finished
 
 
 def history_to_keep(logger_cfgs: list[Any], ckpt_path: Any) -> CsvHistory | None:
@@ -24,9 +25,19 @@ def history_to_keep(logger_cfgs: list[Any], ckpt_path: Any) -> CsvHistory | None
 
 
 def latest_last_checkpoint(experiment_dir: Path) -> tuple[Path, Path] | None:
-    """``(run directory, checkpoint)`` of the newest ``last*.ckpt`` under ``experiment_dir/version_*/``."""
+    """``(run directory, checkpoint)`` of the newest ``last*.ckpt`` of an unfinished run under
+    ``experiment_dir/version_*/``; ``None`` when there is no ``last*.ckpt`` at all.
+
+    Finished runs (``results.json``) are never resumed: when every run with a ``last.ckpt`` has
+    finished, :class:`~biosig_lightning.runs.rundir.RunDirError` says so.
+    """
     candidates = sorted(experiment_dir.glob("version_*/checkpoints/last*.ckpt"), key=lambda p: p.stat().st_mtime)
     if not candidates:
         return None
-    ckpt = candidates[-1]
+    unfinished = [c for c in candidates if not is_finished(c.parent.parent)]
+    if not unfinished:
+        raise RunDirError(f"--ckpt_path last: every run under {experiment_dir} with a last.ckpt has finished "
+                          f"(newest: {candidates[-1].parent.parent}); a finished run is never resumed: drop "
+                          "--ckpt_path to start a new run")
+    ckpt = unfinished[-1]
     return ckpt.parent.parent, ckpt
