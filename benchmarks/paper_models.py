@@ -33,7 +33,8 @@ from typing import Any
 
 import torch
 
-from biosig_lightning.cli import BiosigCLI, profile
+from biosig_lightning.commands.profile import profile
+from biosig_lightning.runs.biosig_cli import BiosigCLI
 
 REPO = Path(__file__).resolve().parents[1]
 EXP = REPO / "experiments"

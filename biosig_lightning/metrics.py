@@ -105,13 +105,33 @@ METRIC_KEYS = ("acc", "precision", "recall", "f1", "auroc", "auprc", "ece", "kap
 _UNDEFINED_CLASS_WARNINGS = r"No (positive|negative) samples (found )?in target"
 
 
-def _target_counts(metric: MulticlassAUROC | MulticlassAveragePrecision) -> tuple[Tensor, int]:
+def _target_counts(metric: Any) -> tuple[Tensor, int]:
     """Per-class positive counts and the total count of the (already synced) target state."""
     target = dim_zero_cat(metric.target)
     return torch.bincount(target.long(), minlength=metric.num_classes), target.numel()
 
 
-class MacroOvRAUROC(MulticlassAUROC):
+class _DefinedClassMean:
+    """Exact per-class scores (``average=None``, ``thresholds=None``) averaged over the classes
+    :meth:`defined` keeps; mixed in before a torchmetrics multiclass metric."""
+
+    def __init__(self, num_classes: int, **kwargs: Any) -> None:
+        super().__init__(num_classes=num_classes, average=None, thresholds=None, **kwargs)
+
+    @staticmethod
+    def defined(positives: Tensor, n: int) -> Tensor:
+        """Which classes enter the mean, from their positive counts among ``n`` targets."""
+        raise NotImplementedError
+
+    def compute(self) -> Tensor:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=_UNDEFINED_CLASS_WARNINGS)
+            per_class = super().compute()
+        positives, n = _target_counts(self)
+        return per_class[self.defined(positives, n)].mean()  # empty selection -> nan
+
+
+class MacroOvRAUROC(_DefinedClassMean, MulticlassAUROC):
     """Macro one-vs-rest AUROC over the classes for which it is defined.
 
     A class's one-vs-rest AUROC needs at least one positive and one negative target; classes
@@ -119,34 +139,21 @@ class MacroOvRAUROC(MulticlassAUROC):
     Exact (``thresholds=None``): predictions are kept until ``compute()``.
     """
 
-    def __init__(self, num_classes: int, **kwargs: Any) -> None:
-        super().__init__(num_classes=num_classes, average=None, thresholds=None, **kwargs)
-
-    def compute(self) -> Tensor:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=_UNDEFINED_CLASS_WARNINGS)
-            per_class = super().compute()
-        positives, n = _target_counts(self)
-        defined = (positives > 0) & (positives < n)
-        return per_class[defined].mean()  # empty selection -> nan
+    @staticmethod
+    def defined(positives: Tensor, n: int) -> Tensor:
+        return (positives > 0) & (positives < n)
 
 
-class MacroOvRAveragePrecision(MulticlassAveragePrecision):
+class MacroOvRAveragePrecision(_DefinedClassMean, MulticlassAveragePrecision):
     """Macro one-vs-rest average precision over the classes present in the targets.
 
     AP needs at least one positive target; absent classes are left out of the mean
     (sklearn would count them as 0, see module docstring). Exact (``thresholds=None``).
     """
 
-    def __init__(self, num_classes: int, **kwargs: Any) -> None:
-        super().__init__(num_classes=num_classes, average=None, thresholds=None, **kwargs)
-
-    def compute(self) -> Tensor:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=_UNDEFINED_CLASS_WARNINGS)
-            per_class = super().compute()
-        positives, _ = _target_counts(self)
-        return per_class[positives > 0].mean()
+    @staticmethod
+    def defined(positives: Tensor, n: int) -> Tensor:
+        return positives > 0
 
 
 def _calibration_bins(confidences: Tensor, correct: Tensor, n_bins: int) -> tuple[Tensor, ...]:

@@ -11,7 +11,7 @@ import torch
 from sklearn import metrics as skm
 from sklearn.decomposition import PCA
 
-from biosig_lightning.analysis import fbd, subject_probe
+from biosig_lightning.analysis import fbd
 from biosig_lightning.analysis.fbd import (
     AnalysisError,
     band_power,
@@ -31,6 +31,8 @@ from biosig_lightning.analysis.subject_probe import (
     train_probe,
 )
 from biosig_lightning.cli import main
+from biosig_lightning.commands import fbd as fbd_command
+from biosig_lightning.commands import probe as probe_command
 from biosig_lightning.models.baselines import CNN1D, Medformer, TransformerClassifier
 from biosig_lightning.models.bioformer import BioFormer
 from tests.conftest import EXPERIMENTS
@@ -306,7 +308,7 @@ def test_fbd_and_probe_on_a_trained_bioformer_run(in_tmp: Path, capsys: pytest.C
     results = json.loads((run_dir / "results.json").read_text())
     test_subjects = results["subjects"]["test"]
 
-    fbd.run([str(run_dir), "--device", "cpu"])
+    fbd_command.run([str(run_dir), "--device", "cpu"])
     out = run_dir / "analysis"
     rep = json.loads((out / "fbd.json").read_text())
     assert (out / "fbd.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -322,7 +324,7 @@ def test_fbd_and_probe_on_a_trained_bioformer_run(in_tmp: Path, capsys: pytest.C
     assert set(rep["comparison"]) >= {"low", "all"}
     assert rep["comparison"]["low"]["embedding"] == emb["bands"]["low"]["fbd_mean"]
 
-    subject_probe.run([str(run_dir), "--epochs", "20", "--device", "cpu", "--out", str(in_tmp / "probe")])
+    probe_command.run([str(run_dir), "--epochs", "20", "--device", "cpu", "--out", str(in_tmp / "probe")])
     rep = json.loads((in_tmp / "probe" / "probe.json").read_text())
     assert (in_tmp / "probe" / "probe.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bf = BioFormer(n_chans=3, n_outputs=2, n_times=64, sfreq=128.0, d_model=16, d_ff=32, n_heads=2, n_layers=2)
@@ -337,4 +339,4 @@ def test_fbd_and_probe_on_a_trained_bioformer_run(in_tmp: Path, capsys: pytest.C
     assert "fbd: " in printed and "probe: " in printed
 
     with pytest.raises(AnalysisError, match="--bands"):
-        fbd.run([str(run_dir), "--bands", "nonsense"])
+        fbd_command.run([str(run_dir), "--bands", "nonsense"])

@@ -16,10 +16,10 @@ from biosig_lightning.analysis.graphs import (
     graph_node_names,
     jaccard,
     pearson,
-    run,
     stability,
 )
 from biosig_lightning.cli import main
+from biosig_lightning.commands.graphs import run
 from biosig_lightning.data.corpora.chb_mit import CHANNELS_23
 from biosig_lightning.models.sdformer import SDFormer
 
@@ -166,7 +166,8 @@ def _class_graphs(freq: np.ndarray) -> ClassGraphs:
 
 
 def test_stability_reports_density_and_flags_empty_graphs(capsys: pytest.CaptureFixture[str]) -> None:
-    from biosig_lightning.analysis.graphs import NEAR_EMPTY_DENSITY, _print_stability
+    from biosig_lightning.analysis.graphs import NEAR_EMPTY_DENSITY
+    from biosig_lightning.commands.graphs import _print_stability
 
     m = 10
     empty = _class_graphs(np.zeros((m, m)))

@@ -31,7 +31,7 @@ import torch
 import yaml
 
 from biosig_lightning.cli import main
-from biosig_lightning.repeat import experiment_name
+from biosig_lightning.runs.naming import experiment_name
 from tests.conftest import EXPERIMENTS, REPO
 
 SEED = 7
@@ -194,7 +194,7 @@ def reported(root: Path, repeated: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_report_has_a_row_and_cell_for_every_config(case: str, repeated: dict[str, Any],
                                                     reported: dict[str, Any]) -> None:
-    from biosig_lightning.report import _slug
+    from biosig_lightning.commands.report import _slug
 
     out = repeated[case]
     if isinstance(out, BaseException):
@@ -215,7 +215,7 @@ def test_report_has_a_row_and_cell_for_every_config(case: str, repeated: dict[st
                          ids=lambda p: p.stem)
 def test_logging_overlays_resume_a_finished_experiment(overlay: Path, root: Path, repeated: dict[str, Any],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from biosig_lightning.repeat import is_overlay
+    from biosig_lightning.runs.naming import is_overlay
 
     assert is_overlay(overlay)
     monkeypatch.chdir(root)

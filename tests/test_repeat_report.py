@@ -263,7 +263,7 @@ def test_report_derives_the_variant_of_older_results(tmp_path: Path, capsys: pyt
 
 
 def test_best_cell_needs_two_rows_and_compares_displayed_values() -> None:
-    from biosig_lightning.report import Row, best_cells
+    from biosig_lightning.commands.report import Row, best_cells
 
     a, b, c = Row("A"), Row("B"), Row("C")
     stats = {
@@ -286,7 +286,7 @@ def test_report_without_results_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_variant_overrides_name_their_own_experiment(tmp_path: Path) -> None:
-    from biosig_lightning.repeat import experiment_name
+    from biosig_lightning.runs.naming import experiment_name
 
     base, abl = EXPERIMENTS / "sdformer_sleepedf.yaml", EXPERIMENTS / "sdformer" / "ablations" / "no_dep.yaml"
     assert experiment_name(["--config", str(base)]) == "sdformer_sleepedf"
@@ -304,7 +304,7 @@ def test_variant_overrides_name_their_own_experiment(tmp_path: Path) -> None:
 
 
 def test_logging_overlays_do_not_rename_the_experiment(tmp_path: Path) -> None:
-    from biosig_lightning.repeat import experiment_name, is_overlay
+    from biosig_lightning.runs.naming import experiment_name, is_overlay
 
     demo, smoke, synthetic = (str(EXPERIMENTS / f"{n}.yaml") for n in ("demo", "smoke", "synthetic"))
     bars = tmp_path / "quiet.yaml"
@@ -326,7 +326,7 @@ def test_repeat_with_a_dashboard_overlay_resumes_the_same_seeds(repeated: Path, 
 
 
 def test_variant_leaves_out_what_the_row_and_column_already_say() -> None:
-    from biosig_lightning.repeat import variant_of
+    from biosig_lightning.runs.naming import variant_of
 
     t3 = EXPERIMENTS / "bioformer" / "table3"
     configs = [EXPERIMENTS / "bioformer_apava.yaml", t3 / "medformer.yaml", t3 / "mmd.yaml",

@@ -16,9 +16,10 @@ import torch
 import yaml
 from lightning.pytorch import Callback, LightningModule, Trainer
 
-from biosig_lightning.cli import BiosigCLI, main
+from biosig_lightning.cli import main
 from biosig_lightning.data.datamodules import SyntheticDataModule
 from biosig_lightning.models.sdformer import SDFormer, notears_acyclicity
+from biosig_lightning.runs.biosig_cli import BiosigCLI
 from biosig_lightning.tasks import SDFormerTask
 from biosig_lightning.tasks.classification import warmup_cosine
 from biosig_lightning.tasks.sdformer import learned_edge_density
@@ -525,7 +526,7 @@ def test_random_graph_override_alone_matches_the_learned_fit(learned_run: dict[s
 
 
 def test_random_graph_override_alone_matches_the_same_seed_under_repeat(in_tmp: Path) -> None:
-    from biosig_lightning.repeat import run as repeat
+    from biosig_lightning.commands.repeat import run as repeat
 
     common = ["--config", str(EXPERIMENTS / "sdformer_sleepedf.yaml"), *SMOKE,
               "--model.init_args.backbone.init_args", json.dumps({**TINY_SDFORMER, "edge_bias_init": -0.3}),

@@ -10,17 +10,17 @@ import pytest
 import torch
 import yaml
 
-from biosig_lightning.cli import main
-from biosig_lightning.data.corpora.chb_mit import CHANNELS_23
-from biosig_lightning.transfer import (
+from biosig_lightning.analysis.transfer import (
     ProbeSettings,
     TransferError,
     WindowAdapter,
     fit_probe,
     map_channels,
-    run,
     transfer,
 )
+from biosig_lightning.cli import main
+from biosig_lightning.commands.transfer import run
+from biosig_lightning.data.corpora.chb_mit import CHANNELS_23
 
 SLEEP = ("EEG Fpz-Cz", "EEG Pz-Oz")
 TINY_SDFORMER = {"d_model": 8, "n_layers": 1, "n_heads": 2, "d_ff": 16, "stft_frames": 4, "token_hidden": 4,

@@ -17,7 +17,7 @@ import torch
 from optuna.trial import TrialState
 
 from biosig_lightning.cli import main
-from biosig_lightning.tune import OptunaPruning, open_storage
+from biosig_lightning.commands.tune import OptunaPruning, open_storage
 from tests.conftest import EXPERIMENTS, REPO
 
 SMOKE = ["--config", str(EXPERIMENTS / "demo.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml")]
@@ -201,7 +201,7 @@ def test_unreachable_storage_names_the_url(in_tmp: Path, url: str) -> None:
 
 
 def test_storage_errors_hide_the_password_and_name_a_missing_driver() -> None:
-    from biosig_lightning.tune import TuneError, open_storage, storage_url
+    from biosig_lightning.commands.tune import TuneError, open_storage, storage_url
 
     with pytest.raises(TuneError) as err:
         open_storage("postgresql+psycopg2://user:s3cret@127.0.0.1:1/x")
@@ -258,8 +258,8 @@ def test_bad_search_space_is_one_error_before_the_study(in_tmp: Path, text: str,
 
 
 def test_validation_parses_both_ends_of_every_range(monkeypatch: pytest.MonkeyPatch) -> None:
-    from biosig_lightning import tune
-    from biosig_lightning.tune import IntDistribution, validate_space
+    from biosig_lightning.commands import tune
+    from biosig_lightning.commands.tune import IntDistribution, validate_space
 
     seen: list[list[str]] = []
     real = tune._parse
@@ -272,7 +272,7 @@ def test_validation_parses_both_ends_of_every_range(monkeypatch: pytest.MonkeyPa
 
 
 def test_validation_does_not_seed(capfd: pytest.CaptureFixture[str]) -> None:
-    from biosig_lightning.tune import load_search_space, validate_space
+    from biosig_lightning.commands.tune import load_search_space, validate_space
 
     capfd.readouterr()
     validate_space(SMOKE, load_search_space(EXPERIMENTS / "search_spaces" / "demo.yaml"))
@@ -293,7 +293,7 @@ def test_setup_every_trial_would_fail_is_an_error_before_the_study(in_tmp: Path,
 
 
 def test_a_trial_the_parser_rejects_is_recorded_as_failed(in_tmp: Path) -> None:
-    from biosig_lightning.tune import make_objective
+    from biosig_lightning.commands.tune import make_objective
 
     # the parser exits (SystemExit) on a bad value; Optuna does not catch that, so the objective must
     study = optuna.create_study(direction="maximize")
@@ -307,7 +307,7 @@ def test_a_trial_the_parser_rejects_is_recorded_as_failed(in_tmp: Path) -> None:
 
 
 def test_a_fatal_trial_error_stops_the_worker_at_once(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from biosig_lightning import tune
+    from biosig_lightning.commands import tune
 
     # the setup check is bypassed, so the first trial meets the unlogged metric itself
     monkeypatch.setattr(tune, "check_setup", lambda cfg, metric: None)
@@ -319,7 +319,7 @@ def test_a_fatal_trial_error_stops_the_worker_at_once(in_tmp: Path, monkeypatch:
 
 
 def test_metric_and_direction_default_to_the_experiments_monitor() -> None:
-    from biosig_lightning.tune import experiment_monitor, load_search_space, validate_space
+    from biosig_lightning.commands.tune import experiment_monitor, load_search_space, validate_space
 
     space = load_search_space(EXPERIMENTS / "search_spaces" / "sdformer.yaml")
     cfg = validate_space(["--config", str(EXPERIMENTS / "sdformer_chbmit.yaml")], space)

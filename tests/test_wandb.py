@@ -74,7 +74,7 @@ def test_tune_names_trials_by_number(in_tmp: Path) -> None:
 def _placed(run: dict | None, wandb_group: str | None) -> dict:
     from jsonargparse import Namespace
 
-    from biosig_lightning.cli import _apply_placement
+    from biosig_lightning.runs.placement import apply_placement as _apply_placement
 
     csv_logger = Namespace(class_path="lightning.pytorch.loggers.CSVLogger", init_args=Namespace(name="demo"))
     wandb_logger = Namespace(class_path="lightning.pytorch.loggers.WandbLogger",

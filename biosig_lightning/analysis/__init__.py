@@ -1,4 +1,5 @@
-"""Post-hoc analyses of finished ``biosig fit`` runs (each module is one ``biosig <cmd>``).
+"""Post-hoc analyses of finished ``biosig fit`` runs: the maths behind ``biosig fbd|probe|graphs|transfer``
+(their argument parsing and printing is in :mod:`biosig_lightning.commands`).
 
 Every analysis reopens a run with :func:`biosig_lightning.runs.load_run`, so it sees exactly
 the trained weights, the subject split and the normalisation of that run, and writes a JSON
@@ -11,4 +12,6 @@ file plus a PNG figure into the run directory (or ``--out``).
   Appendix G.6 / Table 12).
 * :mod:`.graphs` -- ``biosig graphs``: SD-Former's learned dependency graphs averaged per
   class, plotted, and their stability across seeds (SD-Former, Limitations).
+* :mod:`.transfer` -- ``biosig transfer``: a run's frozen backbone linearly probed on another
+  corpus (SD-Former, Table 3).
 """

@@ -60,7 +60,6 @@ Readings chosen where the paper is silent or ambiguous:
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -73,8 +72,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from biosig_lightning.features.spectral import EEG_BANDS
-from biosig_lightning.runs import LoadedRun, load_run
-from biosig_lightning.utils import atomic_write_json
+from biosig_lightning.runs import LoadedRun
 
 __all__ = [
     "DEFAULT_BANDS",
@@ -85,7 +83,6 @@ __all__ = [
     "fbd_from_band_power",
     "parse_bands",
     "resolve_device",
-    "run",
     "split_batches",
 ]
 
@@ -364,7 +361,7 @@ def _entry(result: FBDResult, edges: np.ndarray, fs: float, bands: Sequence[Band
     }
 
 
-def _plot(path: Path, report: dict[str, Any], class_names: list[str]) -> None:
+def plot(path: Path, report: dict[str, Any], class_names: list[str]) -> None:
     from matplotlib.figure import Figure
 
     views = [("input", report["input"])] + ([("embedding", report["embedding"])] if "embedding" in report else [])
@@ -426,30 +423,3 @@ def compute_fbd(loaded: LoadedRun, split: str = "test", layer: str = "final", bi
             for name, band in report["input"]["bands"].items() if name in report["embedding"]["bands"]
         }
     return report
-
-
-def run(argv: list[str]) -> None:
-    """``biosig fbd RUN_DIR ...``: write ``fbd.json`` and ``fbd.png`` (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="biosig fbd", description=__doc__.split("\n\n")[0])
-    parser.add_argument("run_dir", help="a finished `biosig fit` run directory (holds results.json)")
-    parser.add_argument("--split", default="test", choices=SPLIT_CHOICES)
-    parser.add_argument("--out", default=None, help="output directory (default RUN_DIR/analysis)")
-    parser.add_argument("--bin-hz", type=float, default=2.0, help="frequency bin width in Hz (paper: 2)")
-    parser.add_argument("--layer", default="final", choices=LAYERS,
-                        help="final: last hybrid layer (forward_tokens); scln: after the final norm; input: input only")
-    parser.add_argument("--bands", default=None, help="band summary, NAME:LOW-HIGH,... (default: low:0-20 + EEG bands)")
-    parser.add_argument("--demean", action="store_true", help="remove each channel's mean before the FFT")
-    parser.add_argument("--checkpoint", default="best", help="best, last or a checkpoint path")
-    parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--device", default="auto")
-    args = parser.parse_args(argv)
-    bands, device = parse_bands(args.bands), resolve_device(args.device)  # bad flags fail before any loading
-    loaded = load_run(args.run_dir, checkpoint=args.checkpoint)
-    report = compute_fbd(loaded, args.split, args.layer, args.bin_hz, bands, args.demean, args.batch_size, device)
-    out = Path(args.out) if args.out else Path(args.run_dir) / "analysis"
-    atomic_write_json(out / "fbd.json", report)
-    spec = getattr(loaded.datamodule, "spec", None)
-    _plot(out / "fbd.png", report, list(getattr(spec, "classes", ())))
-    for name, cmp_ in report.get("comparison", {}).items():
-        print(f"  {name:6s} FBD input {cmp_['input']:.3f} -> embedding {cmp_['embedding']:.3f}")
-    print(f"fbd: {out / 'fbd.json'}")

@@ -51,7 +51,6 @@ Protocol (the paper names the measurements but not these details; our readings):
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 from typing import Any
@@ -61,9 +60,8 @@ import torch
 from scipy.special import gammaln
 from torch import nn
 
-from biosig_lightning.analysis.fbd import SPLIT_CHOICES, AnalysisError, resolve_device, split_batches
-from biosig_lightning.runs import LoadedRun, load_run
-from biosig_lightning.utils import atomic_write_json
+from biosig_lightning.analysis.fbd import AnalysisError, split_batches
+from biosig_lightning.runs import LoadedRun
 
 __all__ = [
     "adjusted_mutual_info",
@@ -74,7 +72,6 @@ __all__ = [
     "pca_2d",
     "principal_coordinates",
     "probe_split",
-    "run",
     "silhouette_score",
     "train_probe",
 ]
@@ -415,7 +412,7 @@ def compute_probe(loaded: LoadedRun, split: str = "test", *, epochs: int = 100, 
     return report, {"coords": coords, "subject": ss, "y": ys}
 
 
-def _plot(path: Path, report: dict[str, Any], view: dict[str, Any]) -> None:
+def plot(path: Path, report: dict[str, Any], view: dict[str, Any]) -> None:
     from matplotlib import colormaps
     from matplotlib.figure import Figure
 
@@ -443,40 +440,3 @@ def _plot(path: Path, report: dict[str, Any], view: dict[str, Any]) -> None:
                  f"{fmt(s['subject']['score'])}, label {fmt(s['label']['score'])}", fontsize=9)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-
-
-def run(argv: list[str]) -> None:
-    """``biosig probe RUN_DIR ...``: write ``probe.json`` and ``probe.png`` (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="biosig probe", description=__doc__.split("\n\n")[0])
-    parser.add_argument("run_dir", help="a finished `biosig fit` run directory (holds results.json)")
-    parser.add_argument("--split", default="test", choices=SPLIT_CHOICES)
-    parser.add_argument("--out", default=None, help="output directory (default RUN_DIR/analysis)")
-    parser.add_argument("--epochs", type=int, default=100, help="probe training epochs")
-    parser.add_argument("--hidden", type=int, default=256, help="probe hidden width")
-    parser.add_argument("--lr", type=float, default=1e-3, help="probe learning rate (AdamW)")
-    parser.add_argument("--test-fraction", type=float, default=0.3, help="share of each subject's windows tested")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-windows", type=int, default=3000, help="cap for k-means / silhouette / PCA")
-    parser.add_argument("--checkpoint", default="best", help="best, last or a checkpoint path")
-    parser.add_argument("--batch-size", type=int, default=256, help="feature extraction batch size")
-    parser.add_argument("--probe-batch-size", type=int, default=64, help="probe training mini-batch size")
-    parser.add_argument("--device", default="auto")
-    args = parser.parse_args(argv)
-    if args.max_windows < 3:
-        raise AnalysisError(f"--max-windows must be >= 3, got {args.max_windows}")
-    loaded = load_run(args.run_dir, checkpoint=args.checkpoint)
-    report, view = compute_probe(loaded, args.split, epochs=args.epochs, hidden=args.hidden, lr=args.lr,
-                                 test_fraction=args.test_fraction, seed=args.seed, max_windows=args.max_windows,
-                                 batch_size=args.batch_size, probe_batch_size=args.probe_batch_size, device=resolve_device(args.device))
-    out = Path(args.out) if args.out else Path(args.run_dir) / "analysis"
-    atomic_write_json(out / "probe.json", report)
-    _plot(out / "probe.png", report, view)
-    p, c, s = report["probe"], report["clustering"], report["silhouette"]
-
-    def _fmt(score: float | None) -> str:
-        # a silhouette is undefined (None) when a grouping has a single group
-        return "n/a" if score is None else f"{score:.4f}"
-
-    print(f"  subject F1 {p['subject_f1']:.4f}  acc {p['subject_acc']:.4f}  NMI {c['nmi']:.4f}  AMI {c['ami']:.4f}  "
-          f"silhouette subject {_fmt(s['subject']['score'])}  label {_fmt(s['label']['score'])}")
-    print(f"probe: {out / 'probe.json'}")

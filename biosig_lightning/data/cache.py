@@ -20,7 +20,10 @@ Safety rules (no pickle anywhere; every file is raw little-endian binary or JSON
   version, so a changed config builds a new directory instead of reusing stale windows.
 * A build writes into a ``.tmp-*`` sibling, writes the manifest last, fsyncs, and renames
   the directory into place atomically; an interrupted build leaves only a ``.tmp-*``
-  directory, which is never loaded (and is removed once it is hours old).
+  directory, which is never loaded. The next build reclaims it as soon as its builder is gone:
+  a builder holds the ``flock`` of its key's lock file for as long as it writes (and records
+  its pid and host there), so a ``.tmp-*`` directory whose lock can be taken has no builder
+  left. Where locks do not hold, such a directory is removed once it is hours old.
 * Concurrent builders of the same key (DDP ranks, Optuna workers) serialise on an
   ``fcntl.flock`` lock file; the second one finds the finished cache and loads it. Should
   the lock not hold (some network filesystems), the atomic rename still guarantees that
@@ -38,6 +41,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -260,8 +264,9 @@ class WindowCache:
 
 
 def _fail(cache_dir: Path, what: str) -> CacheError:
-    return CacheError(f"window cache {cache_dir} is unusable: {what}. Delete that directory or call "
-                      f"load_or_build(..., rebuild=True) to build it again")
+    return CacheError(f"window cache {cache_dir} is unusable: {what}. Delete that directory, or build it again: "
+                      f"add --data.init_args.rebuild_cache true to the biosig command (from Python: "
+                      f"load_or_build(..., rebuild=True))")
 
 
 def load_cache(cache_dir: str | Path, expected_key: str | None = None, spec: CorpusSpec | None = None,
@@ -346,19 +351,39 @@ def load_cache(cache_dir: str | Path, expected_key: str | None = None, spec: Cor
 
 
 @contextlib.contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on ``lock_path``; where the filesystem refuses locks, go on
-    without one (the atomic rename in :func:`load_or_build` still keeps the cache whole)."""
+def _locked(lock_path: Path) -> Iterator[bool]:
+    """Hold an exclusive ``flock`` on ``lock_path`` and write this builder's pid and host into it;
+    yields whether the lock is held (where the filesystem refuses locks, the build goes on without
+    one: the atomic rename in :func:`load_or_build` still keeps the cache whole)."""
     with open(lock_path, "a+") as f:
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         except OSError:
-            yield
+            yield False
             return
         try:
-            yield
+            with contextlib.suppress(OSError):  # who builds: for the person looking at a stuck build
+                f.seek(0)
+                f.truncate()
+                f.write(f"pid {os.getpid()} host {socket.gethostname()}\n")
+                f.flush()
+            yield True
         finally:
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+
+
+def _builder_gone(lock_path: Path) -> bool:
+    """Whether nobody holds ``lock_path`` (taken and released at once); ``False`` where locks do not work."""
+    try:
+        with open(lock_path, "a+") as f:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return False  # held by a live builder (or locks unsupported)
+            fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+            return True
+    except OSError:
+        return False
 
 
 def _fsync_dir(path: Path) -> None:
@@ -377,12 +402,24 @@ def _last_touched(path: Path) -> float:
     return latest
 
 
-def _remove_stale_tmp(cache_root: Path) -> None:
-    """Remove ``.tmp-*`` build directories that nobody has written to for hours."""
+def _remove_stale_tmp(cache_root: Path, own: str | None = None) -> None:
+    """Remove the ``.tmp-*`` build directories of builders that are gone.
+
+    ``own``: the cache name whose lock this process holds; a ``.tmp-<own>-*`` directory was left
+    by an earlier holder of that lock, which is gone. For another name, the builder is gone
+    when its lock can be taken (:func:`_builder_gone`). A directory of no known lock, or seen
+    where locks do not work, is removed once nobody has written to it for hours.
+    """
     now = time.time()
+    names = sorted((p.name[1:-len(".lock")] for p in cache_root.glob(".*.lock")), key=len, reverse=True)
     for tmp in cache_root.glob(".tmp-*"):
+        if not tmp.is_dir():
+            continue
+        name = next((n for n in names if tmp.name.startswith(f".tmp-{n}-")), None)
         with contextlib.suppress(OSError):
-            if tmp.is_dir() and now - _last_touched(tmp) > STALE_TMP_SECONDS:
+            if name is not None and (name == own or _builder_gone(cache_root / f".{name}.lock")):
+                shutil.rmtree(tmp, ignore_errors=True)
+            elif now - _last_touched(tmp) > STALE_TMP_SECONDS:
                 shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -496,7 +533,7 @@ def load_or_build(reader: CorpusReader, cache_root: str | Path, preprocess: dict
         except CacheError:
             pass  # maybe caught mid-swap by a concurrent rebuild: look again under the lock
 
-    with _locked(cache_root / f".{final.name}.lock"):
+    with _locked(cache_root / f".{final.name}.lock") as held:
         if final.exists():
             if not rebuild:  # another process built it while we waited for the lock
                 return load_cache(final, key, spec, verify)
@@ -504,7 +541,7 @@ def load_or_build(reader: CorpusReader, cache_root: str | Path, preprocess: dict
                 cache = load_cache(final, key, spec, verify)
                 if float(cache.manifest.get("created", 0)) >= called:
                     return cache
-        _remove_stale_tmp(cache_root)
+        _remove_stale_tmp(cache_root, own=final.name if held else None)
         tmp = Path(tempfile.mkdtemp(dir=cache_root, prefix=f".tmp-{final.name}-"))
         try:
             _build(reader, tmp, key, preprocess, progress)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -221,12 +222,18 @@ class ClassificationTask(LightningModule):
             return opt
         if hp.scheduler != "cosine":
             raise ValueError(f"model.init_args.scheduler must be 'cosine' or 'none', got {hp.scheduler!r}")
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, self.lr_schedule())
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+    def lr_schedule(self) -> Callable[[int], float]:
+        """The LR multiplier per optimiser step of the cosine schedule (the trainer is attached):
+        linear warm-up over ``warmup_epochs``, then cosine decay to ``min_lr_ratio`` over the whole fit.
+        Recipes with their own schedule (SD-Former's phases) override this."""
+        hp = self.hparams
         total = int(self.trainer.estimated_stepping_batches)
         max_epochs = self.trainer.max_epochs if self.trainer.max_epochs and self.trainer.max_epochs > 0 else 1
         warmup = int(round(hp.warmup_epochs * total / max_epochs))
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda step: warmup_cosine(step, warmup, total, hp.min_lr_ratio))
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+        return lambda step: warmup_cosine(step, warmup, total, hp.min_lr_ratio)
 
     def configure_callbacks(self) -> list[Callback]:
         hp = self.hparams

@@ -87,6 +87,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -190,12 +191,12 @@ class SDFormerTask(ClassificationTask):
     Args:
         backbone: an :class:`~biosig_lightning.models.sdformer.SDFormer` (anything with
             ``forward_with_aux(x)`` returning logits and the four auxiliary terms).
-        n_outputs, optimizer, lr, weight_decay, betas, scheduler, min_lr_ratio,
-            label_smoothing, monitor, mode: as :class:`ClassificationTask` (paper: AdamW,
-            1e-3, 1e-2, cosine; ``monitor`` ``val/auroc`` on CHB-MIT, ``val/f1`` otherwise).
-        warmup_epochs: linear warm-up of phase 1 (paper: 5).
-        early_stopping_patience: per-phase patience in epochs; ``None`` ends each phase at
-            its epoch cap only.
+        warmup_epochs: linear warm-up of phase 1 (paper: 5; :class:`ClassificationTask`'s default is 0).
+        task_args: every other :class:`ClassificationTask` argument, passed on unchanged with its
+            default: ``n_outputs``, ``optimizer``, ``lr``, ``weight_decay``, ``betas``, ``scheduler``,
+            ``min_lr_ratio``, ``label_smoothing``, ``monitor``, ``mode`` (paper: AdamW, 1e-3, 1e-2,
+            cosine; ``monitor`` ``val/auroc`` on CHB-MIT, ``val/f1`` otherwise) and
+            ``early_stopping_patience``, here per phase (``None`` ends each phase at its epoch cap only).
         lambda_recon, lambda_dep, lambda_dag, lambda_sparse: phase-1 weights of the
             auxiliary terms (paper: 0.1, 0.1, 0.5, 0.01); zero weights are ablations.
         phase1_epochs, phase2_epochs: maximum epochs of each phase (paper: 50, 30).
@@ -213,18 +214,7 @@ class SDFormerTask(ClassificationTask):
     def __init__(
         self,
         backbone: nn.Module,
-        n_outputs: int = 2,
-        optimizer: Literal["adamw", "adam"] = "adamw",
-        lr: float = 1e-3,
-        weight_decay: float = 1e-2,
-        betas: tuple[float, float] = (0.9, 0.999),
-        scheduler: Literal["cosine", "none"] = "cosine",
         warmup_epochs: float = 5.0,
-        min_lr_ratio: float = 0.0,
-        label_smoothing: float = 0.0,
-        monitor: str = "val/f1",
-        mode: Literal["max", "min"] = "max",
-        early_stopping_patience: int | None = 10,
         lambda_recon: float = 0.1,
         lambda_dep: float = 0.1,
         lambda_dag: float = 0.5,
@@ -236,11 +226,12 @@ class SDFormerTask(ClassificationTask):
         phase2_graph: Literal["frozen", "learned"] = "frozen",
         graph_density_from: str | None = None,
         random_graph_seed: int = 0,
+        **task_args: Any,
     ) -> None:
-        super().__init__(backbone=backbone, n_outputs=n_outputs, optimizer=optimizer, lr=lr,
-                         weight_decay=weight_decay, betas=betas, scheduler=scheduler, warmup_epochs=warmup_epochs,
-                         min_lr_ratio=min_lr_ratio, label_smoothing=label_smoothing, monitor=monitor, mode=mode,
-                         early_stopping_patience=early_stopping_patience)
+        # the other ClassificationTask arguments pass through unchanged (jsonargparse follows **task_args into
+        # ClassificationTask.__init__, so --print_config lists them); only the warm-up default differs (paper: 5)
+        super().__init__(backbone, warmup_epochs=warmup_epochs, **task_args)
+        early_stopping_patience = self.hparams.early_stopping_patience
         if not callable(getattr(backbone, "forward_with_aux", None)):
             raise TypeError(f"SDFormerTask needs a backbone with forward_with_aux(x) (an SDFormer), "
                             f"got {type(backbone).__name__}")
@@ -346,13 +337,8 @@ class SDFormerTask(ClassificationTask):
         warmup = int(round(warmup_epochs * self._steps_per_epoch))
         return warmup_cosine(step, warmup, total, hp.min_lr_ratio)
 
-    def configure_optimizers(self) -> Any:
-        hp = self.hparams
-        opt = self.build_optimizer()
-        if hp.scheduler == "none":
-            return opt
-        if hp.scheduler != "cosine":
-            raise ValueError(f"model.init_args.scheduler must be 'cosine' or 'none', got {hp.scheduler!r}")
+    def lr_schedule(self) -> Callable[[int], float]:
+        """Per-phase schedule (:meth:`lr_factor`); counts the optimiser steps of one epoch first."""
         trainer = self.trainer
         _ = trainer.estimated_stepping_batches  # makes Lightning load the train loader and count its batches
         batches = trainer.num_training_batches
@@ -360,9 +346,9 @@ class SDFormerTask(ClassificationTask):
             raise ValueError("SDFormerTask's per-phase cosine schedule needs a train loader of known length")
         self._steps_per_epoch = max(1, math.ceil(batches / trainer.accumulate_grad_batches))
         # the lambda reads the phase when called, so a scheduler restored from a checkpoint
-        # continues the phase it was saved in whatever the restore order
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: self.lr_factor(step))
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+        # continues the phase it was saved in whatever the restore order (a lambda, not the bound
+        # method: LambdaLR leaves lambdas out of its state dict)
+        return lambda step: self.lr_factor(step)
 
     def configure_callbacks(self) -> list[Callback]:
         # early stopping is per phase and done by this task (a phase-1 stop is a switch)

@@ -1,4 +1,4 @@
-"""``biosig transfer``: cross-dataset transfer of a frozen backbone by linear probing.
+"""Cross-dataset transfer of a frozen backbone by linear probing (``biosig transfer``). of a frozen backbone by linear probing.
 
 SD-Former (Sharma, Sec. 3 and Sec. 7.2, Table 3) measures transfer as follows: train the
 backbone on a source dataset, freeze it, fit a linear probe on a target dataset and report
@@ -63,7 +63,6 @@ direction, and AUROC the number to read.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import io
 import json
@@ -82,6 +81,7 @@ import yaml
 from torch import nn
 
 from biosig_lightning.metrics import METRIC_KEYS, build_metrics
+from biosig_lightning.runs import RunError, load_run
 from biosig_lightning.utils import atomic_write_bytes, atomic_write_json
 
 __all__ = [
@@ -94,7 +94,6 @@ __all__ = [
     "build_target_datamodule",
     "fit_probe",
     "map_channels",
-    "run",
     "transfer",
 ]
 
@@ -426,53 +425,6 @@ def fit_probe(train: tuple[torch.Tensor, torch.Tensor], val: tuple[torch.Tensor,
     return probe, summary
 
 
-# --------------------------------------------------------------------------- command
-
-
-def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    ap = argparse.ArgumentParser(
-        prog="biosig transfer", allow_abbrev=False,
-        description="freeze a run's backbone and fit a linear probe on another dataset (SD-Former Table 3)")
-    ap.add_argument("--source", required=True, type=Path, help="finished `biosig fit` run directory")
-    ap.add_argument("--target-config", required=True, type=Path,
-                    help="YAML whose data section is the target dataset")
-    ap.add_argument("--config", action="append", default=[], type=Path,
-                    help="more YAML overriding the target data (repeatable, e.g. experiments/synthetic.yaml)")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="output directory (default: SOURCE/transfer/<target dataset>)")
-    ap.add_argument("--checkpoint", default="best", help="best, last or a checkpoint path of the source run")
-    defaults = ProbeSettings()
-    ap.add_argument("--epochs", type=int, default=defaults.epochs, help="maximum probe epochs")
-    ap.add_argument("--lr", type=float, default=defaults.lr)
-    ap.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
-    ap.add_argument("--patience", type=int, default=defaults.patience, help="early-stopping patience (epochs)")
-    ap.add_argument("--batch-size", type=int, default=defaults.batch_size, help="probe and feature batch size")
-    ap.add_argument("--monitor", default=defaults.monitor, choices=("loss", *METRIC_KEYS),
-                    help="validation quantity for early stopping (loss and ece are minimised)")
-    ap.add_argument("--class-weight", default=defaults.class_weight, choices=("none", "balanced"))
-    ap.add_argument("--seed", type=int, default=None, help="probe seed (default: the source run's seed)")
-    ap.add_argument("--device", default=None, help="cpu, cuda, ... (default: cuda if available)")
-    own, rest = ap.parse_known_args(argv)
-    unknown = [a for a in rest if a.startswith("-") and not a.startswith("--data.")]
-    if unknown:
-        ap.error(f"unrecognized arguments: {' '.join(unknown)} (only --data.* overrides pass through)")
-    for name in ("epochs", "patience", "batch_size"):
-        if getattr(own, name) < 1:
-            ap.error(f"--{name.replace('_', '-')} must be >= 1")
-    return own, rest
-
-
-def _print_table(report: dict[str, Any]) -> None:
-    title = (f"transfer: {report['source']['model']} {report['source']['dataset']} -> "
-             f"{report['target']['dataset']} (linear probe, seed {report['probe']['seed']})")
-    print(title)
-    print("-" * len(title))
-    for key in (f"test/{k}" for k in (*METRIC_KEYS, "loss")):
-        if key in report["metrics"]:
-            value = report["metrics"][key]
-            print(f"  {key.split('/', 1)[1]:<10} {'nan' if value is None else f'{value:.4f}'}")
-
-
 @dataclass
 class TransferResult:
     """What :func:`transfer` produced: the report written to ``transfer.json``, its path, the
@@ -494,8 +446,6 @@ def transfer(source: str | Path, target_configs: Sequence[str | Path], *, overri
     Writes ``transfer.json`` and ``probe.pt`` into ``out`` (default
     ``source/transfer/<target dataset>``); see the module docstring for every step.
     """
-    from biosig_lightning.runs import RunError, load_run
-
     started = time.perf_counter()
     configs = [Path(c) for c in target_configs]
     target = build_target_datamodule(configs, overrides)  # config errors first: cheaper than a model
@@ -567,15 +517,3 @@ def transfer(source: str | Path, target_configs: Sequence[str | Path], *, overri
 def _finite(metrics: dict[str, float]) -> dict[str, float | None]:
     """JSON has no NaN: undefined metrics (AUROC with one class present) become null."""
     return {k: (v if math.isfinite(v) else None) for k, v in metrics.items()}
-
-
-def run(argv: list[str]) -> None:
-    """Entry point of ``biosig transfer`` (argv without the command word)."""
-    args, overrides = _parse(argv)
-    settings = ProbeSettings(lr=args.lr, weight_decay=args.weight_decay, epochs=args.epochs,
-                             patience=args.patience, batch_size=args.batch_size, monitor=args.monitor,
-                             class_weight=args.class_weight, seed=args.seed)
-    result = transfer(args.source, [args.target_config, *args.config], overrides=overrides, out=args.out,
-                      checkpoint=args.checkpoint, settings=settings, device=args.device)
-    _print_table(result.report)
-    print(f"transfer: {result.path}", flush=True)

@@ -68,8 +68,8 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
-from biosig_lightning.cli import BiosigCLI
 from biosig_lightning.metrics import METRIC_KEYS
+from biosig_lightning.runs.biosig_cli import BiosigCLI
 
 # biosig's own argv is not LightningCLI's: the args it gets are the complete fit arguments
 warnings.filterwarnings("ignore", message="LightningCLI's args parameter is intended")

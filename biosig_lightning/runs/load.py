@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from lightning.pytorch import LightningDataModule, LightningModule
 
+from biosig_lightning.runs.biosig_cli import BiosigCLI
+
 
 class RunError(ValueError):
     """A run directory that cannot be reopened (one line, names the path)."""
@@ -71,8 +73,6 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", overrides: dict[str,
     the corpus moved, or ``{"num_workers": 0}``); the model config is never changed, so the weights
     always fit.
     """
-    from biosig_lightning.cli import BiosigCLI
-
     run_dir = Path(run_dir)
     results = read_results(run_dir)
     config = results.get("config") or {}

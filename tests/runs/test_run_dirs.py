@@ -1,0 +1,115 @@
+"""Run directories: claimed create-exclusive, resumed only from the same experiment, never overwritten once finished."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from biosig_lightning.cli import main
+from tests.conftest import EXPERIMENTS, REPO
+
+DEMO = ["--config", str(EXPERIMENTS / "demo.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml")]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def _csv_rows(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_two_fits_started_at_once_get_two_complete_run_dirs(in_tmp: Path) -> None:
+    barrier = in_tmp / "barrier"
+    cmd = [sys.executable, "-m", "biosig_lightning.cli", "fit", *DEMO, "--trainer.enable_progress_bar=false",
+           "--model.class_path=tests.runs.helpers.BarrierTask", f"--model.init_args.barrier_dir={barrier}"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+             for _ in range(2)]
+    outs = [p.communicate(timeout=240) for p in procs]
+    for proc, (_, err) in zip(procs, outs, strict=True):
+        assert proc.returncode == 0, err[-2000:]
+    printed = [Path(out.strip().splitlines()[-1].removeprefix("results: ")) for out, _ in outs]
+    assert printed[0] != printed[1]
+    assert sorted(p.parent.name for p in printed) == ["version_0", "version_1"]
+    for path in printed:
+        run_dir = path.parent
+        results = json.loads(path.read_text())
+        assert Path(results["run_dir"]) == run_dir
+        ckpts = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+        # one best and one last checkpoint, none of them versioned against the other run's (-v1)
+        assert len(ckpts) == 2 and "last.ckpt" in ckpts and not any("-v" in c for c in ckpts), ckpts
+        assert Path(results["best_checkpoint"]).parent == run_dir / "checkpoints"
+        # one run's learning curve: a single epoch validated once, not two runs interleaved
+        rows = _csv_rows(run_dir / "metrics.csv")
+        assert [r["epoch"] for r in rows if r.get("val/loss")] == ["0"]
+
+
+def _interrupted_run(capsys: pytest.CaptureFixture[str], name: str) -> Path:
+    with pytest.raises((SystemExit, KeyboardInterrupt)):
+        main(["fit", *DEMO, "--trainer.max_epochs", "3", "--trainer.logger.init_args.name", name,
+              "--trainer.callbacks+=tests.helpers.InterruptAfterEpoch", "--trainer.callbacks.init_args.epoch", "0"])
+    capsys.readouterr()
+    run_dir = Path("runs") / name / "version_0"
+    assert (run_dir / "checkpoints" / "last.ckpt").is_file() and not (run_dir / "results.json").exists()
+    return run_dir
+
+
+def _snapshot(run_dir: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
+
+
+def test_resume_last_refuses_a_checkpoint_of_another_corpus(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = _interrupted_run(capsys, "mixed")
+    before = _snapshot(run_dir)
+    with pytest.raises(SystemExit) as err:
+        main(["fit", *DEMO, "--trainer.max_epochs", "3", "--trainer.logger.init_args.name", "mixed",
+              "--data.init_args.kind", "motif", "--ckpt_path", "last"])
+    message = str(err.value)
+    assert message.startswith("biosig fit: error: --ckpt_path runs/mixed/version_0/checkpoints/last.ckpt")
+    assert "data.init_args.kind ('bands' there, 'motif' here)" in message and "\n" not in message
+    assert _snapshot(run_dir) == before  # nothing of the interrupted run was touched
+    assert sorted(p.name for p in run_dir.parent.iterdir()) == ["version_0"]  # and no new run was started
+
+
+def test_explicit_checkpoint_into_a_run_of_another_model_is_refused(in_tmp: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    run_dir = _interrupted_run(capsys, "other")
+    with pytest.raises(SystemExit) as err:
+        main(["fit", *DEMO, "--trainer.logger.init_args.name", "other", "--run.version", "version_0",
+              "--model.init_args.backbone.class_path", "TransformerClassifier",
+              "--ckpt_path", str(run_dir / "checkpoints" / "last.ckpt")])
+    assert "model.init_args.backbone.class_path ('CNN1D' there, 'TransformerClassifier' here)" in str(err.value)
+
+
+def test_a_finished_run_is_never_resumed_nor_overwritten(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    main(["fit", *DEMO, "--trainer.logger.init_args.name", "done"])
+    capsys.readouterr()
+    run_dir = Path("runs/done/version_0")
+    before = _snapshot(run_dir)
+    with pytest.raises(SystemExit, match=r"every run under runs/done with a last.ckpt has finished"):
+        main(["fit", *DEMO, "--trainer.logger.init_args.name", "done", "--trainer.max_epochs", "2",
+              "--ckpt_path", "last"])
+    with pytest.raises(SystemExit, match=r"runs/done/version_0 is a finished run \(results.json exists\)"):
+        main(["fit", *DEMO, "--trainer.logger.init_args.name", "done", "--run.version", "version_0"])
+    assert _snapshot(run_dir) == before
+    assert sorted(p.name for p in run_dir.parent.iterdir()) == ["version_0"]
+
+
+def test_results_json_is_written_create_exclusive(tmp_path: Path) -> None:
+    from biosig_lightning.runs.rundir import RunDirError, write_results_once
+
+    first = write_results_once(tmp_path, {"seed": 1})
+    with pytest.raises(RunDirError, match=r"results.json exists .* this run's results are in .*results.1.json"):
+        write_results_once(tmp_path, {"seed": 2})
+    assert json.loads(first.read_text()) == {"seed": 1}
+    assert json.loads((tmp_path / "results.1.json").read_text()) == {"seed": 2}
