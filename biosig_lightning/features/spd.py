@@ -15,7 +15,7 @@ settings only):
 4. per subwindow and channel: the unbiased covariance (``np.cov``, pyriemann ``estimator='cov'``) in
    SPD(n) and the PSD vector: the mean over all frequency bins of the one-sided periodogram density
    (constant detrend, boxcar window; the code's ``scipy.signal.periodogram`` statistic), one number
-   per electrode.
+   per electrode (computed exactly from the covariance's diagonal, by Parseval).
 
 **Stage 2, tokens** (:func:`spd_tokens`; depends on stage 1 and ``alpha, beta, eps, reference,
 sqrt2``):
@@ -67,6 +67,7 @@ from typing import Literal
 
 import numpy as np
 import torch
+from scipy import fft as sp_fft
 from scipy import signal as sps
 
 __all__ = [
@@ -98,17 +99,32 @@ def filter_bank(x: np.ndarray, sfreq: float, bands: Mapping[str, tuple[float, fl
                 order: int = 4, causal: bool = False) -> np.ndarray:
     """``(n_channels, n_times)`` -> ``(1 + len(bands), n_channels, n_times)``: raw then band-passed.
 
-    Zero-phase (``sosfiltfilt``) unless ``causal`` (``sosfilt``, the authors' single pass).
+    Zero-phase (default): the forward-backward Butterworth filter, computed in the frequency domain as
+    one real FFT of the signal times ``|H(f)|^2`` per band (exactly what a forward-backward pass applies
+    to a signal extended by zeros; it differs from ``scipy.signal.sosfiltfilt`` only within the filter's
+    decay time of a run's two ends, where sosfiltfilt pads by odd reflection). ``causal``: one forward
+    ``sosfilt`` pass, the authors' ``lfilter``.
     """
     x = np.asarray(x, dtype=np.float64)
     out = np.empty((1 + len(bands),) + x.shape, dtype=np.float64)
     out[0] = x
     nyq = sfreq / 2.0
+    n = x.shape[-1]
+    spectrum = None
+    if not causal:
+        pad = int(min(n, 20 * sfreq))  # room for the filters' decay at both ends (no wrap-around)
+        nfft = sp_fft.next_fast_len(n + 2 * pad, real=True)
+        spectrum = np.fft.rfft(x, n=nfft, axis=-1)
+        freqs = np.fft.rfftfreq(nfft, d=1.0 / sfreq)
     for k, (name, (lo, hi)) in enumerate(bands.items(), start=1):
         if not 0 < lo < hi < nyq:
             raise ValueError(f"band {name!r} [{lo}, {hi}] Hz does not fit below Nyquist ({nyq:g} Hz)")
         sos = sps.butter(order, [lo / nyq, hi / nyq], btype="bandpass", output="sos")
-        out[k] = sps.sosfilt(sos, x, axis=-1) if causal else sps.sosfiltfilt(sos, x, axis=-1)
+        if causal:
+            out[k] = sps.sosfilt(sos, x, axis=-1)
+        else:
+            _, h = sps.sosfreqz(sos, worN=freqs, fs=sfreq)
+            out[k] = np.fft.irfft(spectrum * (np.abs(h) ** 2), n=nfft, axis=-1)[..., :n]
     return out
 
 
@@ -156,9 +172,10 @@ def covariance_features(epochs: np.ndarray, starts: np.ndarray, sfreq: float, n_
     w = t // n_subwindows
     sub = filtered.reshape(c, n_ep, n, n_subwindows, w).transpose(1, 0, 3, 2, 4)  # (E, C, S, n, w)
     centred = sub - sub.mean(axis=-1, keepdims=True)
-    cov = np.einsum("...it,...jt->...ij", centred, centred) / (w - 1)
-    _, pxx = sps.periodogram(sub, fs=sfreq, axis=-1)
-    psd = pxx.mean(axis=-1)
+    cov = centred @ centred.swapaxes(-1, -2) / (w - 1)
+    # mean over the one-sided periodogram bins (constant detrend, boxcar, density): by Parseval the
+    # bins sum to sum((x - mean)^2) / sfreq, and there are w // 2 + 1 of them
+    psd = np.diagonal(cov, axis1=-2, axis2=-1) * ((w - 1) / (sfreq * (w // 2 + 1)))
     return cov, psd
 
 

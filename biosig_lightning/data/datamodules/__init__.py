@@ -2,6 +2,7 @@
 
 from biosig_lightning.data.datamodules.bci_iv import BCIIVDataModule
 from biosig_lightning.data.datamodules.chb_mit import CHBMITDataModule
+from biosig_lightning.data.datamodules.mass_ss3 import MASSSS3DataModule, SleepEDFSPDDataModule
 from biosig_lightning.data.datamodules.medformer import (
     ADFTDDataModule,
     APAVADataModule,
@@ -13,6 +14,6 @@ from biosig_lightning.data.datamodules.ptbxl import PTBXLDataModule
 from biosig_lightning.data.datamodules.sleep_edf import SleepEDFDataModule
 from biosig_lightning.data.datamodules.synthetic import SyntheticDataModule
 
-__all__ = ["ADFTDDataModule", "APAVADataModule", "BCIIVDataModule", "CHBMITDataModule", "MedformerDataModule",
+__all__ = ["ADFTDDataModule", "APAVADataModule", "BCIIVDataModule", "CHBMITDataModule", "MASSSS3DataModule", "MedformerDataModule",
            "PTBDataModule", "PTBXLDataModule", "PTBXLMedformerDataModule", "SleepEDFDataModule",
-           "SyntheticDataModule"]
+           "SleepEDFSPDDataModule", "SyntheticDataModule"]
