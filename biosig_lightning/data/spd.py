@@ -275,8 +275,8 @@ class SPDDataModule(BiosignalDataModule):
             raise ValueError(f"data.context is L, the odd number of epochs per sequence (13, 21, 29), got {context}")
         if whitening not in ("recording", "train"):
             raise ValueError(f"data.whitening must be 'recording' or 'train', got {whitening!r}")
-        for key in ("context", "balanced_sampler", "augment", "group_by"):
-            if kwargs.get(key):
+        for key, off in (("balanced_sampler", False), ("augment", None), ("group_by", "none")):
+            if kwargs.get(key, off) not in (off, False, None):
                 raise ValueError(f"SPDDataModule does not take data.{key} of BiosignalDataModule")
         kwargs["normalization"] = "none"
         self.seq_len = context
