@@ -58,6 +58,8 @@ __all__ = ["CovarianceStage", "SPDDataModule", "SPDSequenceDataset", "TokenStage
 
 Scope = Literal["recording", "train"]
 STAGE_VERSION = 1
+#: the authors' search couples the eigenvalue floor to beta (its hundredths digit switches the floor on)
+EPS_BY_BETA: dict[float, float | None] = {1.0: None, 1.01: 1e-2, 10.0: None, 10.01: 1e-1}
 
 
 def _grid_names(n_bands: int, n_sub: int) -> tuple[str, ...]:
@@ -250,7 +252,8 @@ class SPDDataModule(BiosignalDataModule):
         context: ``L``, epochs per sequence (odd; the paper uses 13, 21, 29), centre classified.
         alpha: PSD augmentation factor (Sec. 3.3; best L=21: 2.4904).
         beta: whitened-matrix scale (best: 1.01).
-        eps: eigenvalue floor before the log (best: 0.01; ``None``: machine epsilon).
+        eps: eigenvalue floor before the log (best: 0.01; ``None``: machine epsilon; ``by_beta``: the
+            authors' search coupling, :data:`EPS_BY_BETA`: beta 1 or 10 -> None, 1.01 -> 0.01, 10.01 -> 0.1).
         reference: whitening reference, ``augmented`` (paper) or ``augmented_raw`` (authors' code).
         whitening: ``recording`` (per recording over all its epochs, the authors'; touches the test
             recordings' unlabelled signals) or ``train`` (one reference from training recordings only).
@@ -267,7 +270,8 @@ class SPDDataModule(BiosignalDataModule):
             ``balanced_sampler``, ``augment`` and ``group_by`` do not apply.
     """
 
-    def __init__(self, context: int = 21, alpha: float = 2.4904, beta: float = 1.01, eps: float | None = 0.01,
+    def __init__(self, context: int = 21, alpha: float = 2.4904, beta: float = 1.01,
+                 eps: float | Literal["by_beta"] | None = 0.01,
                  reference: Reference = "augmented", whitening: Scope = "recording", sqrt2: bool = True,
                  causal: bool = False, zscore: bool = True, n_subwindows: int = 30, oversample: bool = True,
                  trim: int | None = None, test_trim: int = 24, **kwargs: Any) -> None:
@@ -279,6 +283,10 @@ class SPDDataModule(BiosignalDataModule):
             if kwargs.get(key, off) not in (off, False, None):
                 raise ValueError(f"SPDDataModule does not take data.{key} of BiosignalDataModule")
         kwargs["normalization"] = "none"
+        if eps == "by_beta":
+            if float(beta) not in EPS_BY_BETA:
+                raise ValueError(f"data.eps 'by_beta' needs beta in {sorted(EPS_BY_BETA)}, got {beta}")
+            eps = EPS_BY_BETA[float(beta)]
         self.seq_len = context
         self.alpha, self.beta, self.eps = alpha, beta, eps
         self.reference, self.whitening, self.sqrt2 = reference, whitening, sqrt2
