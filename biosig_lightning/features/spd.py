@@ -71,7 +71,7 @@ from scipy import fft as sp_fft
 from scipy import signal as sps
 
 __all__ = [
-    "SPD_BANDS", "SPD_ELECTRODES", "Reference", "augment", "covariance_features", "filter_bank",
+    "SPD_BANDS", "SPD_ELECTRODES", "Reference", "augment", "butter_bandpass_gain", "covariance_features", "filter_bank",
     "invsqrtm", "logm", "mean_riemann", "spd_fn", "spd_tokens", "sym_from_tokens", "token_dim",
     "tokens_from_sym", "whitening_reference",
 ]
@@ -95,37 +95,52 @@ def token_dim(n: int) -> int:
 # --------------------------------------------------------------------------- stage 1
 
 
+def butter_bandpass_gain(freqs: np.ndarray, lo: float, hi: float, sfreq: float, order: int = 4) -> np.ndarray:
+    """``|H(f)|^2`` of ``scipy.signal.butter(order, [lo, hi], 'bandpass', fs=sfreq)`` in closed form.
+
+    The digital Butterworth band-pass is the bilinear transform of the analog prototype, so with
+    prewarped ``W = tan(pi f / sfreq)``: ``|H|^2 = 1 / (1 + X^(2 order))``,
+    ``X = (W^2 - W_lo W_hi) / (W (W_hi - W_lo))`` (checked against ``sosfreqz`` in the tests).
+    """
+    w = np.tan(np.pi * np.clip(freqs, 0.0, sfreq / 2.0) / sfreq)
+    w_lo, w_hi = np.tan(np.pi * lo / sfreq), np.tan(np.pi * hi / sfreq)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        x = (w * w - w_lo * w_hi) / (w * (w_hi - w_lo))
+        gain = 1.0 / (1.0 + x ** (2 * order))
+    return np.nan_to_num(gain, nan=0.0)
+
+
 def filter_bank(x: np.ndarray, sfreq: float, bands: Mapping[str, tuple[float, float]] = SPD_BANDS,
                 order: int = 4, causal: bool = False) -> np.ndarray:
-    """``(n_channels, n_times)`` -> ``(1 + len(bands), n_channels, n_times)``: raw then band-passed.
+    """``(n_channels, n_times)`` -> ``(1 + len(bands), n_channels, n_times)`` float32: raw then band-passed.
 
     Zero-phase (default): the forward-backward Butterworth filter, computed in the frequency domain as
-    one real FFT of the signal times ``|H(f)|^2`` per band (exactly what a forward-backward pass applies
-    to a signal extended by zeros; it differs from ``scipy.signal.sosfiltfilt`` only within the filter's
-    decay time of a run's two ends, where sosfiltfilt pads by odd reflection). ``causal``: one forward
-    ``sosfilt`` pass, the authors' ``lfilter``.
+    one real FFT of the signal times ``|H(f)|^2`` per band (:func:`butter_bandpass_gain`; exactly what a
+    forward-backward pass applies to a signal extended by zeros, and it differs from
+    ``scipy.signal.sosfiltfilt`` only within the filter's decay time of a run's two ends, where
+    sosfiltfilt pads by odd reflection). ``causal``: one forward ``sosfilt`` pass, the authors' ``lfilter``.
     """
     x = np.asarray(x, dtype=np.float64)
-    out = np.empty((1 + len(bands),) + x.shape, dtype=np.float64)
-    out[0] = x
     nyq = sfreq / 2.0
-    n = x.shape[-1]
-    spectrum = None
-    if not causal:
-        pad = int(min(n, 20 * sfreq))  # room for the filters' decay at both ends (no wrap-around)
-        nfft = sp_fft.next_fast_len(n + 2 * pad, real=True)
-        spectrum = np.fft.rfft(x, n=nfft, axis=-1)
-        freqs = np.fft.rfftfreq(nfft, d=1.0 / sfreq)
-    for k, (name, (lo, hi)) in enumerate(bands.items(), start=1):
+    for name, (lo, hi) in bands.items():
         if not 0 < lo < hi < nyq:
             raise ValueError(f"band {name!r} [{lo}, {hi}] Hz does not fit below Nyquist ({nyq:g} Hz)")
-        sos = sps.butter(order, [lo / nyq, hi / nyq], btype="bandpass", output="sos")
-        if causal:
-            out[k] = sps.sosfilt(sos, x, axis=-1)
-        else:
-            _, h = sps.sosfreqz(sos, worN=freqs, fs=sfreq)
-            out[k] = np.fft.irfft(spectrum * (np.abs(h) ** 2), n=nfft, axis=-1)[..., :n]
-    return out
+    out = torch.empty((1 + len(bands),) + x.shape, dtype=torch.float32)
+    out[0] = torch.from_numpy(x)
+    n = x.shape[-1]
+    if causal:
+        for k, (lo, hi) in enumerate(bands.values(), start=1):
+            sos = sps.butter(order, [lo / nyq, hi / nyq], btype="bandpass", output="sos")
+            out[k] = torch.from_numpy(sps.sosfilt(sos, x, axis=-1))
+        return out.numpy()
+    pad = int(min(n, 20 * sfreq))  # room for the filters' decay at both ends (no wrap-around)
+    nfft = sp_fft.next_fast_len(n + 2 * pad, real=True)
+    spectrum = torch.fft.rfft(torch.from_numpy(x), n=nfft, dim=-1)
+    freqs = np.fft.rfftfreq(nfft, d=1.0 / sfreq)
+    for k, (lo, hi) in enumerate(bands.values(), start=1):
+        gain = torch.from_numpy(butter_bandpass_gain(freqs, lo, hi, sfreq, order))  # forward + backward: |H|^2
+        out[k] = torch.fft.irfft(spectrum * gain, n=nfft, dim=-1)[..., :n]
+    return out.numpy()
 
 
 def _runs(starts: np.ndarray, epoch_seconds: float) -> list[slice]:
@@ -152,7 +167,8 @@ def covariance_features(epochs: np.ndarray, starts: np.ndarray, sfreq: float, n_
         zscore: standardise each electrode over the whole recording (all its epochs) first.
 
     Returns:
-        ``cov`` ``(n_epochs, C, S, n, n)`` and ``psd`` ``(n_epochs, C, S, n)`` in float64, with
+        ``cov`` ``(n_epochs, C, S, n, n)`` and ``psd`` ``(n_epochs, C, S, n)`` in float64 (filtered
+        signals and sums in float32, centred per subwindow before the product), with
         ``C = 1 + len(bands)`` frequency channels.
     """
     x = np.asarray(epochs, dtype=np.float64)
@@ -164,19 +180,19 @@ def covariance_features(epochs: np.ndarray, starts: np.ndarray, sfreq: float, n_
         std = x.std(axis=(0, 2), keepdims=True)
         x = (x - mean) / np.where(std > 0, std, 1.0)
     c = 1 + len(bands)
-    filtered = np.empty((c, n_ep, n, t), dtype=np.float64)
-    for run in _runs(np.asarray(starts, dtype=np.float64), t / sfreq):
-        cont = x[run].transpose(1, 0, 2).reshape(n, -1)  # (n, run_len * t)
-        fb = filter_bank(cont, sfreq, bands, order, causal)  # (C, n, run_len * t)
-        filtered[:, run] = fb.reshape(c, n, -1, t).transpose(0, 2, 1, 3)
     w = t // n_subwindows
-    sub = filtered.reshape(c, n_ep, n, n_subwindows, w).transpose(1, 0, 3, 2, 4)  # (E, C, S, n, w)
-    centred = sub - sub.mean(axis=-1, keepdims=True)
-    cov = centred @ centred.swapaxes(-1, -2) / (w - 1)
+    cov = torch.empty((n_ep, c, n_subwindows, n, n), dtype=torch.float64)
+    for run in _runs(np.asarray(starts, dtype=np.float64), t / sfreq):
+        e = run.stop - run.start
+        cont = x[run].transpose(1, 0, 2).reshape(n, -1)  # (n, e * t)
+        fb = torch.from_numpy(filter_bank(cont, sfreq, bands, order, causal))  # (C, n, e * t) float32
+        sub = fb.reshape(c, n, e, n_subwindows, w).permute(2, 0, 3, 1, 4)  # (e, C, S, n, w)
+        sub = sub - sub.mean(-1, keepdim=True)
+        cov[run] = (sub @ sub.transpose(-1, -2)).double() / (w - 1)
     # mean over the one-sided periodogram bins (constant detrend, boxcar, density): by Parseval the
     # bins sum to sum((x - mean)^2) / sfreq, and there are w // 2 + 1 of them
-    psd = np.diagonal(cov, axis1=-2, axis2=-1) * ((w - 1) / (sfreq * (w // 2 + 1)))
-    return cov, psd
+    psd = torch.diagonal(cov, dim1=-2, dim2=-1) * ((w - 1) / (sfreq * (w // 2 + 1)))
+    return cov.numpy(), psd.numpy()
 
 
 # --------------------------------------------------------------------------- matrix functions
@@ -207,34 +223,37 @@ def mean_riemann(mats: torch.Tensor, weights: torch.Tensor | None = None, tol: f
 
     ``mats`` ``(..., N, n, n)`` -> ``(..., n, n)``. The gradient-descent flow with the adaptive step of
     pyriemann's ``mean_riemann`` (same initialisation, tolerance and iteration cap), run on every
-    leading index at once; each batch element stops updating once its own criterion is met.
+    leading index at once; each batch element stops (and leaves the computation) once its own
+    criterion is met.
     """
+    lead = mats.shape[:-3]
+    n_mat, n = mats.shape[-3], mats.shape[-1]
+    flat = mats.reshape(-1, n_mat, n, n)
     if weights is None:
-        weights = torch.ones(mats.shape[:-2], dtype=mats.dtype, device=mats.device)
-    weights = weights / weights.sum(-1, keepdim=True)
-    mean = torch.einsum("...k,...kij->...ij", weights, mats)
-    batch = mean.shape[:-2]
-    nu = torch.ones(batch, dtype=mats.dtype)
-    tau = torch.full(batch, torch.finfo(mats.dtype).max, dtype=mats.dtype)
-    active = torch.ones(batch, dtype=torch.bool)
+        weights = torch.ones(flat.shape[:2], dtype=mats.dtype, device=mats.device)
+    w_all = weights.reshape(-1, n_mat)
+    w_all = w_all / w_all.sum(-1, keepdim=True)
+    mean = torch.einsum("bk,bkij->bij", w_all, flat)
+    k = mean.shape[0]
+    nu = torch.ones(k, dtype=mats.dtype)
+    tau = torch.full((k,), torch.finfo(mats.dtype).max, dtype=mats.dtype)
+    active = torch.arange(k)
     for _ in range(maxiter):
-        vals, vecs = torch.linalg.eigh(mean)
+        if active.numel() == 0:
+            break
+        vals, vecs = torch.linalg.eigh(mean[active])
         c12 = (vecs * vals.sqrt().unsqueeze(-2)) @ vecs.transpose(-1, -2)
         cm12 = (vecs * vals.rsqrt().unsqueeze(-2)) @ vecs.transpose(-1, -2)
-        inner = cm12.unsqueeze(-3) @ mats @ cm12.unsqueeze(-3)
-        tangent = torch.einsum("...k,...kij->...ij", weights, logm(inner))
-        step = spd_fn(nu[..., None, None] * tangent, "exp")
-        new = c12 @ step @ c12
-        mean = torch.where(active[..., None, None], new, mean)
+        inner = cm12.unsqueeze(1) @ flat[active] @ cm12.unsqueeze(1)
+        tangent = torch.einsum("bk,bkij->bij", w_all[active], logm(inner))
+        mean[active] = c12 @ spd_fn(nu[active, None, None] * tangent, "exp") @ c12
         crit = torch.linalg.matrix_norm(tangent)
-        h = nu * crit
-        shrink = h < tau
-        nu = torch.where(active, torch.where(shrink, 0.95 * nu, 0.5 * nu), nu)
-        tau = torch.where(active & shrink, h, tau)
-        active = active & ~((crit <= tol) | (nu <= tol))
-        if not active.any():
-            break
-    return mean
+        h = nu[active] * crit
+        shrink = h < tau[active]
+        nu[active] = torch.where(shrink, 0.95 * nu[active], 0.5 * nu[active])
+        tau[active] = torch.where(shrink, h, tau[active])
+        active = active[~((crit <= tol) | (nu[active] <= tol))]
+    return mean.reshape(*lead, n, n)
 
 
 def augment(cov: torch.Tensor, psd: torch.Tensor, alpha: float) -> torch.Tensor:
