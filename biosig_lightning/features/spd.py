@@ -135,10 +135,10 @@ def filter_bank(x: np.ndarray, sfreq: float, bands: Mapping[str, tuple[float, fl
         return out.numpy()
     pad = int(min(n, 20 * sfreq))  # room for the filters' decay at both ends (no wrap-around)
     nfft = sp_fft.next_fast_len(n + 2 * pad, real=True)
-    spectrum = torch.fft.rfft(torch.from_numpy(x), n=nfft, dim=-1)
+    spectrum = torch.fft.rfft(torch.from_numpy(x).float(), n=nfft, dim=-1)  # float32: covariances need no more
     freqs = np.fft.rfftfreq(nfft, d=1.0 / sfreq)
     for k, (lo, hi) in enumerate(bands.values(), start=1):
-        gain = torch.from_numpy(butter_bandpass_gain(freqs, lo, hi, sfreq, order))  # forward + backward: |H|^2
+        gain = torch.from_numpy(butter_bandpass_gain(freqs, lo, hi, sfreq, order)).float()  # fwd + bwd: |H|^2
         out[k] = torch.fft.irfft(spectrum * gain, n=nfft, dim=-1)[..., :n]
     return out.numpy()
 
@@ -222,8 +222,8 @@ def mean_riemann(mats: torch.Tensor, weights: torch.Tensor | None = None, tol: f
     """Affine-invariant (Karcher) mean over axis ``-3``, batched over leading axes.
 
     ``mats`` ``(..., N, n, n)`` -> ``(..., n, n)``. The gradient-descent flow with the adaptive step of
-    pyriemann's ``mean_riemann`` (same initialisation, tolerance and iteration cap), run on every
-    leading index at once; each batch element stops (and leaves the computation) once its own
+    pyriemann's ``mean_riemann`` (same initialisation, tolerance, iteration cap and step rule), run on
+    every leading index at once; each batch element stops (and leaves the computation) once its own
     criterion is met.
     """
     lead = mats.shape[:-3]
