@@ -6,6 +6,7 @@ process so its peak RSS (``ru_maxrss``) is its own:
 
 * ``ours``: SP-MHA as ``impl="auto"`` picks on this device (CPU: the combined map recomputed in
   backward; CUDA: SDPA over the h heads' fused outputs);
+* ``ours_ckpt``: ``ours`` with ``checkpoint_layers=True`` (each encoder layer recomputed in backward);
 * ``sdpa``: SP-MHA as the weighted sum of h SDPA outputs (``impl="sdpa"``);
 * ``stored_maps`` (the baseline of the ratio): the same model with the h softmax maps kept for backward,
   as the paper's Fig. 1 computes SP-MHA (and as the authors' code does; their model also carries
@@ -60,11 +61,11 @@ def train_step(variant: str, batch: int, steps: int, context: int = 21) -> dict[
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
-    impl = {"ours": "auto", "sdpa": "sdpa", "stored_maps": "recompute"}[variant]
+    impl = {"ours": "auto", "ours_ckpt": "auto", "sdpa": "sdpa", "stored_maps": "recompute"}[variant]
     if variant == "stored_maps":
         SPMultiheadAttention.forward = _stored_maps_forward
     model = SPDTransNet(n_chans=context * 210, n_outputs=5, n_times=45, sfreq=256.0, attention_impl=impl,
-                        **BEST).to(device)
+                        checkpoint_layers=variant == "ours_ckpt", **BEST).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=5.8e-5, eps=1e-7, weight_decay=1e-5)
     x = torch.randn(batch, context * 210, 45, device=device)
     y = torch.randint(0, 5, (batch,), device=device)

@@ -91,3 +91,18 @@ def test_bad_shapes_raise() -> None:
         SPDTransNet(n_chans=210, n_outputs=5, n_times=45, sfreq=256.0, intra_heads=4)
     with pytest.raises(ValueError, match="triangular"):
         SPDTransNet(n_chans=210, n_outputs=5, n_times=44, sfreq=256.0)
+
+
+def test_checkpointed_layers_give_the_same_gradients() -> None:
+    torch.manual_seed(4)
+    kw = dict(n_chans=3 * 6, n_outputs=5, n_times=6, sfreq=100.0, n_bands=2, n_subwindows=3, d_model=10,
+              tokens_per_epoch=2, intra_heads=2, intra_layers=2, inter_heads=2, inter_layers=1, d_ff=15, fc_width=10,
+              dropout=0.0)
+    plain = SPDTransNet(**kw)
+    ckpt = SPDTransNet(**kw, checkpoint_layers=True)
+    ckpt.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 18, 6)
+    for m in (plain, ckpt):
+        m(x).square().sum().backward()
+    for (name, a), b in zip(plain.named_parameters(), ckpt.parameters(), strict=True):
+        torch.testing.assert_close(a.grad, b.grad, msg=name)
