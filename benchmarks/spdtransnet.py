@@ -86,9 +86,9 @@ def train_step(variant: str, batch: int, steps: int, context: int = 21) -> dict[
     return out
 
 
-def _in_subprocess(variant: str, batch: int, steps: int) -> dict[str, float]:
+def _in_subprocess(variant: str, batch: int, steps: int, context: int = 21) -> dict[str, float]:
     code = (f"import json, sys; sys.path.insert(0, {str(REPO)!r}); from benchmarks.spdtransnet import train_step; "
-            f"print('RESULT', json.dumps(train_step({variant!r}, {batch}, {steps})))")
+            f"print('RESULT', json.dumps(train_step({variant!r}, {batch}, {steps}, {context})))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -171,7 +171,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", type=int, nargs="+", default=[4, 32])
     parser.add_argument("--steps", type=int, default=2)
-    parser.add_argument("--variants", nargs="+", default=["ours", "stored_maps"])
+    parser.add_argument("--context", type=int, default=21, help="L, epochs per sequence (paper's best: 21)")
+    parser.add_argument("--variants", nargs="+", default=["ours", "ours_ckpt", "stored_maps"])
     parser.add_argument("--epochs", type=int, default=960, help="epochs of the synthetic recording (960 = 8 h)")
     parser.add_argument("--skip-train", action="store_true")
     parser.add_argument("--skip-preprocessing", action="store_true")
@@ -193,7 +194,7 @@ def main() -> None:
         rows = {}
         for b in args.batches:
             for v in args.variants:
-                rows[f"{v}@{b}"] = r = _in_subprocess(v, b, args.steps)
+                rows[f"{v}@{b}"] = r = _in_subprocess(v, b, args.steps, args.context)
                 print(f"batch {b:3d} {v:12s} {json.dumps(r)}", flush=True)
             if "ours" in args.variants and "stored_maps" in args.variants:
                 a, s = rows[f"ours@{b}"], rows[f"stored_maps@{b}"]
