@@ -47,6 +47,8 @@ TINY: dict[str, dict[str, Any]] = {
     "CNN1D": dict(width=8, n_blocks=2, convs_per_block=1),
     "PatchTST": dict(d_model=16, n_layers=1, n_heads=2, d_ff=16),
     "StaticGNN": dict(width=8, encoder_blocks=1),
+    "SPDTransNet": dict(d_model=21, tokens_per_epoch=7, intra_heads=3, intra_layers=1, inter_heads=3, inter_layers=1,
+                        d_ff=28, fc_width=28),
 }
 
 

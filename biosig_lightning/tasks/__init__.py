@@ -2,5 +2,6 @@
 
 from biosig_lightning.tasks.classification import ClassificationTask
 from biosig_lightning.tasks.sdformer import SDFormerTask
+from biosig_lightning.tasks.spdtransnet import SPDTransNetTask
 
-__all__ = ["ClassificationTask", "SDFormerTask"]
+__all__ = ["ClassificationTask", "SDFormerTask", "SPDTransNetTask"]

@@ -3,6 +3,7 @@
 from biosig_lightning.data.datamodules.bci_iv import BCIIVDataModule
 from biosig_lightning.data.datamodules.chb_mit import CHBMITDataModule, CHBMITSeizureDataModule
 from biosig_lightning.data.datamodules.dodh import DODHDataModule
+from biosig_lightning.data.datamodules.mass_ss3 import MASSSS3DataModule, SleepEDFSPDDataModule
 from biosig_lightning.data.datamodules.medformer import (
     ADFTDDataModule,
     APAVADataModule,
@@ -15,6 +16,7 @@ from biosig_lightning.data.datamodules.sleep_edf import SleepEDFDataModule
 from biosig_lightning.data.datamodules.synthetic import SyntheticDataModule
 from biosig_lightning.data.datamodules.tusz import TUSZDataModule
 
-__all__ = ["ADFTDDataModule", "APAVADataModule", "BCIIVDataModule", "CHBMITDataModule", "CHBMITSeizureDataModule", "DODHDataModule", "MedformerDataModule",
-           "PTBDataModule", "PTBXLDataModule", "PTBXLMedformerDataModule", "SleepEDFDataModule",
-           "SyntheticDataModule", "TUSZDataModule"]
+__all__ = ["ADFTDDataModule", "APAVADataModule", "BCIIVDataModule", "CHBMITDataModule", "CHBMITSeizureDataModule",
+           "DODHDataModule", "MASSSS3DataModule", "MedformerDataModule", "PTBDataModule", "PTBXLDataModule",
+           "PTBXLMedformerDataModule", "SleepEDFDataModule", "SleepEDFSPDDataModule", "SyntheticDataModule",
+           "TUSZDataModule"]

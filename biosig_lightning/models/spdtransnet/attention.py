@@ -1,0 +1,127 @@
+"""Structure-preserving multi-head attention (SP-MHA, SPDTransNet eq. 2) and its encoder layer."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+__all__ = ["HeadWeights", "Impl", "SPEncoderLayer", "SPMultiheadAttention"]
+
+HeadWeights = Literal["softmax", "free"]
+Impl = Literal["auto", "sdpa", "recompute"]
+
+
+class SPMultiheadAttention(nn.Module):
+    """``MHA_SP(X) = C(sm(L_Q(X) L_K(X)^T / sqrt(d/h))) X`` (eq. 2): h attention maps, one combination, no V map.
+
+    ``L_Q`` and ``L_K`` are banks of h linear maps ``R^d -> R^{d/h}`` (one ``d x d`` matrix plus bias
+    each, split into heads); ``C`` combines the h post-softmax maps with learned weights ``w``; V is the
+    unprojected input, so every output token is a linear combination of input tokens (Sec. 2.1).
+
+    Computed without keeping the h dense ``T x T`` maps for the backward pass, in one of two ways
+    (``impl``), equal up to round-off:
+
+    * ``sdpa``: ``(sum_h w_h A_h) V = sum_h w_h (A_h V)``, so each head is an ordinary
+      ``scaled_dot_product_attention`` with queries/keys of width ``d/h`` and the full-width value
+      ``V`` (shared, expanded without a copy), and the h fused outputs are summed with ``w``. Fused
+      (flash / memory-efficient) kernels apply; the A V products cost h times the FLOPs of one
+      full-width product.
+    * ``recompute``: the combined map ``sum_h w_h A_h`` is formed and applied to V once, inside
+      ``torch.utils.checkpoint``, so the maps live only while one layer computes and are recomputed
+      in backward (with the same dropout mask). One full-width product: cheaper where no fused kernel
+      helps (CPUs).
+    * ``auto`` (default): ``sdpa`` on CUDA, ``recompute`` elsewhere.
+
+    Attention dropout (``dropout``) acts on each head's probabilities before the combination, as in the
+    authors' code.
+
+    Args:
+        d_model: token width ``d(m)``; must be divisible by ``heads``.
+        heads: ``h``.
+        dropout: dropout on the attention probabilities (training only).
+        head_weights: ``softmax`` (default): ``w = softmax(theta)``, a convex combination, so each
+            combined map is row-stochastic and every output token is a weighted log-Euclidean mean
+            of the input tokens. ``free``: ``w = theta`` unconstrained (the authors' code, a
+            ``Linear(h, 1, bias=False)`` whose weights may be negative and need not sum to one).
+            Reading: the paper's "weighted linear combination of the h post-softmax attention maps"
+            is read as a weighted average; both have h parameters.
+    """
+
+    def __init__(self, d_model: int, heads: int, dropout: float = 0.0, head_weights: HeadWeights = "softmax",
+                 impl: Impl = "auto") -> None:
+        super().__init__()
+        if d_model % heads:
+            raise ValueError(f"SP-MHA: d_model={d_model} is not divisible by heads={heads} (d(m)/h must be an integer)")
+        if head_weights not in ("softmax", "free"):
+            raise ValueError(f"SP-MHA: head_weights must be 'softmax' or 'free', got {head_weights!r}")
+        if impl not in ("auto", "sdpa", "recompute"):
+            raise ValueError(f"SP-MHA: impl must be 'auto', 'sdpa' or 'recompute', got {impl!r}")
+        self.d_model, self.heads, self.dropout, self.head_weights = d_model, heads, dropout, head_weights
+        self.impl = impl
+        self.q = nn.Linear(d_model, d_model)
+        self.k = nn.Linear(d_model, d_model)
+        bound = 1.0 / math.sqrt(heads)  # the code's Linear(h, 1) Kaiming-uniform range
+        self.theta = nn.Parameter(torch.empty(heads).uniform_(-bound, bound))
+
+    def weights(self) -> torch.Tensor:
+        """The h combination weights ``w``."""
+        return self.theta.softmax(0) if self.head_weights == "softmax" else self.theta
+
+    def _qk(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        b, t, d = x.shape
+        q = self.q(x).view(b, t, self.heads, d // self.heads).transpose(1, 2)
+        k = self.k(x).view(b, t, self.heads, d // self.heads).transpose(1, 2)
+        return q, k
+
+    def attention_map(self, x: torch.Tensor) -> torch.Tensor:
+        """The combined ``(B, T, T)`` map ``C(sm(...))`` (no dropout), for inspection and tests."""
+        q, k = self._qk(x)
+        maps = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).softmax(-1)
+        return torch.einsum("h,bhij->bij", self.weights(), maps)
+
+    def _combined(self, q: torch.Tensor, k: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        maps = (q @ k.transpose(-1, -2) * (q.shape[-1] ** -0.5)).softmax(-1)
+        if self.training and self.dropout > 0:
+            maps = F.dropout(maps, self.dropout)
+        return torch.einsum("h,bhij->bij", w, maps) @ x
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k = self._qk(x)
+        w = self.weights()
+        impl = self.impl if self.impl != "auto" else ("sdpa" if x.is_cuda else "recompute")
+        if impl == "recompute":
+            if torch.is_grad_enabled():
+                return checkpoint(self._combined, q, k, x, w, use_reentrant=False)
+            return self._combined(q, k, x, w)
+        v = x.unsqueeze(1).expand(-1, self.heads, -1, -1)
+        out = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0)
+        return torch.einsum("h,bhtd->btd", w, out)
+
+
+class SPEncoderLayer(nn.Module):
+    """Post-norm Transformer encoder layer with SP-MHA and a triangular feed-forward block.
+
+    ``x = LN(x + Drop(SP-MHA(x)))``, ``x = LN(x + Drop(FF(x)))`` with
+    ``FF = Linear(d, d_ff) -> ReLU -> Drop -> Linear(d_ff, d)``; ``d_ff`` is a triangular number, so
+    both maps are triangular maps between Sym spaces (Sec. 2.2). Our own layer, not a subclass of
+    ``nn.TransformerEncoderLayer``: torch's fused inference path would bypass SP-MHA (anchor 14c).
+    """
+
+    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float = 0.1,
+                 head_weights: HeadWeights = "softmax", impl: Impl = "auto") -> None:
+        super().__init__()
+        self.attn = SPMultiheadAttention(d_model, heads, dropout, head_weights, impl)
+        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model))
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.drop1 = nn.Dropout(dropout)
+        self.drop2 = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.norm1(x + self.drop1(self.attn(x)))
+        return self.norm2(x + self.drop2(self.ff(x)))

@@ -1,0 +1,83 @@
+"""SPDTransNet's training recipe (authors' code, as the anchor note records it).
+
+Cross-entropy with label smoothing 0.1 on the central epoch; ``Adam(lr, betas=(0.9, 0.999), eps=1e-7,
+weight_decay=1e-5)`` (coupled L2); ``ExponentialLR(gamma=0.94)`` stepped every training epoch;
+selection and early stopping on validation macro-F1 (``val/f1``) or the N1 F1 (``val/f1_n1``, the
+paper's L = 29 choice). Besides the common metrics it logs ``{val,test}/f1_n1`` and
+``{val,test}/macro_acc`` (mean per-class recall), Table 1's three columns with ``f1``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+from torch import nn
+from torchmetrics.classification import MulticlassF1Score, MulticlassRecall
+
+from biosig_lightning.tasks.classification import ClassificationTask
+
+__all__ = ["SPDTransNetTask"]
+
+
+class SPDTransNetTask(ClassificationTask):
+    """:class:`ClassificationTask` with SPDTransNet's optimiser, schedule and Table 1 metrics.
+
+    Args:
+        gamma: ``ExponentialLR`` decay per training epoch (0.94).
+        adam_eps: Adam's epsilon (1e-7).
+        n1_class: index of N1 among the classes (1 in W, N1, N2, N3, REM).
+        **kwargs: :class:`ClassificationTask`'s (``lr``, ``weight_decay``, ``label_smoothing``, ``monitor``...).
+    """
+
+    def __init__(self, backbone: nn.Module, n_outputs: int = 5, lr: float = 5.804e-5, weight_decay: float = 1e-5,
+                 label_smoothing: float = 0.1, gamma: float = 0.94, adam_eps: float = 1e-7, n1_class: int = 1,
+                 monitor: str = "val/f1", mode: Literal["max", "min"] = "max",
+                 early_stopping_patience: int | None = 20, **kwargs: Any) -> None:
+        kwargs.pop("optimizer", None)
+        kwargs.pop("scheduler", None)
+        super().__init__(backbone=backbone, n_outputs=n_outputs, optimizer="adam", lr=lr, weight_decay=weight_decay,
+                         scheduler="none", label_smoothing=label_smoothing, monitor=monitor, mode=mode,
+                         early_stopping_patience=early_stopping_patience, **kwargs)
+        self.gamma, self.adam_eps, self.n1_class = gamma, adam_eps, n1_class
+        self.extra = nn.ModuleDict({
+            s: nn.ModuleDict({"f1": MulticlassF1Score(num_classes=n_outputs, average=None),
+                              "recall": MulticlassRecall(num_classes=n_outputs, average="macro")})
+            for s in ("val", "test")})
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = super().forward(x)
+        self._last_logits = logits.detach()  # the eval step's logits, reused for the extra metrics
+        return logits
+
+    def _eval_step(self, batch: dict[str, torch.Tensor], stage: str) -> torch.Tensor:
+        loss = super()._eval_step(batch, stage)
+        pred = self._last_logits.float().argmax(-1)
+        for metric in self.extra[stage].values():
+            metric.update(pred, batch["y"])
+        return loss
+
+    def _log_extra(self, stage: str) -> None:
+        per_class = self.extra[stage]["f1"].compute()
+        self.log(f"{stage}/f1_n1", per_class[self.n1_class], sync_dist=False)
+        self.log(f"{stage}/macro_acc", self.extra[stage]["recall"].compute(), sync_dist=False)
+        for metric in self.extra[stage].values():
+            metric.reset()
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_extra("val")
+        super().on_validation_epoch_end()
+
+    def on_test_epoch_end(self) -> None:
+        self._log_extra("test")
+        super().on_test_epoch_end()
+
+    def build_optimizer(self) -> torch.optim.Optimizer:
+        params = [p for p in self.parameters() if p.requires_grad]
+        return torch.optim.Adam(params, lr=self.hparams.lr, betas=tuple(self.hparams.betas), eps=self.adam_eps,
+                                weight_decay=self.hparams.weight_decay)
+
+    def configure_optimizers(self) -> Any:
+        opt = self.build_optimizer()
+        sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=self.gamma)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}

@@ -1,0 +1,126 @@
+"""SPD preprocessing (features/spd.py) against pyriemann and scipy, and its structural properties."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from pyriemann.utils.base import invsqrtm as pr_invsqrtm
+from pyriemann.utils.base import logm as pr_logm
+from pyriemann.utils.covariance import covariances
+from pyriemann.utils.mean import mean_riemann as pr_mean_riemann
+from pyriemann.utils.tangentspace import upper
+from scipy import signal as sps
+
+from biosig_lightning.features import spd
+
+SF = 64.0
+
+
+def _recording(n_epochs: int = 6, n: int = 4, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    mix = rng.normal(size=(n, n))
+    x = mix @ rng.normal(size=(n, n_epochs * 30 * int(SF)))
+    return x.reshape(n, n_epochs, -1).transpose(1, 0, 2)
+
+
+BANDS = {"delta": (0.5, 4.0), "alpha": (8.0, 13.0), "gamma": (20.0, 30.0)}
+
+
+def test_covariances_and_psd_match_pyriemann_and_scipy() -> None:
+    ep = _recording()
+    starts = np.arange(len(ep)) * 30.0
+    cov, psd = spd.covariance_features(ep, starts, SF, 30, BANDS)
+    assert cov.shape == (6, 4, 30, 4, 4) and psd.shape == (6, 4, 30, 4)
+    # independent path: z-score, scipy filtfilt per band on the continuous signal, pyriemann covariances
+    cont = ep.transpose(1, 0, 2).reshape(4, -1)
+    cont = (cont - cont.mean(1, keepdims=True)) / cont.std(1, keepdims=True)
+    b, a = sps.butter(4, [8.0 / 32, 13.0 / 32], btype="bandpass")
+    alpha_band = sps.filtfilt(b, a, cont, axis=-1, padtype="odd", padlen=3 * (2 * len(b) - 1))
+    w = alpha_band[:, 3 * 30 * 64 + 7 * 64: 3 * 30 * 64 + 8 * 64]  # epoch 3, subwindow 7
+    np.testing.assert_allclose(cov[3, 2, 7], covariances(w[None], estimator="cov")[0], rtol=2e-3, atol=1e-6)
+    raw = cont[:, 5 * 30 * 64 + 29 * 64: 5 * 30 * 64 + 30 * 64]
+    np.testing.assert_allclose(cov[5, 0, 29], covariances(raw[None], estimator="cov")[0], rtol=1e-5, atol=1e-6)  # float32 sums
+    np.testing.assert_allclose(psd[5, 0, 29], sps.periodogram(raw, fs=SF)[1].mean(-1), rtol=1e-5)
+
+
+def test_causal_option_is_a_single_forward_pass() -> None:
+    ep = _recording(3)
+    cov_c, _ = spd.covariance_features(ep, np.arange(3) * 30.0, SF, 30, BANDS, causal=True)
+    cont = ep.transpose(1, 0, 2).reshape(4, -1)
+    cont = (cont - cont.mean(1, keepdims=True)) / cont.std(1, keepdims=True)
+    b, a = sps.butter(4, [0.5 / 32, 4.0 / 32], btype="bandpass")
+    delta = sps.lfilter(b, a, cont, axis=-1)[:, 2 * 1920 + 10 * 64: 2 * 1920 + 11 * 64]
+    np.testing.assert_allclose(cov_c[2, 1, 10], np.cov(delta), rtol=1e-6)
+
+
+def test_filters_restart_after_a_gap() -> None:
+    ep = _recording(4)
+    joined, _ = spd.covariance_features(ep, np.array([0.0, 30.0, 60.0, 90.0]), SF, 30, BANDS)
+    gap, _ = spd.covariance_features(ep, np.array([0.0, 30.0, 120.0, 150.0]), SF, 30, BANDS)
+    np.testing.assert_allclose(joined[:, 0], gap[:, 0])  # raw channel: no filter
+    assert not np.allclose(joined[1, 1], gap[1, 1])  # delta near the gap differs
+
+
+def _spd_batch(k: int, n: int, seed: int = 1) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(k, n, 3 * n))
+    return a @ a.transpose(0, 2, 1) / (3 * n) + 0.1 * np.eye(n)
+
+
+def test_matrix_functions_match_pyriemann() -> None:
+    m = _spd_batch(40, 5)
+    t = torch.from_numpy(m)
+    np.testing.assert_allclose(spd.logm(t).numpy(), pr_logm(m), atol=1e-12)
+    np.testing.assert_allclose(spd.invsqrtm(t).numpy(), pr_invsqrtm(m), atol=1e-12)
+    np.testing.assert_allclose(spd.mean_riemann(t).numpy(), pr_mean_riemann(m), atol=1e-9)
+    # batched over leading axes: each batch element is its own mean
+    two = torch.stack([t, t[:, [1, 0, 2, 3, 4]][:, :, [1, 0, 2, 3, 4]]])
+    means = spd.mean_riemann(two)
+    np.testing.assert_allclose(means[1].numpy(), pr_mean_riemann(two[1].numpy()), atol=1e-9)
+
+
+@pytest.mark.parametrize("reference", ["augmented", "augmented_raw"])
+def test_tokens_match_pyriemann_pipeline(reference: str) -> None:
+    rng = np.random.default_rng(3)
+    cov = _spd_batch(2 * 3 * 5, 4).reshape(2, 3, 5, 4, 4)
+    psd = rng.uniform(0.1, 1.0, size=(2, 3, 5, 4))
+    alpha, beta, eps = 2.5, 1.01, 1e-2
+    ct, pt = torch.from_numpy(cov), torch.from_numpy(psd)
+    g = spd.whitening_reference(ct, pt, alpha, reference)
+    tok = spd.spd_tokens(ct, pt, alpha, beta, eps, g).numpy()
+    assert tok.shape == (2, 3, 5, 15)
+    for ch in range(3):
+        covs = cov[:, ch].reshape(-1, 4, 4)
+        vec = alpha * psd[:, ch].reshape(-1, 4)
+        aug = np.zeros((len(covs), 5, 5))
+        aug[:, :4, :4] = covs + vec[:, :, None] * vec[:, None, :]
+        aug[:, :4, 4] = aug[:, 4, :4] = vec
+        aug[:, 4, 4] = 1
+        if reference == "augmented":
+            ref = pr_mean_riemann(aug)
+        else:
+            mv = vec.mean(0)
+            ref = np.block([[pr_mean_riemann(covs) + np.outer(mv, mv), mv[:, None]], [mv[None], np.ones((1, 1))]])
+        isq = pr_invsqrtm(ref)
+        white = beta * isq @ aug @ isq
+        vals, vecs = np.linalg.eigh(white)
+        expected = upper((vecs * np.log(np.maximum(vals, eps))[:, None, :]) @ vecs.transpose(0, 2, 1))
+        np.testing.assert_allclose(tok[:, ch].reshape(-1, 15), expected, atol=1e-9)
+
+
+def test_eps_floor_and_no_sqrt2_option() -> None:
+    m = torch.diag(torch.tensor([1e-4, 1.0, 2.0], dtype=torch.float64))[None]
+    np.testing.assert_allclose(np.diag(spd.logm(m, 1e-2)[0].numpy()), np.log([1e-2, 1.0, 2.0]))
+    sym = torch.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 5.0], [3.0, 5.0, 6.0]])
+    assert spd.tokens_from_sym(sym, sqrt2=False).tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    with_sqrt2 = spd.tokens_from_sym(sym)
+    assert torch.allclose(with_sqrt2.norm(), torch.linalg.matrix_norm(sym))  # isometric to Frobenius
+    assert torch.equal(spd.sym_from_tokens(with_sqrt2), sym) or torch.allclose(spd.sym_from_tokens(with_sqrt2), sym)
+
+
+def test_closed_form_butterworth_gain_matches_scipy() -> None:
+    for fs, (lo, hi) in [(256.0, (0.5, 4.0)), (256.0, (30.0, 45.0)), (100.0, (30.0, 45.0)), (64.0, (8.0, 13.0))]:
+        f = np.linspace(0, fs / 2, 2001)
+        _, h = sps.sosfreqz(sps.butter(4, [lo / (fs / 2), hi / (fs / 2)], "bandpass", output="sos"), worN=f, fs=fs)
+        np.testing.assert_allclose(spd.butter_bandpass_gain(f, lo, hi, fs), np.abs(h) ** 2, atol=1e-10)

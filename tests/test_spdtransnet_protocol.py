@@ -1,0 +1,93 @@
+"""SPDTransNet's protocol on the MASS stand-in: ``biosig cv`` over folds (resumable, mean +- std) and the
+paper's Optuna search with two workers sharing a PostgreSQL study, each trial a 2-process gloo DDP run."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from biosig_lightning.commands import cv
+from biosig_lightning.tune import load_search_space, open_storage
+from tests.conftest import EXPERIMENTS, REPO
+
+TINY = ["--model.init_args.backbone.init_args.d_model", "21", "--model.init_args.backbone.init_args.tokens_per_epoch",
+        "7", "--model.init_args.backbone.init_args.intra_heads", "3", "--model.init_args.backbone.init_args.intra_layers",
+        "1", "--model.init_args.backbone.init_args.inter_layers", "1", "--model.init_args.backbone.init_args.d_ff", "28",
+        "--model.init_args.backbone.init_args.fc_width", "28", "--data.init_args.context", "3"]
+STAND_IN = ["--config", str(EXPERIMENTS / "spdtransnet_mass.yaml"), "--config", str(EXPERIMENTS / "synthetic.yaml"),
+            "--config", str(EXPERIMENTS / "smoke.yaml")]
+
+
+@pytest.fixture
+def env(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    monkeypatch.setenv("PYTHONPATH", str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("BIOSIG_CACHE", str(in_tmp / "cache"))
+    return dict(os.environ)
+
+
+def test_cv_runs_each_fold_once_and_summarises(in_tmp: Path, env: dict[str, str],
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    out = cv.run([*STAND_IN, *TINY, "--folds", "0-1", "--out", "runs/cv/spd"])
+    summary = json.loads((out / "cv.json").read_text())
+    assert summary["n_folds"] == 2 and summary["missing"] == []
+    tests = [json.loads((out / f"fold_0{k}" / "results.json").read_text())["subjects"]["test"] for k in (0, 1)]
+    assert tests[0] and tests[1] and not set(tests[0]) & set(tests[1])  # different folds, different subjects
+    f1 = [summary["folds"][str(k)]["test/f1"] for k in (0, 1)]
+    assert summary["test/f1"]["mean"] == pytest.approx(sum(f1) / 2)
+    assert {"test/macro_acc", "test/f1_n1"} <= set(summary)
+    # resumable: a second call finds both folds finished and runs nothing
+    capsys.readouterr()
+    cv.run([*STAND_IN, *TINY, "--folds", "0-1", "--out", "runs/cv/spd"])
+    printed = capsys.readouterr().out
+    assert printed.count("exists, skipped") == 2 and "fitting" not in printed
+
+
+def test_folds_argument() -> None:
+    assert cv.parse_folds("0-3,7") == [0, 1, 2, 3, 7]
+    with pytest.raises(cv.CVError):
+        cv.parse_folds("3-1")
+
+
+def test_search_space_is_the_papers() -> None:
+    space = load_search_space(EXPERIMENTS / "search_spaces" / "spdtransnet.yaml")
+    assert list(space["model.init_args.backbone.init_args.d_model"].choices) == [351, 378]
+    assert list(space["model.init_args.backbone.init_args.tokens_per_epoch"].choices) == [1, 3, 5, 7, 10]
+    assert space["model.init_args.lr"].low == 1e-6 and space["model.init_args.lr"].high == 5e-4
+    assert space["data.init_args.alpha"].log and space["data.init_args.alpha"].high == 1000.0
+
+
+def test_two_workers_share_a_postgres_study_with_ddp_trials(in_tmp: Path, env: dict[str, str],
+                                                             postgres_url: str) -> None:
+    study_name = f"spd_{os.getpid()}_{time.time_ns()}"
+    space = in_tmp / "space.yaml"  # the paper's keys, small values so a CPU trial takes seconds
+    space.write_text("model.init_args.lr: {type: float, low: 1.0e-4, high: 1.0e-3, log: true}\n"
+                     "data.init_args.alpha: {type: float, low: 0.1, high: 1000.0, log: true}\n"
+                     "data.init_args.beta: {type: categorical, choices: [1.0, 1.01, 10.0, 10.01]}\n"
+                     "data.init_args.eps: {type: categorical, choices: [by_beta]}\n")
+    cmd = [sys.executable, "-m", "biosig_lightning.cli", "tune", *STAND_IN, *TINY, "--search-space", str(space),
+           "--study-name", study_name, "--storage", postgres_url, "--n-trials", "2",
+           "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp_spawn",
+           "--trainer.callbacks+=tests.helpers.RecordRank", "--trainer.callbacks+=tests.helpers.WaitForPeers",
+           "--trainer.callbacks.init_args.directory", str(in_tmp / "peers")]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[-3000:] for o in outs]
+    study = optuna.load_study(study_name=study_name, storage=open_storage(postgres_url))
+    complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    assert len(complete) == 2
+    assert {t.user_attrs["worker"] for t in complete} == {f"{socket.gethostname()}:{p.pid}" for p in procs}
+    for t in complete:  # each trial trained as a 2-process DDP run
+        ranks = sorted((in_tmp / t.user_attrs["run_dir"]).rglob("rank*.json"))
+        assert [p.name for p in ranks] == ["rank0.json", "rank1.json"]
+        assert {json.loads(p.read_text())["world_size"] for p in ranks} == {2}
