@@ -26,9 +26,10 @@ COMMANDS = {
     "graphs": "biosig_lightning.commands.graphs",
     "fbd": "biosig_lightning.commands.fbd",
     "probe": "biosig_lightning.commands.probe",
+    "cv": "biosig_lightning.commands.cv",
 }
 
-USAGE = """usage: biosig {fit,validate,test,predict,profile,repeat,tune,report,transfer,graphs,fbd,probe} --config CONFIG.yaml [--config MORE.yaml] [--key value ...]
+USAGE = """usage: biosig {fit,validate,test,predict,profile,repeat,tune,report,transfer,graphs,fbd,probe,cv} --config CONFIG.yaml [--config MORE.yaml] [--key value ...]
 
   fit        train, test the best checkpoint, write results.json (LightningCLI)
   validate   evaluate a checkpoint on the validation subjects (LightningCLI)
@@ -42,6 +43,7 @@ USAGE = """usage: biosig {fit,validate,test,predict,profile,repeat,tune,report,t
   graphs     SD-Former's learned graphs per class, and their stability across runs (RUN_DIR...)
   fbd        BioFormer's frequency-band discriminability of a run's embeddings (RUN_DIR)
   probe      subject probe of a run's frozen features: subject F1, NMI/AMI, silhouettes (RUN_DIR)
+  cv         one fit per cross-validation fold (--folds 0-30 [--out DIR]), resumable; mean ± std over folds
 
 'biosig fit --help' lists every option; 'biosig fit --config X --print_config' shows the resolved config."""
 
