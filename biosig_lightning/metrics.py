@@ -174,24 +174,27 @@ def _check_num_classes(num_classes: int) -> None:
         raise ValueError(f"num_classes must be an int >= 2 (use 2 for binary tasks), got {num_classes!r}")
 
 
-def build_metrics(num_classes: int, prefix: str = "") -> MetricCollection:
+def build_metrics(num_classes: int, prefix: str = "", sync_on_compute: bool = True) -> MetricCollection:
     """The evaluation collection every task uses: keys ``prefix + k`` for ``k`` in :data:`METRIC_KEYS`.
 
     ``update(probs, target)`` takes ``probs`` float ``(N, K)`` softmax probabilities and
     ``target`` int64 ``(N,)``; ``compute()`` returns a dict keyed ``prefix + k`` (e.g. ``"test/acc"``).
     Definitions and the handling of absent classes are in the module docstring.
+    ``sync_on_compute=False`` keeps ``compute()`` to this process's states (for a caller that has
+    already gathered every rank's predictions itself).
     """
     _check_num_classes(num_classes)
     k = num_classes
+    kw = {"sync_on_compute": sync_on_compute}
     metrics = {
-        "acc": MulticlassAccuracy(num_classes=k, average="micro"),
-        "precision": MulticlassPrecision(num_classes=k, average="macro"),
-        "recall": MulticlassRecall(num_classes=k, average="macro"),
-        "f1": MulticlassF1Score(num_classes=k, average="macro"),
-        "auroc": MacroOvRAUROC(num_classes=k),
-        "auprc": MacroOvRAveragePrecision(num_classes=k),
-        "ece": TopLabelECE(num_classes=k, n_bins=ECE_BINS),
-        "kappa": MulticlassCohenKappa(num_classes=k),
+        "acc": MulticlassAccuracy(num_classes=k, average="micro", **kw),
+        "precision": MulticlassPrecision(num_classes=k, average="macro", **kw),
+        "recall": MulticlassRecall(num_classes=k, average="macro", **kw),
+        "f1": MulticlassF1Score(num_classes=k, average="macro", **kw),
+        "auroc": MacroOvRAUROC(num_classes=k, **kw),
+        "auprc": MacroOvRAveragePrecision(num_classes=k, **kw),
+        "ece": TopLabelECE(num_classes=k, n_bins=ECE_BINS, **kw),
+        "kappa": MulticlassCohenKappa(num_classes=k, **kw),
     }
     return MetricCollection(metrics, prefix=prefix)
 

@@ -157,6 +157,44 @@ def test_ddp_two_cpu_processes(in_tmp: Path) -> None:
     assert METRIC_KEYS <= res["metrics"].keys()
 
 
+@pytest.mark.slow
+def test_ddp_test_run_scores_like_one_process(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import numpy as np
+
+    # 3 test subjects x 7 windows = 21: the DistributedSampler pads the 2 shards to 11 + 11
+    data = ["--data.init_args.synthetic_options.windows_per_subject", "7", "--data.init_args.split.strategy", "fixed",
+            "--data.init_args.split.val", "[1, 2, 3]", "--data.init_args.split.test", "[4, 5, 6]"]
+    res = run_fit(capsys, *data)
+    assert res["windows"]["test"] == 21
+    test = ["test", *DEMO, *data, "--ckpt_path", res["best_checkpoint"], "--trainer.enable_progress_bar=false"]
+    main([*test, "--trainer.logger.init_args.name", "one"])
+    one = printed_metrics(capsys.readouterr().out, "test")
+    proc = subprocess.run(
+        [sys.executable, "-m", "biosig_lightning.cli", *test, "--trainer.logger.init_args.name", "two",
+         "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp"],
+        capture_output=True, text=True, env=_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    two = printed_metrics(proc.stdout, "test")
+    assert set(one) == set(two) and len(one) >= 9
+    for key, value in one.items():
+        assert two[key] == pytest.approx(value, rel=1e-5, abs=1e-6), (key, value, two[key])
+
+    def saved(name: str) -> dict[str, np.ndarray]:
+        (path,) = (in_tmp / "runs" / name).glob("version_*/test_predictions.npz")
+        with np.load(path, allow_pickle=False) as z:
+            order = np.argsort(z["index"])
+            return {k: z[k][order] for k in z.files}
+
+    a, b = saved("one"), saved("two")
+    # every test window exactly once, with the same prediction: no padded duplicate is scored twice
+    assert len(a["index"]) == len(np.unique(a["index"])) == 21
+    np.testing.assert_array_equal(b["index"], a["index"])
+    np.testing.assert_array_equal(b["y"], a["y"])
+    np.testing.assert_allclose(b["probs"], a["probs"], atol=1e-6)
+    cm = [np.bincount(2 * p["y"] + p["probs"].argmax(1), minlength=4) for p in (a, b)]
+    np.testing.assert_array_equal(cm[1], cm[0])
+
+
 def _write_apava(root: Path, n_windows: int = 4) -> None:
     """A tiny APAVA in the Medformer layout: Feature/feature_XX.npy (n, T, C) + Label/label.npy."""
     import numpy as np
