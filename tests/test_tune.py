@@ -113,6 +113,38 @@ def test_ddp_spawn_trial_reports_once(in_tmp: Path, capfd: pytest.CaptureFixture
     assert trial.value == pytest.approx(max(trial.intermediate_values.values()), abs=1e-6)
 
 
+def test_ddp_spawn_trial_is_pruned_on_both_ranks(in_tmp: Path) -> None:
+    from optuna.distributions import FloatDistribution
+
+    from biosig_lightning.tune import make_objective
+
+    # five finished trials that reached val/f1 = 2 (beyond any real score) at epochs 0-2: the study's
+    # default MedianPruner (5 startup trials, no warm-up) -- the one the spawned rank 0 reopens from the
+    # storage -- prunes any new trial at its first report, epoch 0, through the real broadcast
+    url = "sqlite:///prune.db"
+    study = optuna.create_study(study_name="prune", storage=url, direction="maximize")
+    dist = FloatDistribution(1e-3, 1e-2, log=True)
+    for _ in range(5):
+        study.add_trial(optuna.trial.create_trial(
+            params={"model.init_args.lr": 3e-3}, distributions={"model.init_args.lr": dist}, value=2.0,
+            intermediate_values={0: 2.0, 1: 2.0, 2: 2.0}))
+    args = [*SMOKE, "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp_spawn",
+            "--trainer.max_epochs", "3", "--model.init_args.early_stopping_patience", "null",
+            "--trainer.callbacks+=tests.helpers.RecordRank"]
+    objective = make_objective(args, {"model.init_args.lr": dist}, "val/f1", "maximize", 6,
+                               in_tmp / "runs" / "tune" / "prune", url)
+    study.optimize(objective, n_trials=1, catch=(Exception,))
+    trial = study.trials[-1]
+    assert trial.state == TrialState.PRUNED, (trial.state, trial.user_attrs.get("error"))
+    assert list(trial.intermediate_values) == [0]  # rank 0 reported epoch 0 once, then the run ended
+    ranks = {int(p.stem[4:]): json.loads(p.read_text())
+             for p in (in_tmp / trial.user_attrs["run_dir"]).glob("rank*.json")}
+    assert sorted(ranks) == [0, 1] and all(r["world_size"] == 2 for r in ranks.values())
+    # both ranks stopped after the same, first epoch: smoke trains 2 batches of 16 windows per rank and epoch
+    assert [len(ranks[r]["seen"]) for r in (0, 1)] == [32, 32], {r: len(v["seen"]) for r, v in ranks.items()}
+    assert ranks[0]["weights"] == ranks[1]["weights"]
+
+
 class _Trial:
     """Stands in for optuna.Trial in callback unit tests: records what it is told."""
 
