@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import socket
@@ -42,7 +43,11 @@ def test_tune_two_trials_and_best_config_fits(in_tmp: Path, capsys: pytest.Captu
     study = optuna.load_study(study_name="s", storage="sqlite:///s.db")
     complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
     assert len(complete) == 2 and len(study.trials) == 2
-    assert all(0.0 <= t.value <= 1.0 for t in complete)
+    for t in complete:  # the objective is the trial run's best val/f1, as its own CSV log has it
+        with (in_tmp / t.user_attrs["run_dir"] / "metrics.csv").open() as fh:
+            logged = [float(r["val/f1"]) for r in csv.DictReader(fh) if r.get("val/f1")]
+        assert logged and t.value == pytest.approx(max(logged), abs=1e-6), (t.value, logged)
+        assert t.value == pytest.approx(max(t.intermediate_values.values()), abs=1e-6)
     assert {t.params["model.init_args.backbone.init_args.width"] for t in complete} <= {8, 16}
     assert (in_tmp / "runs" / "tune" / "s" / "trial_0").is_dir()
     best = in_tmp / "runs" / "tune" / "s" / "best.yaml"  # beside the study's trials, not in the cwd
