@@ -148,7 +148,8 @@ def probed(monkeypatch: pytest.MonkeyPatch) -> dict[str, torch.Tensor]:
     seen: dict[str, torch.Tensor] = {}
     real = module._evaluate
 
-    def spy(probe, feats, labels, n_classes, prefix):  # noqa: ANN001, ANN202
+    def spy(probe: torch.nn.Module, feats: torch.Tensor, labels: torch.Tensor, n_classes: int,
+            prefix: str) -> dict[str, float]:
         if prefix == "test/":
             seen.update(probe=probe, feats=feats.detach().clone(), labels=labels.detach().clone())
         return real(probe, feats, labels, n_classes, prefix)
