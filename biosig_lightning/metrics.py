@@ -200,24 +200,27 @@ def _check_num_classes(num_classes: int) -> None:
         raise ValueError(f"num_classes must be an int >= 2 (use 2 for binary tasks), got {num_classes!r}")
 
 
-def build_metrics(num_classes: int, prefix: str = "") -> MetricCollection:
+def build_metrics(num_classes: int, prefix: str = "", sync_on_compute: bool = True) -> MetricCollection:
     """The evaluation collection every task uses: keys ``prefix + k`` for ``k`` in :data:`METRIC_KEYS`.
 
     ``update(probs, target)`` takes ``probs`` float ``(N, K)`` softmax probabilities and
     ``target`` int64 ``(N,)``; ``compute()`` returns a dict keyed ``prefix + k`` (e.g. ``"test/acc"``).
     Definitions and the handling of absent classes are in the module docstring.
+    ``sync_on_compute=False`` keeps ``compute()`` to this process's states (for a caller that has
+    already gathered every rank's predictions itself).
     """
     _check_num_classes(num_classes)
     k = num_classes
+    kw = {"sync_on_compute": sync_on_compute}
     metrics = {
-        "acc": MulticlassAccuracy(num_classes=k, average="micro"),
-        "precision": MulticlassPrecision(num_classes=k, average="macro"),
-        "recall": MulticlassRecall(num_classes=k, average="macro"),
-        "f1": MulticlassF1Score(num_classes=k, average="macro"),
-        "auroc": MacroOvRAUROC(num_classes=k),
-        "auprc": MacroOvRAveragePrecision(num_classes=k),
-        "ece": TopLabelECE(num_classes=k, n_bins=ECE_BINS),
-        "kappa": MulticlassCohenKappa(num_classes=k),
+        "acc": MulticlassAccuracy(num_classes=k, average="micro", **kw),
+        "precision": MulticlassPrecision(num_classes=k, average="macro", **kw),
+        "recall": MulticlassRecall(num_classes=k, average="macro", **kw),
+        "f1": MulticlassF1Score(num_classes=k, average="macro", **kw),
+        "auroc": MacroOvRAUROC(num_classes=k, **kw),
+        "auprc": MacroOvRAveragePrecision(num_classes=k, **kw),
+        "ece": TopLabelECE(num_classes=k, n_bins=ECE_BINS, **kw),
+        "kappa": MulticlassCohenKappa(num_classes=k, **kw),
     }
     return MetricCollection(metrics, prefix=prefix)
 
@@ -343,8 +346,11 @@ def threshold_metrics(scores: Any, target: Any, threshold: float) -> dict[str, f
             "det_acc": float((pred == t).double().mean())}
 
 
-def build_extra_metrics(kind: str, num_classes: int, prefix: str = "") -> MetricCollection | None:
+def build_extra_metrics(kind: str, num_classes: int, prefix: str = "",
+                        sync_on_compute: bool = True) -> MetricCollection | None:
     """The opt-in collection of ``kind`` (see the module docstring); ``None`` for ``default`` and ``detection``.
+
+    ``sync_on_compute`` as in :func:`build_metrics`.
 
     Detection metrics need the validation threshold, so the task computes them with
     :class:`PositiveScores`, :func:`best_f1_threshold` and :func:`threshold_metrics`.
@@ -357,10 +363,12 @@ def build_extra_metrics(kind: str, num_classes: int, prefix: str = "") -> Metric
     k = num_classes
     if kind == "classification":
         return MetricCollection({
-            "weighted_f1": MulticlassF1Score(num_classes=k, average="weighted"),
-            "weighted_precision": MulticlassPrecision(num_classes=k, average="weighted"),
-            "weighted_recall": MulticlassRecall(num_classes=k, average="weighted"),
+            "weighted_f1": MulticlassF1Score(num_classes=k, average="weighted", sync_on_compute=sync_on_compute),
+            "weighted_precision": MulticlassPrecision(num_classes=k, average="weighted",
+                                                      sync_on_compute=sync_on_compute),
+            "weighted_recall": MulticlassRecall(num_classes=k, average="weighted", sync_on_compute=sync_on_compute),
         }, prefix=prefix)
     if kind == "sleep":
-        return MetricCollection({"macro_f1": MulticlassF1Score(num_classes=k, average="macro")}, prefix=prefix)
+        return MetricCollection({"macro_f1": MulticlassF1Score(num_classes=k, average="macro",
+                                                               sync_on_compute=sync_on_compute)}, prefix=prefix)
     return None

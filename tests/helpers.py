@@ -1,4 +1,4 @@
-"""Callbacks the end-to-end tests inject with ``--trainer.callbacks+=tests.helpers.X``."""
+"""Callbacks the end-to-end tests inject with ``--trainer.callbacks+=tests.helpers.X``, and checks they share."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 
@@ -172,3 +173,108 @@ class WaitForPeers(Callback):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"WaitForPeers: fewer than {self.count} processes in {self.directory}")
             time.sleep(0.2)
+
+
+def _ece_numpy(probs: Any, y: Any, n_bins: int = 15) -> float:
+    """Top-label L1 ECE (Guo et al. 2017, eq. 3), right-closed bins ((m-1)/M, m/M], written
+    independently of ``biosig_lightning.metrics`` so a regression there shows up here."""
+    import numpy as np
+
+    conf = probs.astype(np.float32).max(1).astype(np.float64)
+    hit = (probs.argmax(1) == y).astype(np.float64)
+    total = 0.0
+    for m in range(1, n_bins + 1):
+        lo, hi = (m - 1) / n_bins, m / n_bins
+        inside = (conf > lo) & (conf <= hi) if m > 1 else conf <= hi
+        if inside.any():
+            total += inside.sum() / len(y) * abs(hit[inside].mean() - conf[inside].mean())
+    return float(total)
+
+
+def metrics_from_predictions(probs: Any, y: Any) -> dict[str, float]:
+    """The eight test metrics recomputed with scikit-learn from saved probabilities and targets,
+    following the definitions of ``biosig_lightning.metrics`` (absent classes left out of the
+    AUROC/AUPRC means)."""
+    import numpy as np
+    from sklearn import metrics as skm
+
+    k = probs.shape[1]
+    pred = probs.argmax(1)
+    out = {
+        "test/acc": skm.accuracy_score(y, pred),
+        "test/precision": skm.precision_score(y, pred, average="macro", zero_division=0),
+        "test/recall": skm.recall_score(y, pred, average="macro", zero_division=0),
+        "test/f1": skm.f1_score(y, pred, average="macro", zero_division=0),
+        "test/ece": _ece_numpy(probs, y),
+    }
+    with np.errstate(all="ignore"):
+        out["test/kappa"] = (float("nan") if len(set(y.tolist()) | set(pred.tolist())) == 1
+                             else skm.cohen_kappa_score(y, pred))
+    onehot = np.eye(k)[y]
+    auroc = [skm.roc_auc_score(onehot[:, c], probs[:, c]) for c in range(k) if 0 < onehot[:, c].sum() < len(y)]
+    auprc = [skm.average_precision_score(onehot[:, c], probs[:, c]) for c in range(k) if onehot[:, c].sum() > 0]
+    out["test/auroc"] = float(np.mean(auroc)) if auroc else float("nan")
+    out["test/auprc"] = float(np.mean(auprc)) if auprc else float("nan")
+    return {key: float(v) for key, v in out.items()}
+
+
+def assert_metrics_match_predictions(results_path: str | Path, *, tested: int | None = None,
+                                     tol: float = 1e-4) -> dict[str, Any]:
+    """Check a run's ``results.json`` (``results_path``: the file or its run directory): its logged test metrics and confusion matrix equal what
+    scikit-learn computes from the run's ``test_predictions.npz`` (probs, y) to ``tol``.
+
+    ``tested`` (optional) is the number of windows that must have been scored. Returns the parsed
+    results. A task that logs metrics of other windows than it saved, averages wrongly, or writes
+    a confusion matrix of other predictions fails here; a range check ``0 <= f1 <= 1`` would not.
+    """
+    import math
+
+    import numpy as np
+
+    results_path = Path(results_path)
+    if results_path.is_dir():
+        results_path = results_path / "results.json"
+    res = json.loads(results_path.read_text())
+    npz = results_path.parent / "test_predictions.npz"
+    assert npz.is_file(), f"{npz}: the run saved no test predictions"
+    with np.load(npz, allow_pickle=False) as z:
+        probs, y = z["probs"].astype(np.float64), z["y"].astype(np.int64)
+    assert probs.ndim == 2 and len(y) == len(probs) > 0
+    np.testing.assert_allclose(probs.sum(1), 1.0, atol=1e-4)
+    if tested is not None:
+        assert len(y) == tested, (len(y), tested)
+    expect = metrics_from_predictions(probs, y)
+    got = res["metrics"]
+    assert {"test/acc", "test/f1"} <= got.keys(), got
+    for key, want in expect.items():
+        if key not in got:
+            continue
+        have = got[key]
+        if have is None or (isinstance(have, float) and math.isnan(have)):
+            assert math.isnan(want), (key, have, want)
+        else:
+            assert have == pytest.approx(want, abs=tol), (key, have, want)
+    k = probs.shape[1]
+    cm = np.zeros((k, k), dtype=np.int64)
+    np.add.at(cm, (y, probs.argmax(1)), 1)
+    if "confusion_matrix" in res:
+        assert res["confusion_matrix"] == cm.tolist()
+    return res
+
+
+
+def printed_metrics(text: str, stage: str) -> dict[str, float]:
+    """``{"<stage>/<name>": value}`` from the metric table Lightning prints after ``test``/``validate``."""
+    import re
+
+    rows = re.findall(rf"^\s*({stage}/\w+)\s+(\S+)\s*$", text, flags=re.M)
+    assert rows, f"no {stage}/* metric table in the output:\n{text[-2000:]}"
+    return {k: float(v) for k, v in rows}
+
+
+def val_row_of_epoch(metrics_csv: Path, epoch: int) -> dict[str, float]:
+    """The ``val/*`` values the CSV logger wrote for ``epoch`` (one row holds them)."""
+    with Path(metrics_csv).open(newline="") as fh:
+        rows = [r for r in csv.DictReader(fh) if r.get("val/loss") and int(float(r["epoch"])) == epoch]
+    assert len(rows) == 1, (metrics_csv, epoch, len(rows))
+    return {k: float(v) for k, v in rows[0].items() if k.startswith("val/") and v != ""}

@@ -331,10 +331,18 @@ def test_fbd_and_probe_on_a_trained_bioformer_run(in_tmp: Path, capsys: pytest.C
     assert rep["feature_dim"] == bf.feature_dim and rep["n_windows"] == 60
     # 30 % of each (subject, class) cell, rounded per cell
     assert rep["probe"]["n_train"] + rep["probe"]["n_test"] == 60 and 15 <= rep["probe"]["n_test"] <= 21
-    assert 0 <= rep["probe"]["subject_f1"] <= 1 and 0 <= rep["probe"]["subject_acc"] <= 1
-    assert rep["clustering"]["k"] == 2 and -0.5 <= rep["clustering"]["ami"] <= rep["clustering"]["nmi"] + 1e-9 <= 1
-    for key in ("subject", "label"):
-        assert -1 <= rep["silhouette"][key]["score"] <= 1
+    assert rep["clustering"]["k"] == 2 and rep["clustering"]["n_windows"] == 60
+    # the silhouettes are scikit-learn's on the run's own frozen test features (PCA keeps the distances)
+    from sklearn.metrics import silhouette_score as sk_silhouette
+
+    from biosig_lightning.runs import load_run
+
+    feats = subject_probe.collect_features(load_run(run_dir), "test")
+    assert feats["features"].shape == (60, bf.feature_dim)
+    for key, labels in (("subject", feats["subject"]), ("label", feats["y"])):
+        assert rep["silhouette"][key]["score"] == pytest.approx(sk_silhouette(feats["features"], labels), abs=1e-5)
+    # two test subjects whose windows carry the stand-in's subject drift: the probe beats the majority guess
+    assert rep["probe"]["subject_acc"] >= rep["probe"]["majority_acc"] + 0.2, rep["probe"]
     printed = capsys.readouterr().out
     assert "fbd: " in printed and "probe: " in printed
 

@@ -12,7 +12,7 @@ import pytest
 
 from biosig_lightning.cli import main
 from tests.conftest import EXPERIMENTS, REPO
-from tests.helpers import csv_val_epochs
+from tests.helpers import assert_metrics_match_predictions, csv_val_epochs, printed_metrics, val_row_of_epoch
 
 DEMO = ["--config", str(EXPERIMENTS / "demo.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml")]
 RESULT_KEYS = {"model", "dataset", "seed", "metrics", "subjects", "num_params", "fit_seconds", "best_checkpoint",
@@ -42,7 +42,8 @@ def test_fit_writes_results_contract(in_tmp: Path, capsys: pytest.CaptureFixture
     assert res["config"]["data"]["class_path"].endswith("SyntheticDataModule")
     # smoke limits testing to 2 batches of 64 windows: the confusion matrix counts what was tested
     assert sum(map(sum, res["confusion_matrix"])) == min(res["windows"]["test"], 2 * 64)
-    assert 0.0 <= res["metrics"]["test/ece"] <= 1.0
+    # every logged test metric (ECE included) is what scikit-learn gets from the saved predictions
+    assert_metrics_match_predictions(res["run_dir"], tested=min(res["windows"]["test"], 2 * 64))
 
 
 def test_same_seed_same_metrics(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -88,10 +89,13 @@ def test_resume_without_checkpoint_is_a_clear_error(in_tmp: Path) -> None:
 
 
 def test_braindecode_backbone_by_class_path(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("braindecode")
+    import braindecode  # a pinned dev dependency: its absence is a failure, not a skip
+
+    assert braindecode.__version__
     res = run_fit(capsys, "--model.init_args.backbone", "braindecode.models.EEGNetv4")
     assert res["model"] == "EEGNetv4"
     assert METRIC_KEYS <= res["metrics"].keys()
+    assert_metrics_match_predictions(res["run_dir"])
 
 
 def test_unknown_subject_in_fixed_split_is_one_clear_error(in_tmp: Path) -> None:
@@ -151,6 +155,44 @@ def test_ddp_two_cpu_processes(in_tmp: Path) -> None:
     assert r0["seen"] and r1["seen"] and not set(r0["seen"]) & set(r1["seen"])
     res = json.loads(results[0].read_text())
     assert METRIC_KEYS <= res["metrics"].keys()
+
+
+@pytest.mark.slow
+def test_ddp_test_run_scores_like_one_process(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import numpy as np
+
+    # 3 test subjects x 7 windows = 21: the DistributedSampler pads the 2 shards to 11 + 11
+    data = ["--data.init_args.synthetic_options.windows_per_subject", "7", "--data.init_args.split.strategy", "fixed",
+            "--data.init_args.split.val", "[1, 2, 3]", "--data.init_args.split.test", "[4, 5, 6]"]
+    res = run_fit(capsys, *data)
+    assert res["windows"]["test"] == 21
+    test = ["test", *DEMO, *data, "--ckpt_path", res["best_checkpoint"], "--trainer.enable_progress_bar=false"]
+    main([*test, "--trainer.logger.init_args.name", "one"])
+    one = printed_metrics(capsys.readouterr().out, "test")
+    proc = subprocess.run(
+        [sys.executable, "-m", "biosig_lightning.cli", *test, "--trainer.logger.init_args.name", "two",
+         "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp"],
+        capture_output=True, text=True, env=_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    two = printed_metrics(proc.stdout, "test")
+    assert set(one) == set(two) and len(one) >= 9
+    for key, value in one.items():
+        assert two[key] == pytest.approx(value, rel=1e-5, abs=1e-6), (key, value, two[key])
+
+    def saved(name: str) -> dict[str, np.ndarray]:
+        (path,) = (in_tmp / "runs" / name).glob("version_*/test_predictions.npz")
+        with np.load(path, allow_pickle=False) as z:
+            order = np.argsort(z["index"])
+            return {k: z[k][order] for k in z.files}
+
+    a, b = saved("one"), saved("two")
+    # every test window exactly once, with the same prediction: no padded duplicate is scored twice
+    assert len(a["index"]) == len(np.unique(a["index"])) == 21
+    np.testing.assert_array_equal(b["index"], a["index"])
+    np.testing.assert_array_equal(b["y"], a["y"])
+    np.testing.assert_allclose(b["probs"], a["probs"], atol=1e-6)
+    cm = [np.bincount(2 * p["y"] + p["probs"].argmax(1), minlength=4) for p in (a, b)]
+    np.testing.assert_array_equal(cm[1], cm[0])
 
 
 def _write_apava(root: Path, n_windows: int = 4) -> None:
@@ -229,12 +271,23 @@ def test_tensorboard_and_wandb_loggers_selectable(in_tmp: Path, capsys: pytest.C
 
 
 def test_validate_and_test_a_saved_checkpoint(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    res = run_fit(capsys)
+    res = run_fit(capsys, "--trainer.max_epochs", "2")
     ckpt = res["best_checkpoint"]
     main(["test", *DEMO, "--ckpt_path", ckpt])
+    tested = printed_metrics(capsys.readouterr().out, "test")
+    # the same checkpoint on the same test windows: every printed value is the one results.json holds
+    assert set(tested) == set(res["metrics"]), (set(tested), set(res["metrics"]))
+    for key, value in res["metrics"].items():
+        assert tested[key] == pytest.approx(value, rel=1e-6, abs=1e-7), key
     main(["validate", *DEMO, "--ckpt_path", ckpt])
-    out = capsys.readouterr().out
-    assert "test/acc" in out and "val/acc" in out
+    validated = printed_metrics(capsys.readouterr().out, "val")
+    # ... and on the validation windows, what the fit logged for the checkpoint's epoch
+    epoch = int(Path(ckpt).stem.removeprefix("best-epoch"))
+    logged = val_row_of_epoch(Path(res["run_dir"]) / "metrics.csv", epoch)
+    assert validated["val/f1"] == pytest.approx(res["best_val"], rel=1e-6)
+    assert set(logged) <= set(validated) and len(logged) >= 8, logged
+    for key, value in logged.items():
+        assert validated[key] == pytest.approx(value, rel=1e-6, abs=1e-7), key
 
 
 def test_profile_counts_transformer_encoder_flops(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:

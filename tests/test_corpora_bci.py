@@ -36,18 +36,39 @@ CLASSES_2B = np.array(["left hand", "right hand"], dtype=object)
 
 
 # ---------------------------------------------------------------------------- fixture writers
+A_UV, SLOPE = 1000.0, 50.0  # µV and µV/s of the time code (within the GDF fixture's int16 range)
+
+
 def make_signal(n_trials: int, n_ch: int, pick: tuple[int, ...], seed: int = 0) -> np.ndarray:
-    """(samples, channels) µV: the picked channels carry DC offsets 100, 200, 300 plus a 5 Hz sine,
-    every other channel a large distinct offset, so a wrong channel pick shows in the means."""
+    """(samples, channels) µV that encode time, t in seconds from the recording's start: the picked
+    channels (C3, Cz, C4) carry ``A + s t``, ``A - s t`` and ``300 + a 5 Hz sine``, every other
+    channel a large distinct offset plus noise. :func:`decode_time` reads t back from a window
+    whatever the anti-aliasing filter's DC gain, so a window cut at a wrong onset (even by a whole
+    number of 5 Hz periods), a shifted sample grid, or a wrong or swapped channel pick shows."""
     n = (n_trials + 1) * TRIAL_S * FS
     t = np.arange(n) / FS
     rng = np.random.default_rng(seed)
     x = np.empty((n, n_ch))
     for c in range(n_ch):
         x[:, c] = 1000.0 + 10 * c + rng.standard_normal(n)
-    for k, c in enumerate(pick):
-        x[:, c] = 100.0 * (k + 1) + 20 * np.sin(2 * np.pi * 5 * t)
+    x[:, pick[0]] = A_UV + SLOPE * t
+    x[:, pick[1]] = A_UV - SLOPE * t
+    x[:, pick[2]] = 300.0 + 20 * np.sin(2 * np.pi * 5 * t)
     return x
+
+
+def decode_time(x: np.ndarray) -> np.ndarray:
+    """(windows, 3, T) -> (windows, T) seconds: t = (A / s) (C3 - Cz) / (C3 + Cz), free of any common gain."""
+    x = x.astype(np.float64)
+    return A_UV / SLOPE * (x[:, 0] - x[:, 1]) / (x[:, 0] + x[:, 1])
+
+
+def assert_windows_at(x: np.ndarray, cues: np.ndarray, step: int = 4, tmin: float = 0.0) -> None:
+    """Window k's sample j lies at raw sample ``cues[k] + tmin * FS + j * step`` of the recording
+    (to 1/2 raw sample), and the third channel is C4 (offset 300; the filter passes DC at ~0.9886)."""
+    want = (np.asarray(cues)[:, None] + tmin * FS + np.arange(x.shape[-1])[None] * step) / FS
+    np.testing.assert_allclose(decode_time(x), want, atol=0.5 / FS)
+    np.testing.assert_allclose(x[:, 2].mean(-1), 300, rtol=0.015)
 
 
 def trial_starts(n_trials: int) -> np.ndarray:
@@ -151,10 +172,9 @@ def test_mat_2a_windows_labels_channels(bnci_2a: tuple[Path, np.ndarray]) -> Non
     assert train.y.tolist() == [0, 1, 2, 3] and evaluation.y.tolist() == [3, 3, 1]
     # window = [cue, cue + 4 s), cue = trial start + 2 s
     np.testing.assert_allclose(train.start, (trial_starts(4) + 2 * FS) / FS)
-    # C3, Cz, C4 carry offsets 100, 200, 300 (+ a zero-mean 5 Hz sine over whole periods); the
-    # anti-aliasing filter (scipy.signal.decimate's Chebyshev I, 0.05 dB ripple, applied twice)
-    # passes DC at 0.9886, which a wrong pick (offsets >= 1000) could never mimic
-    np.testing.assert_allclose(train.x.mean(axis=(0, 2)), [100, 200, 300], rtol=0.015)
+    # the samples are those of [cue, cue + 4 s) every 4th raw sample, from C3, Cz, C4 in that order
+    assert_windows_at(train.x, trial_starts(4) + 2 * FS)
+    assert_windows_at(evaluation.x, trial_starts(3) + 2 * FS)
 
 
 def test_mat_decimation_is_antialiased(tmp_path: Path) -> None:
@@ -189,6 +209,8 @@ def test_decimation_changes_spec_and_config(bnci_2a: tuple[Path, np.ndarray]) ->
     assert cfg["files"]["n_files"] == 2 and len(cfg["files"]["sha256"]) == 64
     assert BCIIVReader(root, "2a", subjects=[1], decimation=2, tmin=0.5, tmax=3.5).config() == cfg
     assert BCIIVReader(root, "2a", subjects=[1]).config() != cfg
+    train = next(r.iter_blocks())  # [cue + 0.5 s, cue + 3.5 s), every 2nd raw sample
+    assert_windows_at(train.x, trial_starts(4) + 2 * FS, step=2, tmin=0.5)
     with pytest.raises(ValueError, match="whole number of samples"):
         BCIIVReader(root, "2a", subjects=[1], tmin=0, tmax=1.001)
 
@@ -210,7 +232,8 @@ def test_mat_2b_runs_are_sessions(tmp_path: Path) -> None:
     assert [b.recording for b in blocks] == ["B01T_run1", "B01T_run2", "B01T_run3", "B01E_run1", "B01E_run2"]
     assert all(b.y.tolist() == [0, 1] for b in blocks)
     np.testing.assert_allclose(blocks[0].start, (trial_starts(2) + 3 * FS) / FS)  # 2b cue at +3 s
-    np.testing.assert_allclose(blocks[0].x.mean(axis=(0, 2)), [100, 200, 300], rtol=0.015)
+    for b in blocks:
+        assert_windows_at(b.x, trial_starts(2) + 3 * FS)
 
 
 # ---------------------------------------------------------------------------- .mat errors
@@ -309,7 +332,8 @@ def test_gdf_2a_reads_like_the_mat_release(gdf_2a: tuple[Path, np.ndarray], tmp_
     assert (train.recording, evaluation.recording) == ("A01T", "A01E")
     assert train.y.tolist() == [0, 1, 2, 3] and evaluation.y.tolist() == [3, 3, 1]
     np.testing.assert_allclose(train.start, (trial_starts(4) + 2 * FS) / FS)
-    np.testing.assert_allclose(train.x.mean(axis=(0, 2)), [100, 200, 300], rtol=0.015)
+    assert_windows_at(train.x, trial_starts(4) + 2 * FS)
+    assert_windows_at(evaluation.x, trial_starts(3) + 2 * FS)
 
     mat_root = tmp_path_factory.mktemp("mat")
     write_bnci(mat_root / "A01T.mat", [run_struct(X, trial_starts(4), np.array([1, 2, 3, 4]), CLASSES_2A)])
@@ -389,7 +413,8 @@ def test_gdf_2b_five_sessions(tmp_path: Path) -> None:
     assert [b.recording for b in blocks] == ["B0101T", "B0102T", "B0103T", "B0104E", "B0105E"]
     assert [b.y.tolist() for b in blocks] == [[0, 1]] * 3 + [[1, 0]] * 2
     np.testing.assert_allclose(blocks[0].start, (starts + 3 * FS) / FS)
-    np.testing.assert_allclose(blocks[3].x.mean(axis=(0, 2)), [100, 200, 300], rtol=0.015)
+    for b in blocks:
+        assert_windows_at(b.x, starts + 3 * FS)
     assert reader.config()["options"]["labels_dir"] == str(tmp_path.resolve())
 
 

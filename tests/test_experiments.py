@@ -12,10 +12,12 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from biosig_lightning.cli import main
 from tests.conftest import EXPERIMENTS, REPO
+from tests.helpers import assert_metrics_match_predictions
 
 ALL_YAMLS = sorted(p for p in EXPERIMENTS.rglob("*.yaml"))
 SMOKE = ["--config", str(EXPERIMENTS / "synthetic.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml"),
@@ -99,7 +101,7 @@ def test_bioformer_experiment_follows_appendix_c3_and_runs(corpus: str, in_tmp: 
     resolved = res["config"]["model"]["init_args"]["backbone"]["init_args"]
     assert resolved["kernel_mode"] == want["kernel_mode"] and resolved["use_scln"] == want["use_scln"]
     assert set(res["subjects"]["train"]).isdisjoint(res["subjects"]["test"])
-    assert 0.0 <= res["metrics"]["test/f1"] <= 1.0
+    assert_metrics_match_predictions(res["run_dir"])
 
 
 def _module_counts(res: dict) -> dict[str, int]:
@@ -113,16 +115,49 @@ def _module_counts(res: dict) -> dict[str, int]:
     }
 
 
+def _documented_base(override: Path) -> Path:
+    """The experiment an override file's own usage line applies it to (its first ``--config``)."""
+    rel = str(override.relative_to(REPO))
+    for line in _usage_lines(override):
+        if rel in line:
+            return REPO / re.findall(r"--config (\S+)", line)[0]
+    raise AssertionError(f"{override}: no usage line names it")
+
+
+def _built_backbone(*configs: Path) -> torch.nn.Module:
+    """The backbone ``biosig fit`` would build for ``configs`` (synthetic, tiny), freshly initialised with seed 0."""
+    from biosig_lightning.cli import BiosigCLI
+
+    torch.manual_seed(0)
+    args = [a for c in configs for a in ("--config", str(c))] + SMOKE + TINY
+    return BiosigCLI(args=args, run=False, save_config_callback=None).model.backbone.eval()
+
+
+def _structure(module: torch.nn.Module) -> list[tuple[str, ...]]:
+    return [(n, type(m).__name__) for n, m in module.named_modules()] + [
+        (n, str(tuple(p.shape))) for n, p in module.named_parameters()]
+
+
 @pytest.mark.parametrize("override", sorted((EXPERIMENTS / "bioformer" / "table5").glob("*.yaml")),
                          ids=lambda p: p.stem)
 def test_table5_override_runs_and_changes_the_model(override: Path, in_tmp: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    base = ["--config", str(EXPERIMENTS / "bioformer_apava.yaml")]
-    res = _fit(capsys, *base, "--config", str(override), *SMOKE, *TINY)
+    base_cfg = _documented_base(override)
+    res = _fit(capsys, "--config", str(base_cfg), "--config", str(override), *SMOKE, *TINY)
     bb = res["config"]["model"]["init_args"]["backbone"]["init_args"]
     expected = yaml.safe_load(override.read_text())["model"]["init_args"]["backbone"]["init_args"]
     for key, value in expected.items():
         assert bb[key] == value, (override.stem, key)
+    # the override changes something its base sets otherwise: not a no-op on the experiment it documents
+    base_bb = yaml.safe_load(base_cfg.read_text())["model"]["init_args"]["backbone"]["init_args"]
+    assert any(base_bb.get(k) != v for k, v in expected.items()), (override.stem, base_cfg.name)
+    # ... and the built model: other modules/parameters, or (same ones, same weights) another forward output
+    base, changed = _built_backbone(base_cfg), _built_backbone(base_cfg, override)
+    if _structure(base) == _structure(changed):
+        changed.load_state_dict(base.state_dict())
+        x = torch.randn(4, base.n_chans, base.n_times, generator=torch.Generator().manual_seed(1))
+        with torch.no_grad():
+            assert not torch.allclose(base(x), changed(x), atol=1e-6), f"{override.stem} changes nothing"
     counts = _module_counts(res)
     name = override.stem
     if name == "no_fbam":
@@ -135,8 +170,10 @@ def test_table5_override_runs_and_changes_the_model(override: Path, in_tmp: Path
         assert counts["SampleConditionalLayerNorm"] == 0
     if name == "magnitude_only":
         assert counts["phase_heads"] == 0 and counts["gain_heads"] > 0
-    if name == "phase_only":
+    if name in ("phase_only",):
         assert counts["gain_heads"] == 0 and counts["phase_heads"] > 0
+    if name == "magnitude_phase":
+        assert counts["gain_heads"] > 0 and counts["phase_heads"] > 0
 
 
 @pytest.mark.parametrize("space,experiment", [("bioformer", "bioformer_apava"), ("sdformer", "sdformer_sleepedf"),

@@ -88,9 +88,25 @@ def test_two_seeds_per_class_graphs_and_stability(runs: dict[str, Path],
     report = json.loads((out / "stability.json").read_text())
     assert report["runs"] == labels and report["pairs"] == [labels]
     assert set(report["classes"]) == {"background", "seizure", "all"}
-    for row in report["classes"].values():
-        assert row["n_pairs"] == 1 and 0.0 <= row["jaccard"]["mean"] <= 1.0
-        assert row["pearson"]["mean"] is None or -1.0 <= row["pearson"]["mean"] <= 1.0
+    # recomputed from the two runs' saved class graphs: Jaccard of the edge sets above the threshold,
+    # Pearson of the off-diagonal edge frequencies (undefined for a constant graph)
+    saved = []
+    for label in labels:
+        with np.load(out / label / "graphs.npz", allow_pickle=False) as z:
+            saved.append({**dict(zip(z["classes"].tolist(), z["edge_frequency"], strict=True)),
+                          "all": z["all_edge_frequency"]})
+    off = ~np.eye(23, dtype=bool)
+    for name, row in report["classes"].items():
+        a, b = saved[0][name], saved[1][name]
+        edges = [{(i, j) for i, j in zip(*np.nonzero((g > report["threshold"]) & off), strict=True)} for g in (a, b)]
+        union = edges[0] | edges[1]
+        want_jaccard = len(edges[0] & edges[1]) / len(union) if union else 1.0
+        assert row["n_pairs"] == 1 and row["jaccard"]["mean"] == pytest.approx(want_jaccard, abs=1e-12), name
+        fa, fb = a[off], b[off]
+        if fa.std() < 1e-9 or fb.std() < 1e-9:
+            assert row["pearson"]["mean"] is None, name
+        else:
+            assert row["pearson"]["mean"] == pytest.approx(float(np.corrcoef(fa, fb)[0, 1]), abs=1e-9), name
 
 
 def test_class_graph_is_the_mean_of_per_sample_adjacency(runs: dict[str, Path]) -> None:

@@ -140,14 +140,46 @@ def test_probe_learns_separable_features_and_keeps_best_epoch() -> None:
 # ---------------------------------------------------------------------------------------- end to end
 
 
-def _check_metrics(metrics: dict) -> None:
-    for key in ("acc", "precision", "recall", "f1", "auroc", "auprc", "ece", "kappa"):
-        value = metrics[f"test/{key}"]
-        assert value is None or (-1.0 <= value <= 1.0), (key, value)
-    assert 0.0 <= metrics["test/acc"] <= 1.0 and 0.0 <= metrics["test/f1"] <= 1.0
+@pytest.fixture
+def probed(monkeypatch: pytest.MonkeyPatch) -> dict[str, torch.Tensor]:
+    """What the transfer scores on the target test split: the fitted probe, its input features, the labels."""
+    import biosig_lightning.transfer as module
+
+    seen: dict[str, torch.Tensor] = {}
+    real = module._evaluate
+
+    def spy(probe: torch.nn.Module, feats: torch.Tensor, labels: torch.Tensor, n_classes: int,
+            prefix: str) -> dict[str, float]:
+        if prefix == "test/":
+            seen.update(probe=probe, feats=feats.detach().clone(), labels=labels.detach().clone())
+        return real(probe, feats, labels, n_classes, prefix)
+
+    monkeypatch.setattr(module, "_evaluate", spy)
+    return seen
 
 
-def test_chbmit_to_sleep_edf(runs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def _check_metrics(report: dict, probed: dict[str, torch.Tensor]) -> None:
+    """transfer.json's test metrics are scikit-learn's on the probe's predictions for every test window."""
+    from tests.helpers import metrics_from_predictions
+
+    y = probed["labels"].numpy()
+    assert len(y) == report["target"]["windows"]["test"]
+    with torch.no_grad():
+        logits = probed["probe"](probed["feats"])
+    probs = logits.softmax(-1).double().numpy()
+    expect = metrics_from_predictions(probs, y)
+    expect["test/loss"] = float(torch.nn.functional.cross_entropy(logits, probed["labels"]))
+    metrics = report["metrics"]
+    assert set(metrics) == set(expect), (set(metrics), set(expect))
+    for key, want in expect.items():
+        if np.isnan(want):
+            assert metrics[key] is None, key  # undefined (e.g. a class absent from the test subjects): null
+        else:
+            assert metrics[key] == pytest.approx(want, abs=1e-4), key
+
+
+def test_chbmit_to_sleep_edf(runs: dict[str, Path], capsys: pytest.CaptureFixture[str],
+                             probed: dict[str, torch.Tensor]) -> None:
     out = runs["tmp"] / "chb_to_sleep"
     run(["--source", str(runs["chbmit"]), "--target-config", str(runs["sleep_target"]), "--out", str(out),
          "--epochs", "15", "--patience", "5"])
@@ -166,12 +198,12 @@ def test_chbmit_to_sleep_edf(runs: dict[str, Path], capsys: pytest.CaptureFixtur
     assert report["probe"]["feature_dim"] == TINY_SDFORMER["d_model"] and report["probe"]["seed"] == 3
     assert 1 <= report["probe"]["best_epoch"] <= report["probe"]["epochs_run"] <= 15
     assert set(report["target"]["subjects"]) == {"train", "val", "test"}
-    _check_metrics(report["metrics"])
+    _check_metrics(report, probed)
     state = torch.load(out / "probe.pt", map_location="cpu", weights_only=True)
     assert state["linear.weight"].shape == (5, TINY_SDFORMER["d_model"])
 
 
-def test_sleep_edf_to_chbmit_leaves_backbone_unchanged(runs: dict[str, Path]) -> None:
+def test_sleep_edf_to_chbmit_leaves_backbone_unchanged(runs: dict[str, Path], probed: dict[str, torch.Tensor]) -> None:
     results = json.loads((runs["sleep"] / "results.json").read_text())
     saved = torch.load(results["best_checkpoint"], map_location="cpu", weights_only=True)["state_dict"]
     before = {k.removeprefix("backbone."): v for k, v in saved.items() if k.startswith("backbone.")}
@@ -190,7 +222,7 @@ def test_sleep_edf_to_chbmit_leaves_backbone_unchanged(runs: dict[str, Path]) ->
     assert report["mapping"]["time"]["resampled_n_times"] == 200
     assert report["mapping"]["time"]["extension"] == "mirror-tile" and report["mapping"]["time"]["n_segments"] == 1
     assert report["probe"]["class_weight"] == "none" and report["target"]["spec"]["n_times"] == 512
-    _check_metrics(report["metrics"])
+    _check_metrics(report, probed)
 
 
 def test_bad_source_and_target_are_clear_errors(runs: dict[str, Path], tmp_path: Path) -> None:

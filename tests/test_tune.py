@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import socket
@@ -42,7 +43,11 @@ def test_tune_two_trials_and_best_config_fits(in_tmp: Path, capsys: pytest.Captu
     study = optuna.load_study(study_name="s", storage="sqlite:///s.db")
     complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
     assert len(complete) == 2 and len(study.trials) == 2
-    assert all(0.0 <= t.value <= 1.0 for t in complete)
+    for t in complete:  # the objective is the trial run's best val/f1, as its own CSV log has it
+        with (in_tmp / t.user_attrs["run_dir"] / "metrics.csv").open() as fh:
+            logged = [float(r["val/f1"]) for r in csv.DictReader(fh) if r.get("val/f1")]
+        assert logged and t.value == pytest.approx(max(logged), abs=1e-6), (t.value, logged)
+        assert t.value == pytest.approx(max(t.intermediate_values.values()), abs=1e-6)
     assert {t.params["model.init_args.backbone.init_args.width"] for t in complete} <= {8, 16}
     assert (in_tmp / "runs" / "tune" / "s" / "trial_0").is_dir()
     best = in_tmp / "runs" / "tune" / "s" / "best.yaml"  # beside the study's trials, not in the cwd
@@ -111,6 +116,38 @@ def test_ddp_spawn_trial_reports_once(in_tmp: Path, capfd: pytest.CaptureFixture
     assert sorted(trial.intermediate_values) == [0, 1]
     # the objective is the best reported value, carried back from the spawned rank 0
     assert trial.value == pytest.approx(max(trial.intermediate_values.values()), abs=1e-6)
+
+
+def test_ddp_spawn_trial_is_pruned_on_both_ranks(in_tmp: Path) -> None:
+    from optuna.distributions import FloatDistribution
+
+    from biosig_lightning.tune import make_objective
+
+    # five finished trials that reached val/f1 = 2 (beyond any real score) at epochs 0-2: the study's
+    # default MedianPruner (5 startup trials, no warm-up) -- the one the spawned rank 0 reopens from the
+    # storage -- prunes any new trial at its first report, epoch 0, through the real broadcast
+    url = "sqlite:///prune.db"
+    study = optuna.create_study(study_name="prune", storage=url, direction="maximize")
+    dist = FloatDistribution(1e-3, 1e-2, log=True)
+    for _ in range(5):
+        study.add_trial(optuna.trial.create_trial(
+            params={"model.init_args.lr": 3e-3}, distributions={"model.init_args.lr": dist}, value=2.0,
+            intermediate_values={0: 2.0, 1: 2.0, 2: 2.0}))
+    args = [*SMOKE, "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp_spawn",
+            "--trainer.max_epochs", "3", "--model.init_args.early_stopping_patience", "null",
+            "--trainer.callbacks+=tests.helpers.RecordRank"]
+    objective = make_objective(args, {"model.init_args.lr": dist}, "val/f1", "maximize", 6,
+                               in_tmp / "runs" / "tune" / "prune", url)
+    study.optimize(objective, n_trials=1, catch=(Exception,))
+    trial = study.trials[-1]
+    assert trial.state == TrialState.PRUNED, (trial.state, trial.user_attrs.get("error"))
+    assert list(trial.intermediate_values) == [0]  # rank 0 reported epoch 0 once, then the run ended
+    ranks = {int(p.stem[4:]): json.loads(p.read_text())
+             for p in (in_tmp / trial.user_attrs["run_dir"]).glob("rank*.json")}
+    assert sorted(ranks) == [0, 1] and all(r["world_size"] == 2 for r in ranks.values())
+    # both ranks stopped after the same, first epoch: smoke trains 2 batches of 16 windows per rank and epoch
+    assert [len(ranks[r]["seen"]) for r in (0, 1)] == [32, 32], {r: len(v["seen"]) for r, v in ranks.items()}
+    assert ranks[0]["weights"] == ranks[1]["weights"]
 
 
 class _Trial:

@@ -41,6 +41,19 @@ def warmup_cosine(step: int, warmup_steps: int, total_steps: int, min_ratio: flo
     return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
+def _first_of_each_window(outputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Rows of ``outputs`` with the first occurrence of each ``index`` (window id), in index order.
+
+    The DistributedSampler pads uneven shards by repeating windows from the start of the
+    (unshuffled) test set; the repeats carry the same window index and prediction.
+    """
+    index = outputs["index"]
+    uniq, inverse = torch.unique(index, sorted=True, return_inverse=True)
+    first = torch.full((uniq.numel(),), index.numel(), dtype=torch.long, device=index.device)
+    first.scatter_reduce_(0, inverse, torch.arange(index.numel(), device=index.device), reduce="amin")
+    return {k: v[first] for k, v in outputs.items()}
+
+
 class ClassificationTask(LightningModule):
     """Cross-entropy classification of windows with a pluggable backbone.
 
@@ -89,7 +102,8 @@ class ClassificationTask(LightningModule):
         self.backbone = backbone
         self.n_outputs = n_outputs
         self.val_metrics = build_metrics(n_outputs, prefix="val/")
-        self.test_metrics = build_metrics(n_outputs, prefix="test/")
+        # test metrics are computed once from every rank's gathered, de-duplicated windows (never synced)
+        self.test_metrics = build_metrics(n_outputs, prefix="test/", sync_on_compute=False)
         self._init_eval_metrics(eval_metrics, n_outputs)
         self._test_outputs: list[dict[str, torch.Tensor]] = []
         self.test_predictions: dict[str, torch.Tensor] | None = None
@@ -97,9 +111,10 @@ class ClassificationTask(LightningModule):
     def _init_eval_metrics(self, kind: str, n_outputs: int) -> None:
         self.eval_metrics = kind
         self.val_extra = build_extra_metrics(kind, n_outputs, prefix="val/")
-        self.test_extra = build_extra_metrics(kind, n_outputs, prefix="test/")
+        # the test side is filled once from the gathered, de-duplicated windows: never synced again
+        self.test_extra = build_extra_metrics(kind, n_outputs, prefix="test/", sync_on_compute=False)
         if kind == "detection":
-            self.val_scores, self.test_scores = PositiveScores(), PositiveScores()
+            self.val_scores, self.test_scores = PositiveScores(), PositiveScores(sync_on_compute=False)
             # part of the state dict, so the best checkpoint carries the threshold of its own validation
             self.register_buffer("decision_threshold", torch.tensor(DEFAULT_THRESHOLD, dtype=torch.float64))
 
@@ -128,20 +143,22 @@ class ClassificationTask(LightningModule):
 
     def _eval_step(self, batch: dict[str, torch.Tensor], stage: str) -> torch.Tensor:
         logits = self(batch["x"])
-        loss = F.cross_entropy(logits.float(), batch["y"])
+        losses = F.cross_entropy(logits.float(), batch["y"], reduction="none")
+        loss = losses.mean()
         probs = logits.float().softmax(-1)
-        metrics = self.val_metrics if stage == "val" else self.test_metrics
-        metrics.update(probs, batch["y"])
-        extra = self.val_extra if stage == "val" else self.test_extra
-        if extra is not None:
-            extra.update(probs, batch["y"])
+        if stage == "test":
+            # scored once per window at the epoch's end (on_test_epoch_end): under DDP the
+            # DistributedSampler pads uneven shards with repeated windows, which must not count twice
+            self._test_outputs.append({"probs": probs.detach(), "y": batch["y"], "subject": batch["subject"],
+                                       "index": batch["index"], "loss": losses.detach()})
+            return loss
+        self.val_metrics.update(probs, batch["y"])
+        if self.val_extra is not None:
+            self.val_extra.update(probs, batch["y"])
         if self.eval_metrics == "detection":
-            (self.val_scores if stage == "val" else self.test_scores).update(probs[:, 1], batch["y"])
+            self.val_scores.update(probs[:, 1], batch["y"])
         self.log(f"{stage}/loss", loss, prog_bar=stage == "val", on_epoch=True, sync_dist=True,
                  batch_size=batch["y"].shape[0])
-        if stage == "test":
-            self._test_outputs.append({"probs": probs.detach(), "y": batch["y"], "subject": batch["subject"],
-                                       "index": batch["index"]})
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
@@ -176,17 +193,26 @@ class ClassificationTask(LightningModule):
         return self._eval_step(batch, "test")
 
     def on_test_epoch_end(self) -> None:
-        self.log_dict(self.test_metrics.compute())
-        self.test_metrics.reset()
-        self._log_extra("test")
         if self._test_outputs:
             local = {k: torch.cat([o[k] for o in self._test_outputs]) for k in self._test_outputs[0]}
             if self.trainer.world_size > 1:
-                # uneven shards are padded by the sampler; gathering per rank keeps every window
+                # every rank gets every rank's windows (the padded shards are of equal length)
                 gathered = {k: self.all_gather(v) for k, v in local.items()}
-                local = {k: v.reshape(-1, *v.shape[2:]) for k, v in gathered.items()}
+                local = _first_of_each_window({k: v.reshape(-1, *v.shape[2:]) for k, v in gathered.items()})
+            losses = local.pop("loss")
+            # every rank now holds the same windows: computed locally, never synced (that would count
+            # them world_size times), so one process and N processes report the same numbers
+            self.test_metrics.reset()
+            self.test_metrics.update(local["probs"], local["y"])
+            self.log_dict({**self.test_metrics.compute(), "test/loss": losses.mean()})
+            if self.test_extra is not None:
+                self.test_extra.update(local["probs"], local["y"])
+            if self.eval_metrics == "detection":
+                self.test_scores.update(local["probs"][:, 1], local["y"])
+            self._log_extra("test")
             self.test_predictions = {k: v.cpu() for k, v in local.items()}
             self._save_test_predictions()
+        self.test_metrics.reset()
         self._test_outputs = []
 
     def _save_test_predictions(self) -> None:
