@@ -126,7 +126,7 @@ def _documented_base(override: Path) -> Path:
 
 def _built_backbone(*configs: Path) -> torch.nn.Module:
     """The backbone ``biosig fit`` would build for ``configs`` (synthetic, tiny), freshly initialised with seed 0."""
-    from biosig_lightning.cli import BiosigCLI
+    from biosig_lightning.runs.biosig_cli import BiosigCLI
 
     torch.manual_seed(0)
     args = [a for c in configs for a in ("--config", str(c))] + SMOKE + TINY

@@ -16,7 +16,7 @@ import pytest
 from optuna.trial import TrialState
 
 from biosig_lightning.commands import cv
-from biosig_lightning.tune import load_search_space, open_storage
+from biosig_lightning.commands.tune import load_search_space, open_storage
 from tests.conftest import EXPERIMENTS, REPO
 
 TINY = ["--model.init_args.backbone.init_args.d_model", "21", "--model.init_args.backbone.init_args.tokens_per_epoch",

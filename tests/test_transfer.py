@@ -143,7 +143,7 @@ def test_probe_learns_separable_features_and_keeps_best_epoch() -> None:
 @pytest.fixture
 def probed(monkeypatch: pytest.MonkeyPatch) -> dict[str, torch.Tensor]:
     """What the transfer scores on the target test split: the fitted probe, its input features, the labels."""
-    import biosig_lightning.transfer as module
+    import biosig_lightning.analysis.transfer as module
 
     seen: dict[str, torch.Tensor] = {}
     real = module._evaluate

@@ -121,7 +121,7 @@ def test_ddp_spawn_trial_reports_once(in_tmp: Path, capfd: pytest.CaptureFixture
 def test_ddp_spawn_trial_is_pruned_on_both_ranks(in_tmp: Path) -> None:
     from optuna.distributions import FloatDistribution
 
-    from biosig_lightning.tune import make_objective
+    from biosig_lightning.commands.tune import make_objective
 
     # five finished trials that reached val/f1 = 2 (beyond any real score) at epochs 0-2: the study's
     # default MedianPruner (5 startup trials, no warm-up) -- the one the spawned rank 0 reopens from the
