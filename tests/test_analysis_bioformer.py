@@ -11,7 +11,7 @@ import torch
 from sklearn import metrics as skm
 from sklearn.decomposition import PCA
 
-from biosig_lightning.analysis import fbd
+from biosig_lightning.analysis import fbd, subject_probe
 from biosig_lightning.analysis.fbd import (
     AnalysisError,
     band_power,
