@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from biosig_lightning.models.modules import signed_graph as sg
+from biosig_lightning.features import signed_graph as sg
 
 
 def _graph(seed: int, b: int = 3, c: int = 5, h: int = 3, k: int = 4, kind: sg.GraphKind = "balanced"):

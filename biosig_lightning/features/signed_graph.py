@@ -336,11 +336,12 @@ def exact_filter(lap: torch.Tensor, y: torch.Tensor, omega: torch.Tensor | float
 
 
 def lanczos_filter(lap: torch.Tensor, y: torch.Tensor, omega: torch.Tensor | float, krylov_dim: int,
-                   response: Response = "sigmoid", steepness: float = 10.0) -> torch.Tensor:
+                   response: Response = "sigmoid", steepness: float = 10.0, reorth_passes: int = 1) -> torch.Tensor:
     """Lanczos approximation of ``g(L) y`` (App. B, eq. 24-25), one Krylov space per column of ``y``.
 
     ``lap`` is ``(B, N, N)`` symmetric, ``y`` ``(B, N, D)``; returns ``(B, N, D)``. Full
-    re-orthogonalisation keeps the basis orthonormal in float32. A Krylov space that closes early
+    re-orthogonalisation (``reorth_passes`` Gram-Schmidt sweeps over the basis; 0 = plain three-term
+    recurrence) keeps the basis orthonormal in float32. A Krylov space that closes early
     (an invariant subspace, e.g. ``krylov_dim >= N``) is handled exactly: the remaining basis vectors
     are zero and their rows of ``H_m`` are decoupled from ``c_1`` (they get distinct negative
     placeholder eigenvalues above the spectrum so the eigendecomposition stays differentiable).
@@ -369,16 +370,15 @@ def lanczos_filter(lap: torch.Tensor, y: torch.Tensor, omega: torch.Tensor | flo
         if k == m - 1:
             break
         w = w - alpha.unsqueeze(1) * v - beta_prev.unsqueeze(1) * prev
-        stack = torch.stack(basis, dim=1)  # (B, k+1, N, D): full re-orthogonalisation, twice is enough
-        for _ in range(2):
-            w = w - (stack * torch.einsum("bknd,bnd->bkd", stack, w).unsqueeze(2)).sum(1)
+        for _ in range(reorth_passes):  # Gram-Schmidt against the whole basis (full re-orthogonalisation)
+            for u_j in basis:
+                w = w - (u_j * w).sum(1, keepdim=True) * u_j
         beta = w.norm(dim=1)
         alive = alive & (beta > 1e-6 * scale)
         beta = torch.where(alive, beta, torch.zeros_like(beta))
         betas.append(beta)
         prev, beta_prev = v, beta
         v = torch.where(alive.unsqueeze(1), w / beta.clamp_min(1e-30).unsqueeze(1), torch.zeros_like(w))
-    u = torch.stack(basis, dim=-1)  # (B, N, D, m)
     diag = torch.stack(alphas, dim=-1)  # (B, D, m)
     h = torch.diag_embed(diag)
     if betas:
@@ -387,4 +387,7 @@ def lanczos_filter(lap: torch.Tensor, y: torch.Tensor, omega: torch.Tensor | flo
     theta, z = torch.linalg.eigh(h)  # (B, D, m), (B, D, m, m)
     g = filter_response(theta, omega, response, steepness, n_nodes=n)
     coef = (z * (g * z[..., 0, :]).unsqueeze(-2)).sum(-1)  # Z g(Theta) Z^T c_1, (B, D, m)
-    return norm * (u * coef.unsqueeze(1)).sum(-1)
+    out = basis[0] * coef[:, None, :, 0]
+    for k in range(1, len(basis)):
+        out = out + basis[k] * coef[:, None, :, k]
+    return norm * out
