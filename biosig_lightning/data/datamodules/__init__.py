@@ -12,7 +12,9 @@ from biosig_lightning.data.datamodules.medformer import (
 from biosig_lightning.data.datamodules.ptbxl import PTBXLDataModule
 from biosig_lightning.data.datamodules.sleep_edf import SleepEDFDataModule
 from biosig_lightning.data.datamodules.synthetic import SyntheticDataModule
+from biosig_lightning.data.datamodules.tuab import TUABDataModule
+from biosig_lightning.data.datamodules.turkish_epilepsy import TurkishEpilepsyDataModule
 
 __all__ = ["ADFTDDataModule", "APAVADataModule", "BCIIVDataModule", "CHBMITDataModule", "MedformerDataModule",
            "PTBDataModule", "PTBXLDataModule", "PTBXLMedformerDataModule", "SleepEDFDataModule",
-           "SyntheticDataModule"]
+           "SyntheticDataModule", "TUABDataModule", "TurkishEpilepsyDataModule"]
