@@ -47,6 +47,11 @@ TINY: dict[str, dict[str, Any]] = {
     "CNN1D": dict(width=8, n_blocks=2, convs_per_block=1),
     "PatchTST": dict(d_model=16, n_layers=1, n_heads=2, d_ff=16),
     "StaticGNN": dict(width=8, encoder_blocks=1),
+    "SignedGraphClassifier": dict(n_blocks=1, conv_layers=1, conv_width=2, feature_dim=4, n_metric_candidates=2,
+                                  metric_rank=2, krylov_dim=2),
+    "EEGNetv4": {},
+    "ShallowFBCSPNet": {},
+    "Deep4Net": {},
 }
 
 
