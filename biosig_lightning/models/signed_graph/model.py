@@ -70,9 +70,9 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from biosig_lightning.features import signed_graph as sg
 from biosig_lightning.models.base import BiosignalModel, check_positive_ints
 from biosig_lightning.models.catalog import register_backbone
-from biosig_lightning.features import signed_graph as sg
 
 __all__ = ["BalancedGraphLearning", "SignedGraphClassifier", "SignedGraphDenoiser"]
 
