@@ -158,22 +158,34 @@ def test_polarity_search_lowers_glr_to_a_local_minimum() -> None:
     nodes = sg.chunk_nodes(x, h)
     mask = sg.product_graph_mask(c, h)
     dist = torch.full((1, c * h, c * h), 0.3)
-    gap = torch.cdist(nodes, nodes).square()
+    gap, sum_gap = sg.signal_gaps(nodes)
+    torch.testing.assert_close(gap, torch.cdist(nodes, nodes).square(), atol=1e-3, rtol=1e-4)
 
-    def glr(beta: torch.Tensor) -> float:
-        return float((sg.signed_weights(dist, mask, "balanced", beta.repeat(1, h)) * gap).sum() / 2)
+    def glr(beta: torch.Tensor) -> float:  # sum |w_ij| (beta_i x_i - beta_j x_j)^2 on the positive twin
+        tx = beta.repeat(1, h).unsqueeze(-1) * nodes
+        w = sg.signed_weights(dist, mask, "balanced", beta.repeat(1, h))
+        return float((w.abs() * torch.cdist(tx, tx).square()).sum() / 2)
 
     init = sg.covariance_polarity(x)
     assert torch.equal(init[0], sign)  # the covariance row of channel 0 recovers the sign pattern
     wrong = init.clone()
     wrong[0, 1:3] *= -1
-    best = sg.refine_polarity(wrong, dist, gap, mask)
+    best = sg.refine_polarity(wrong, dist, gap, sum_gap, mask)
     assert torch.equal(best[0], sign)
     assert glr(best) < glr(wrong)
     for i in range(c):  # no single flip helps any more
         flipped = best.clone()
         flipped[0, i] *= -1
         assert glr(flipped) >= glr(best)
+    # positively correlated sensors keep one polarity (the literal signed GLR would split them: max-cut)
+    same = base.repeat(1, c, 1) + 0.1 * torch.randn(1, c, h * d, generator=g)
+    n2 = sg.chunk_nodes(same, h)
+    assert torch.equal(sg.refine_polarity(torch.ones(1, c), dist, *sg.signal_gaps(n2), mask), torch.ones(1, c))
+    # pooled over windows: one polarity from the summed GLR
+    both = torch.cat([x, x * 1.5])
+    pooled = sg.refine_polarity(wrong[:1], dist.expand(2, -1, -1), *sg.signal_gaps(sg.chunk_nodes(both, h)), mask,
+                                pool=True)
+    assert pooled.shape == (1, c) and torch.equal(pooled[0], sign)
 
 
 def test_lanczos_krylov_space_closing_early_is_exact_and_differentiable() -> None:

@@ -92,3 +92,26 @@ def test_line_graph_from_bipolar_channel_names() -> None:
     mask = model.denoisers[0].mask
     assert mask[0, 1] and not mask[0, 2]  # FP1-F7 and T3-T5 share no electrode
     assert model(torch.randn(2, 4, 32)).shape == (2, 2)
+
+
+def test_class_polarities_come_from_each_class_and_drive_the_filter() -> None:
+    torch.manual_seed(0)
+    model = SignedGraphClassifier(4, 2, 32, 100.0, **TINY).eval()
+    base = torch.randn(6, 1, 32)
+    signs = torch.tensor([[1.0, 1, 1, 1], [1.0, -1, 1, -1]])
+    x = torch.cat([signs[0][None, :, None] * base, signs[1][None, :, None] * base]) + 0.05 * torch.randn(12, 4, 32)
+    y = torch.tensor([0] * 6 + [1] * 6)
+    probe = torch.randn(3, 4, 32)
+    before = model(probe)  # not fitted yet: per-input polarities
+    model.fit_polarity(x, y)
+    for c in range(2):
+        den = model.denoisers[c]
+        assert bool(den.polarity_fitted) and torch.equal(den.polarity[0], signs[c])
+    after = model(probe)
+    assert not torch.allclose(before, after)
+    with torch.no_grad():
+        model.denoisers[1].polarity[:, 1] *= -1  # the stored signs are what the filter uses
+    assert not torch.allclose(model(probe)[:, 1], after[:, 1])
+    fresh = SignedGraphClassifier(4, 2, 32, 100.0, **TINY).eval()
+    fresh.load_state_dict(model.state_dict())
+    torch.testing.assert_close(fresh(probe), model(probe))

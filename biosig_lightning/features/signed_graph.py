@@ -60,6 +60,7 @@ __all__ = [
     "product_graph_mask",
     "refine_polarity",
     "signed_laplacian",
+    "signal_gaps",
     "signed_weights",
     "similarity_transform",
     "unchunk_nodes",
@@ -129,13 +130,16 @@ def product_graph_mask(n_chans: int, n_chunks: int, spatial: torch.Tensor | None
 
 
 # ---- polarity (eq. 2, 5) -----------------------------------------------------------------------------
-def covariance_polarity(x: torch.Tensor, ref: int = 0) -> torch.Tensor:
+def covariance_polarity(x: torch.Tensor, ref: int = 0, pool: bool = False) -> torch.Tensor:
     """Initial polarities ``(B, C)`` from one row of the empirical channel covariance (Sec. 3.1).
 
-    ``beta_ref = 1`` and ``beta_j = sign(C[ref, j])`` (ties -> +1), from windows ``x`` of ``(B, C, T)``.
+    ``beta_ref = 1`` and ``beta_j = sign(C[ref, j])`` (ties -> +1), from windows ``x`` of ``(B, C, T)``;
+    ``pool=True`` uses the covariance pooled over all windows and returns ``(1, C)``.
     """
     xc = x - x.mean(dim=-1, keepdim=True)
     cov_ref = (xc * xc[:, ref: ref + 1]).sum(-1)
+    if pool:
+        cov_ref = cov_ref.sum(0, keepdim=True)
     beta = torch.where(cov_ref >= 0, 1.0, -1.0).to(x.dtype)
     beta[:, ref] = 1.0
     return beta
@@ -145,29 +149,50 @@ def _node_polarity(beta: torch.Tensor, n_chunks: int) -> torch.Tensor:
     return beta.repeat(1, n_chunks)  # node h*C + c takes channel c's polarity
 
 
-def refine_polarity(beta: torch.Tensor, distance: torch.Tensor, signal_gap: torch.Tensor, mask: torch.Tensor,
-                    max_sweeps: int | None = None) -> torch.Tensor:
+def signal_gaps(nodes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(sum_q (x_i - x_j)^2, sum_q (x_i + x_j)^2)`` over a sample's ``D`` graph signals, each ``(B, N, N)``."""
+    sq = nodes.square().sum(-1)
+    gram = nodes @ nodes.transpose(-1, -2)
+    base = sq.unsqueeze(-1) + sq.unsqueeze(-2)
+    return (base - 2 * gram).clamp_min(0), (base + 2 * gram).clamp_min(0)
+
+
+def refine_polarity(beta: torch.Tensor, distance: torch.Tensor, diff_gap: torch.Tensor, sum_gap: torch.Tensor,
+                    mask: torch.Tensor, max_sweeps: int | None = None, pool: bool = False) -> torch.Tensor:
     """Greedy minimum-GLR polarity search of eq. 5, one channel at a time, until no flip lowers the GLR.
 
     Args:
         beta: ``(B, C)`` current polarities (+-1).
         distance: ``(B, N, N)`` normalised feature distances ``d_ij``.
-        signal_gap: ``(B, N, N)`` ``sum_q (x^q_i - x^q_j)^2`` over the sample's ``D`` graph signals.
+        diff_gap, sum_gap: ``(B, N, N)`` ``sum_q (x^q_i -+ x^q_j)^2`` over the sample's ``D`` graph
+            signals (:func:`signal_gaps`).
         mask: ``(N, N)`` edge set.
         max_sweeps: safety cap on full sweeps (default ``C``); each flip strictly lowers the GLR,
             so the search stops on its own well before.
+        pool: one polarity for the whole batch (``beta`` of shape ``(1, C)``): the GLR of eq. 5 summed
+            over every graph signal of every window, i.e. the windows are eq. 5's set of training signals.
 
-    With eq. 7 a pair of channels contributes ``A = sum exp(-d) gap`` when their polarities agree and
-    ``B = sum (exp(-d) - 1) gap`` when they differ (sums over the edges between their chunks), so
-    flipping channel ``c`` changes the GLR by ``beta_c sum_c' beta_c' (B - A)_{cc'}``.
+    Reading of the GLR in eq. 5. With the combinatorial Laplacian and eq. 7's signed weights, a pair
+    contributes ``exp(-d) (x_i - x_j)^2`` with equal polarities and ``(exp(-d) - 1) (x_i - x_j)^2 <= 0``
+    with opposite ones, so *every* flip that makes an edge negative lowers that GLR: its minimum is a
+    max-cut of the signal differences, whatever the correlations (a positively correlated pair would be
+    split), which contradicts the covariance initialisation it refines. We measure smoothness where the
+    signal is filtered, on the positive twin (Sec. 3.2): ``GLR^+ = sum |w_ij| (beta_i x_i - beta_j x_j)^2``
+    (the signed-Laplacian form, eq. 27), so equal polarities cost ``exp(-d) (x_i - x_j)^2`` and opposite
+    ones ``(1 - exp(-d)) (x_i + x_j)^2``: anti-correlated pairs are drawn apart, correlated ones together.
+    Per channel pair, ``A`` / ``B`` sum these over the edges between their chunks; flipping channel ``c``
+    changes the GLR by ``beta_c sum_c' beta_c' (B - A)_{cc'}``.
     """
     b, c = beta.shape
     n = distance.shape[-1]
     h = n // c
     m = mask.to(distance.dtype)
-    same = torch.exp(-distance) * signal_gap * m
-    opp = (torch.exp(-distance) - 1.0) * signal_gap * m
-    gain = (opp - same).reshape(b, h, c, h, c).sum(dim=(1, 3))  # (B, C, C): B - A per channel pair
+    same = torch.exp(-distance) * diff_gap * m
+    opp = (1.0 - torch.exp(-distance)) * sum_gap * m
+    gain = (opp - same).reshape(distance.shape[0], h, c, h, c).sum(dim=(1, 3))  # (B, C, C): B - A per pair
+    if pool:
+        gain = gain.sum(0, keepdim=True)
+        b = 1
     gain = gain * (1 - torch.eye(c, dtype=gain.dtype, device=gain.device))
     beta = beta.clone()
     for _ in range(max_sweeps or c):

@@ -26,6 +26,11 @@ Readings:
   (their parameters are disjoint, so each gets exactly its own gradient).
 * ``train/acc`` is the eq. 22 classification of the *noisy* training windows (both denoisers already run
   on them), not of the clean ones.
+* Polarity (Sec. 3.1): eq. 5 selects polarities with "a set of training signals", so each denoiser's
+  polarities come from its own class's training windows (pooled covariance, then the GLR summed over
+  the windows) and are re-estimated at every epoch start (``polarity_windows``); at evaluation every
+  input is filtered on its denoiser's class graph signs. This is what lets the two denoisers differ
+  in the sign structure they keep (Table 2's point).
 * App. E.4's schedule: Adam, lr 1e-3, cosine annealing with warm restarts (``restart_period = T_0 = 5``
   epochs, ``T_mult = 1``, ``min_lr = 1e-5``), stepped per epoch; ``restart_period: null`` falls back to
   :class:`ClassificationTask`'s own ``scheduler``.
@@ -63,13 +68,16 @@ class DenoiserPairTask(ClassificationTask):
         restart_period, restart_mult, min_lr: cosine annealing with warm restarts (App. E.4), in epochs;
             ``restart_period=None`` uses the parent's ``scheduler``.
         val_noise_seed: seed of the noise added to validation windows for ``val/denoise_loss``.
+        polarity_windows: at the start of every training epoch each denoiser re-estimates its per-block
+            polarities (eq. 5) from up to this many clean training windows of its class, taken from the
+            start of the (seeded, shuffled) training loader; 0 leaves them to the backbone (per input).
         **kwargs: everything :class:`ClassificationTask` takes (``n_outputs``, ``optimizer``, ``lr``,
             ``monitor``, ...).
     """
 
     def __init__(self, backbone: nn.Module, loss: Literal["contrastive", "mse"] = "contrastive",
                  margin: float = 1.0, restart_period: int | None = 5, restart_mult: int = 1,
-                 min_lr: float = 1e-5, val_noise_seed: int = 0, **kwargs: Any) -> None:
+                 min_lr: float = 1e-5, val_noise_seed: int = 0, polarity_windows: int = 32, **kwargs: Any) -> None:
         super().__init__(backbone=backbone, **kwargs)
         denoisers = getattr(backbone, "denoisers", None)
         if not isinstance(denoisers, nn.ModuleList) or not hasattr(backbone, "noise_std"):
@@ -90,6 +98,31 @@ class DenoiserPairTask(ClassificationTask):
         self.loss_kind, self.margin = loss, float(margin)
         self.restart_period, self.restart_mult, self.min_lr = restart_period, restart_mult, min_lr
         self.val_noise_seed = val_noise_seed
+        if polarity_windows < 0:
+            raise ValueError(f"model.init_args.polarity_windows must be >= 0, got {polarity_windows}")
+        self.polarity_windows = polarity_windows
+
+    # ---- class polarities (Sec. 3.1, eq. 5) ---------------------------------------------------------
+    def on_train_epoch_start(self) -> None:
+        fit = getattr(self.backbone, "fit_polarity", None)
+        dm = getattr(self.trainer, "datamodule", None)
+        if not self.polarity_windows or fit is None or dm is None:
+            return
+        want = self.polarity_windows
+        xs: list[torch.Tensor] = []
+        ys: list[torch.Tensor] = []
+        counts = torch.zeros(self.n_outputs, dtype=torch.long)
+        for batch in dm.train_dataloader():
+            keep = torch.zeros_like(batch["y"], dtype=torch.bool)
+            for c in range(self.n_outputs):
+                idx = torch.nonzero(batch["y"] == c).flatten()[: max(0, want - int(counts[c]))]
+                keep[idx] = True
+                counts[c] += len(idx)
+            xs.append(batch["x"][keep])
+            ys.append(batch["y"][keep])
+            if bool((counts >= want).all()):
+                break
+        fit(torch.cat(xs).to(self.device), torch.cat(ys).to(self.device))
 
     # ---- objective ---------------------------------------------------------------------------
     def denoising_loss(self, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor

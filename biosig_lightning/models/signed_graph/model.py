@@ -154,9 +154,13 @@ class SignedGraphDenoiser(nn.Module):
                  graph: sg.GraphKind = "balanced", negative_weight: Literal["eq7", "mirror"] = "eq7",
                  spatial: Spatial = "full", ch_names: Sequence[str] | None = None, krylov_dim: int = 20,
                  filter_method: Literal["lanczos", "exact"] = "lanczos", steepness: float = 10.0,
-                 cutoff_init: float = 1.0, polarity_ref: int = 0, d_star: float = 0.5) -> None:
+                 cutoff_init: float = 1.0, polarity_ref: int = 0, d_star: float = 0.5,
+                 polarity: Literal["class", "input"] = "class") -> None:
         super().__init__()
         owner = type(self).__name__
+        if polarity not in ("class", "input"):
+            raise ValueError(f"{owner}: polarity must be 'class' or 'input', got {polarity!r}")
+        self.polarity_source = polarity
         check_positive_ints(owner, n_chans=n_chans, n_times=n_times, n_chunks=n_chunks, n_blocks=n_blocks,
                             krylov_dim=krylov_dim)
         if n_times % n_chunks:
@@ -187,16 +191,20 @@ class SignedGraphDenoiser(nn.Module):
             BalancedGraphLearning(conv_layers, conv_width, feature_dim, metric, n_metric_candidates, metric_rank,
                                   selection_temperature) for _ in range(n_blocks))
         self.cutoffs = nn.Parameter(torch.full((n_blocks,), float(cutoff_init)))
+        # per-block channel polarities estimated from the class's training windows (fit_polarity)
+        self.register_buffer("polarity", torch.ones(n_blocks, n_chans))
+        self.register_buffer("polarity_fitted", torch.zeros((), dtype=torch.bool))
 
-    def laplacian(self, block: int, nodes: torch.Tensor, beta: torch.Tensor | None
-                  ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    def laplacian(self, block: int, nodes: torch.Tensor, beta: torch.Tensor | None, refine: bool = True,
+                  pool: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """Block ``block``'s filtering Laplacian for node signals ``(B, N, D)``.
 
         Returns ``(L, node_beta, beta)``: ``L^+`` and the node polarities for the balanced graph
         (``beta`` the refined channel polarities handed to the next block), else ``L`` and ``None``.
+        ``refine=False`` uses ``beta`` as given; ``pool=True`` refines one polarity for the whole batch.
         """
         with torch.no_grad():
-            gap = torch.cdist(nodes, nodes).square()
+            gap, sum_gap = sg.signal_gaps(nodes)
         dist = self.blocks[block].distances(nodes, gap, self.mask)
         if self.graph == "positive":
             w = sg.normalize_weights(sg.signed_weights(dist, self.mask, "positive"))
@@ -205,8 +213,9 @@ class SignedGraphDenoiser(nn.Module):
             w = sg.normalize_weights(sg.signed_weights(dist, self.mask, "unbalanced", d_star=self.d_star))
             return sg.signed_laplacian(w), None, None
         assert beta is not None
-        beta = sg.refine_polarity(beta, dist.detach(), gap, self.mask)
-        node_beta = beta.repeat(1, self.n_chunks)
+        if refine:
+            beta = sg.refine_polarity(beta, dist.detach(), gap, sum_gap, self.mask, pool=pool)
+        node_beta = beta.expand(nodes.shape[0], -1).repeat(1, self.n_chunks)
         if self.negative_weight == "mirror":
             w = sg.signed_weights(dist, self.mask, "positive") * node_beta.unsqueeze(-1) * node_beta.unsqueeze(-2)
         else:
@@ -220,13 +229,46 @@ class SignedGraphDenoiser(nn.Module):
             return sg.exact_filter(lap, nodes, omega, "sigmoid", self.steepness)
         return sg.lanczos_filter(lap, nodes, omega, self.krylov_dim, "sigmoid", self.steepness)
 
+    def uses_class_polarity(self) -> bool:
+        return self.graph == "balanced" and self.polarity_source == "class" and bool(self.polarity_fitted)
+
+    @torch.no_grad()
+    def fit_polarity(self, windows: torch.Tensor) -> torch.Tensor:
+        """Estimate the per-block polarities from training windows of this denoiser's class (Sec. 3.1).
+
+        Block 1 starts from the reference row of the covariance pooled over ``windows``; every block
+        refines by eq. 5 with all graph signals of all ``windows`` as the training set (the GLR summed
+        over them) and hands its polarity to the next; the windows are filtered block by block as in
+        :meth:`forward`. Stores and returns the ``(n_blocks, C)`` polarities.
+        """
+        if self.graph != "balanced":
+            return self.polarity
+        was_training = self.training
+        self.eval()  # no BatchNorm statistics from this pass
+        beta = sg.covariance_polarity(windows, self.polarity_ref, pool=True)
+        x = windows
+        for block in range(len(self.blocks)):
+            nodes = sg.chunk_nodes(x, self.n_chunks)
+            lap, node_beta, beta = self.laplacian(block, nodes, beta, refine=True, pool=True)
+            self.polarity[block] = beta[0]
+            nodes = node_beta.unsqueeze(-1) * self.lowpass(block, lap, node_beta.unsqueeze(-1) * nodes)
+            x = sg.unchunk_nodes(nodes, self.n_chans)
+        self.polarity_fitted.fill_(True)
+        self.train(was_training)
+        return self.polarity
+
     def forward(self, y: torch.Tensor) -> torch.Tensor:
         """Denoise windows ``y`` ``(B, C, T)``; returns the estimate of the same shape."""
-        beta = sg.covariance_polarity(y.detach(), self.polarity_ref) if self.graph == "balanced" else None
+        fixed = self.uses_class_polarity()
+        beta = None
+        if self.graph == "balanced" and not fixed:
+            beta = sg.covariance_polarity(y.detach(), self.polarity_ref)
         x = y
         for block in range(len(self.blocks)):
             nodes = sg.chunk_nodes(x, self.n_chunks)
-            lap, node_beta, beta = self.laplacian(block, nodes, beta)
+            if fixed:
+                beta = self.polarity[block].unsqueeze(0)
+            lap, node_beta, beta = self.laplacian(block, nodes, beta, refine=not fixed)
             if node_beta is not None:  # filter T y on the positive graph, map back with T (Sec. 3.2)
                 nodes = node_beta.unsqueeze(-1) * self.lowpass(block, lap, node_beta.unsqueeze(-1) * nodes)
             else:
@@ -263,7 +305,7 @@ class SignedGraphClassifier(BiosignalModel):
                  negative_weight: Literal["eq7", "mirror"] = "eq7", spatial: Spatial = "full",
                  krylov_dim: int = 20, filter_method: Literal["lanczos", "exact"] = "lanczos",
                  steepness: float = 10.0, cutoff_init: float = 1.0, polarity_ref: int = 0,
-                 d_star: float = 0.5) -> None:
+                 d_star: float = 0.5, polarity: Literal["class", "input"] = "class") -> None:
         super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq, chs_info=chs_info)
         if not noise_std > 0:
             raise ValueError(f"{type(self).__name__}: noise_std must be positive, got {noise_std!r}")
@@ -272,8 +314,15 @@ class SignedGraphClassifier(BiosignalModel):
             SignedGraphDenoiser(n_chans, n_times, n_chunks, n_blocks, conv_layers, conv_width, feature_dim, metric,
                                 n_metric_candidates, metric_rank, selection_temperature, graph, negative_weight,
                                 spatial, self.ch_names, krylov_dim, filter_method, steepness, cutoff_init,
-                                polarity_ref, d_star)
+                                polarity_ref, d_star, polarity)
             for _ in range(n_outputs))
+
+    def fit_polarity(self, windows: torch.Tensor, labels: torch.Tensor) -> None:
+        """Each denoiser's polarities from the windows of its class (see :meth:`SignedGraphDenoiser.fit_polarity`)."""
+        for c, den in enumerate(self.denoisers):
+            own = windows[labels == c]
+            if own.shape[0]:
+                den.fit_polarity(own)
 
     def denoise(self, y: torch.Tensor, cls: int) -> torch.Tensor:
         """``Psi_cls(y)``."""
