@@ -12,8 +12,9 @@ epileptiform rhythm in one class. Every window (``(C, T)`` in microvolts) is
 * class 0 (control / normal): a posterior-dominant alpha rhythm (subject peak 8.5-11.5 Hz) with the
   same sign on all channels;
 * class 1 (epilepsy / abnormal): bursts of generalised ~3 Hz spike-and-wave (subject rate 2.5-3.5 Hz,
-  one to three bursts of 1-3 s per window) whose polarity alternates over channel pairs, so the
-  class's channel graph carries *extra negative edges*, and a weaker alpha rhythm;
+  two to four bursts of 2-4 s per window) with a phase reversal between the first and the second half
+  of the channels (opposite signs), so the class's channel graph carries *negative edges between the
+  halves* that the control class lacks, and a weaker alpha rhythm;
 * subject drift: amplitude scale (x0.7-1.4), per-channel gains, rhythm frequencies, loading patterns,
   a channel-mixing matrix near the identity; each window draws its own phases and burst times.
 
@@ -113,21 +114,22 @@ class SignedEEGStandIn:
         sw_f = 3.0 + drift * rng.uniform(-0.5, 0.5)
         post = np.linspace(0.3, 1.0, c)  # "posterior" channels carry more alpha
         pair_sign = np.where(np.arange(c) % 2 == 0, 1.0, -1.0)
-        sw_pattern = pair_sign * (0.6 + 0.4 * rng.random(c))
+        # anterior-posterior phase reversal: the discharge has opposite signs on the two halves of the montage
+        sw_pattern = np.where(np.arange(c) < c // 2, 1.0, -1.0) * (0.6 + 0.4 * rng.random(c))
         time = np.arange(t) / fs
         windows = np.empty((self.windows_per_subject, c, t), dtype=np.float32)
         for w in range(self.windows_per_subject):
             r = np.random.default_rng([self.seed, subject, w + 1])
             x = 5.0 * _pink(r, (c,), t, fs)
-            x += 10.0 * loading[:, None] * _pink(r, (1,), t, fs)
-            pair_src = 15.0 * _pink(r, (c // 2 + 1,), t, fs)
+            x += 6.0 * loading[:, None] * _pink(r, (1,), t, fs)
+            pair_src = 8.0 * _pink(r, (c // 2 + 1,), t, fs)
             x += pair_sign[:, None] * np.repeat(pair_src, 2, axis=0)[:c]
-            alpha_amp = (4.0 if label == 1 else 12.0) * self.class_separation
+            alpha_amp = (5.0 if label == 1 else 20.0) * self.class_separation
             envelope = 1.0 + 0.3 * np.sin(2 * np.pi * r.uniform(0.05, 0.2) * time + r.uniform(0, 2 * np.pi))
             alpha = np.sin(2 * np.pi * (alpha_f + r.normal(0, 0.2)) * time + r.uniform(0, 2 * np.pi)) * envelope
             x += alpha_amp * post[:, None] * alpha[None]
             if label == 1:
-                x += (40.0 * self.class_separation) * sw_pattern[:, None] * self._spike_wave(r, time, sw_f)[None]
+                x += (50.0 * self.class_separation) * sw_pattern[:, None] * self._spike_wave(r, time, sw_f)[None]
             windows[w] = (scale * gains[:, None] * (mixing @ x)).astype(np.float32)
         y = np.full(self.windows_per_subject, label, dtype=np.int64)
         return WindowBlock(subject=subject, recording=f"synthetic-s{subject:03d}", x=windows, y=y,
@@ -135,11 +137,11 @@ class SignedEEGStandIn:
 
     @staticmethod
     def _spike_wave(rng: np.random.Generator, time: np.ndarray, rate: float) -> np.ndarray:
-        """1-3 bursts of spike-and-wave complexes (a sharp spike then a slow wave, ``rate`` per second)."""
+        """2-4 bursts of 2-4 s of spike-and-wave complexes (a sharp spike then a slow wave, ``rate`` per second)."""
         out = np.zeros_like(time)
         length = time[-1] + (time[1] - time[0])
-        for _ in range(int(rng.integers(1, 4))):
-            dur = rng.uniform(1.0, 3.0)
+        for _ in range(int(rng.integers(2, 5))):
+            dur = rng.uniform(2.0, 4.0)
             onset = rng.uniform(0, max(length - dur, 1e-3))
             inside = (time >= onset) & (time < onset + dur)
             phase = ((time - onset) * rate) % 1.0
