@@ -20,8 +20,11 @@ output after that):
 3. distances: Mahalanobis (eq. 6) with ``M = Q_k Q_k^T`` from ``n_metric_candidates`` learnable
    candidates (App. E.2: "adaptively selected from a learnable candidate set"), or the Table 6
    alternatives; normalised to ``[0, 1]`` per sample (App. E.2).
-4. polarities: initialised in the first block from the window's channel covariance (reference row
-   ``polarity_ref``), then refined in every block by minimum GLR (eq. 5) until no flip helps.
+4. polarities (``polarity="class"``, the default): each denoiser's per-block channel polarities are
+   estimated from its class's training windows (:meth:`SignedGraphDenoiser.fit_polarity`: reference row
+   ``polarity_ref`` of the pooled covariance, then minimum GLR of eq. 5 summed over the windows, block by
+   block, until no flip helps) and stored as buffers; until then (or with ``polarity="input"``) every
+   window gets its own polarities the same way from its own signals.
 5. weights (eq. 7) -> symmetric normalisation (eq. 8) -> ``L = D - W`` -> Gershgorin self-loops (eq. 9)
    -> ``L^+ = T L^B T`` (eq. 3); ``y^+ = T y`` is low-pass filtered by Lanczos (eq. 25) with the
    block's learnable cutoff ``omega`` and the sigmoid response (eq. 31, steepness 10); ``x = T x^+``.
@@ -56,7 +59,14 @@ Readings of other ambiguities:
   with ``a^k = exp(-d^k)`` on the edge set (how smooth the block input is on candidate ``k``'s graph, as
   eq. 5 chooses polarities), and ``M = sum_k softmax(-s / selection_temperature)_k Q_k Q_k^T``.
   A soft choice keeps every candidate trained.
-* Polarity is per channel (see :mod:`biosig_lightning.features.signed_graph`) and per sample.
+* Polarity is per channel (see :mod:`biosig_lightning.features.signed_graph`). Eq. 5 chooses it with
+  "a set of training signals", so it is a property of a denoiser's *class*, not of the window being
+  classified: with per-window polarities both denoisers put every input on graphs of the same signs and,
+  for one block, the one with the higher cutoff has the smaller error on every input (``||y - g(L)y||^2``
+  falls as ``omega`` grows), so eq. 22 could not tell the classes apart. Class polarities are what makes
+  the pair discriminative (tests/test_signed_graph_learns.py); they are buffers, saved with the weights.
+* Eq. 5's GLR is measured on the positive twin, ``sum |w_ij| (beta_i x_i - beta_j x_j)^2``; the literal
+  signed GLR is minimised by a max-cut (see :func:`~biosig_lightning.features.signed_graph.refine_polarity`).
 * The Krylov dimension ``m`` is not given; ``krylov_dim = 20`` (``m << N = 210``).
 * ``omega`` is in eigenvalue units (eq. 31 compares it with ``lambda_i``) and starts at ``cutoff_init``.
 * ``noise_std`` (``sigma_n`` of eq. 18) only scales the logits; the task adds noise of that level.
@@ -145,6 +155,7 @@ class SignedGraphDenoiser(nn.Module):
         krylov_dim: Lanczos dimension ``m``; ``filter_method="exact"`` uses a dense eigendecomposition.
         steepness, cutoff_init: eq. 31's ``alpha`` and the initial ``omega``.
         polarity_ref: the covariance row that initialises the polarities.
+        polarity: ``class`` (per-block polarities from :meth:`fit_polarity`, once called) or ``input``.
         d_star: eq. 28's shift (distances are in ``[0, 1]``, so its middle, 0.5).
     """
 
