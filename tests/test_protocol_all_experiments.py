@@ -52,6 +52,8 @@ TINY: dict[str, dict[str, Any]] = {
     "EEGNetv4": {},
     "ShallowFBCSPNet": {},
     "Deep4Net": {},
+    "DGCNN": dict(hidden=8),
+    "GIN": dict(hidden=8),
 }
 
 
