@@ -20,6 +20,17 @@ ece        top-label expected calibration error, L1, 15 equal-width bins (Guo et
 kappa      Cohen's kappa of the argmax predictions (``cohen_kappa_score``)
 =========  =====================================================================================
 
+Binary tasks (``K == 2``, class 1 the positive class: seizure, epilepsy, abnormal) add three keys
+(:data:`BINARY_KEYS`), the columns of Yao et al.'s Tables 1 and 7:
+
+===========  ===================================================================================
+sensitivity  recall of class 1, TP / (TP + FN) (``recall_score(pos_label=1)``)
+specificity  recall of class 0, TN / (TN + FP) (``recall_score(pos_label=0)``)
+gmean        sqrt(sensitivity * specificity), the geometric mean of the two class recalls
+===========  ===================================================================================
+
+Each is ``nan`` when a class it needs is absent from the targets (the rate is undefined).
+
 Classes missing from an evaluation set (common with few test subjects) are handled as follows:
 
 * precision / recall / f1 average over the classes that occur in the targets *or* the predictions,
@@ -81,6 +92,7 @@ from torchmetrics.classification import (
 from torchmetrics.utilities.data import dim_zero_cat
 
 __all__ = [
+    "BINARY_KEYS",
     "DETECTION_KEYS",
     "ECE_BINS",
     "EVAL_METRICS",
@@ -89,6 +101,7 @@ __all__ = [
     "build_extra_metrics",
     "threshold_metrics",
     "METRIC_KEYS",
+    "BinaryRate",
     "MacroOvRAUROC",
     "MacroOvRAveragePrecision",
     "TopLabelECE",
@@ -99,6 +112,7 @@ __all__ = [
 
 ECE_BINS = 15
 METRIC_KEYS = ("acc", "precision", "recall", "f1", "auroc", "auprc", "ece", "kappa")
+BINARY_KEYS = ("sensitivity", "specificity", "gmean")
 
 # torchmetrics warns about classes without positives/negatives; the subclasses below drop those
 # classes from the mean on purpose, so the warnings would only be noise in every epoch's log.
@@ -195,13 +209,35 @@ class TopLabelECE(MulticlassCalibrationError):
         return _ece_from_bins(count, conf_sum, hit_sum).to(confidences.device, torch.float32)
 
 
+class BinaryRate(MulticlassConfusionMatrix):
+    """Sensitivity, specificity or their geometric mean for a two-class problem (class 1 positive).
+
+    Keeps the 2 x 2 confusion matrix of the argmax predictions (so DDP sync is the stock one);
+    ``compute()`` returns ``nan`` when a class the rate needs has no target.
+    """
+
+    def __init__(self, which: str, **kwargs: Any) -> None:
+        if which not in BINARY_KEYS:
+            raise ValueError(f"which must be one of {', '.join(BINARY_KEYS)}, got {which!r}")
+        super().__init__(num_classes=2, **kwargs)
+        self.which = which
+
+    def compute(self) -> Tensor:
+        cm = super().compute().double()
+        spec = cm[0, 0] / cm[0].sum()  # 0 / 0 -> nan: no negative targets
+        sens = cm[1, 1] / cm[1].sum()
+        value = {"sensitivity": sens, "specificity": spec, "gmean": (sens * spec).sqrt()}[self.which]
+        return value.float()
+
+
 def _check_num_classes(num_classes: int) -> None:
     if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
         raise ValueError(f"num_classes must be an int >= 2 (use 2 for binary tasks), got {num_classes!r}")
 
 
 def build_metrics(num_classes: int, prefix: str = "", sync_on_compute: bool = True) -> MetricCollection:
-    """The evaluation collection every task uses: keys ``prefix + k`` for ``k`` in :data:`METRIC_KEYS`.
+    """The evaluation collection every task uses: keys ``prefix + k`` for ``k`` in :data:`METRIC_KEYS`
+    (and :data:`BINARY_KEYS` when ``num_classes == 2``).
 
     ``update(probs, target)`` takes ``probs`` float ``(N, K)`` softmax probabilities and
     ``target`` int64 ``(N,)``; ``compute()`` returns a dict keyed ``prefix + k`` (e.g. ``"test/acc"``).
@@ -222,6 +258,8 @@ def build_metrics(num_classes: int, prefix: str = "", sync_on_compute: bool = Tr
         "ece": TopLabelECE(num_classes=k, n_bins=ECE_BINS, **kw),
         "kappa": MulticlassCohenKappa(num_classes=k, **kw),
     }
+    if k == 2:
+        metrics.update({key: BinaryRate(key, **kw) for key in BINARY_KEYS})
     return MetricCollection(metrics, prefix=prefix)
 
 

@@ -21,6 +21,7 @@ from sklearn.metrics import (
 from torchmetrics.functional.classification import multiclass_calibration_error
 
 from biosig_lightning.metrics import (
+    BINARY_KEYS,
     METRIC_KEYS,
     build_metrics,
     confusion_matrix_metric,
@@ -92,7 +93,7 @@ def test_matches_sklearn(num_classes: int, seed: int, coarse: bool) -> None:
     probs, target = _random_case(num_classes, seed, coarse=coarse)
     ours = _compute(probs, target, num_classes)
     ref = _sklearn_reference(probs, target, num_classes)
-    assert set(ours) == set(METRIC_KEYS)
+    assert set(ours) == set(METRIC_KEYS) | (set(BINARY_KEYS) if num_classes == 2 else set())
     for key in METRIC_KEYS:
         assert ours[key] == pytest.approx(ref[key], abs=TOL), key
     # Sanity: the inputs are informative, so these numbers are not degenerate.

@@ -50,6 +50,13 @@ TINY: dict[str, dict[str, Any]] = {
     "StaticGNN": dict(width=8, encoder_blocks=1),
     "SPDTransNet": dict(d_model=21, tokens_per_epoch=7, intra_heads=3, intra_layers=1, inter_heads=3, inter_layers=1,
                         d_ff=28, fc_width=28),
+    "SignedGraphClassifier": dict(n_blocks=1, conv_layers=1, conv_width=2, feature_dim=4, n_metric_candidates=2,
+                                  metric_rank=2, krylov_dim=2),
+    "EEGNetv4": {},
+    "ShallowFBCSPNet": {},
+    "Deep4Net": {},
+    "DGCNN": dict(hidden=8),
+    "GIN": dict(hidden=8),
 }
 
 

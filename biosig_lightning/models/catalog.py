@@ -59,6 +59,12 @@ CORPORA: dict[str, Shape] = {
     "sleepedf": Shape(2, 5, 3000, 100.0),
     "chbmit": Shape(23, 2, 512, 256.0),  # montage "23", 2 s windows
     "ptbxl": Shape(12, 5, 1000, 100.0),  # PTBXLDataModule: 10 s records at 100 Hz
+    # SPDTransNet: experiments/spdtransnet_*.yaml; n_chans = L * 7 * 30 tokens (L = 21), n_times = token length
+    "mass_ss3": Shape(21 * 210, 5, 45, 256.0),
+    "sleep_edf_spd": Shape(21 * 210, 5, 6, 100.0),
+    # signed-graph unrolling: experiments/signed_graph_*.yaml
+    "turkish_epilepsy": Shape(35, 2, 6000, 500.0),
+    "tuab": Shape(21, 2, 6000, 250.0),
     # the built-in demo corpus: experiments/demo.yaml
     "synthetic": Shape(16, 2, 256, 256.0),
 }

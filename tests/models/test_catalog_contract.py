@@ -113,6 +113,10 @@ def test_catalog_corpus_shapes_are_the_datamodules_shapes() -> None:
         "sleepedf": (dm.SleepEDFDataModule, {}),
         "chbmit": (dm.CHBMITDataModule, {"montage": "23", "window_seconds": 2.0}),  # experiments/*chbmit*.yaml
         "ptbxl": (dm.PTBXLDataModule, {"sampling_rate": 100}),  # experiments/*ptbxl.yaml (SD-Former)
+        "mass_ss3": (dm.MASSSS3DataModule, {}),
+        "sleep_edf_spd": (dm.SleepEDFSPDDataModule, {}),
+        "turkish_epilepsy": (dm.TurkishEpilepsyDataModule, {}),
+        "tuab": (dm.TUABDataModule, {}),
         "synthetic": (dm.SyntheticDataModule, {}),  # experiments/demo.yaml
     }
     assert set(producers) == set(catalog.CORPORA)

@@ -14,9 +14,11 @@ from biosig_lightning.data.datamodules.medformer import (
 from biosig_lightning.data.datamodules.ptbxl import PTBXLDataModule
 from biosig_lightning.data.datamodules.sleep_edf import SleepEDFDataModule
 from biosig_lightning.data.datamodules.synthetic import SyntheticDataModule
+from biosig_lightning.data.datamodules.tuab import TUABDataModule
+from biosig_lightning.data.datamodules.turkish_epilepsy import TurkishEpilepsyDataModule
 from biosig_lightning.data.datamodules.tusz import TUSZDataModule
 
 __all__ = ["ADFTDDataModule", "APAVADataModule", "BCIIVDataModule", "CHBMITDataModule", "CHBMITSeizureDataModule",
            "DODHDataModule", "MASSSS3DataModule", "MedformerDataModule", "PTBDataModule", "PTBXLDataModule",
            "PTBXLMedformerDataModule", "SleepEDFDataModule", "SleepEDFSPDDataModule", "SyntheticDataModule",
-           "TUSZDataModule"]
+           "TUABDataModule", "TUSZDataModule", "TurkishEpilepsyDataModule"]

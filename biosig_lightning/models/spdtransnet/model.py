@@ -85,7 +85,7 @@ class PositionalEncoding(nn.Module):
 
 @register_backbone(
     "SPDTransNet",
-    shapes={"mass_ss3": (21 * 210, 5, 45, 256.0), "sleep_edf_spd": (21 * 210, 5, 6, 100.0)},
+    shapes=["mass_ss3", "sleep_edf_spd"],
     kwargs={"mass_ss3": _PUBLISHED_BEST, "sleep_edf_spd": _PUBLISHED_BEST},
     param_pins={"mass_ss3": 14_009_912},
     test_kwargs={"d_model": 21, "tokens_per_epoch": 7, "intra_heads": 3, "intra_layers": 1, "inter_heads": 3,

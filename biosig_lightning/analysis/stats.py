@@ -1,0 +1,127 @@
+"""Statistics for the report (Yao et al., Table 1 columns, LOSO spread, Table 8 t-test, Table 9 ANOVA).
+
+Pure functions over numbers and arrays (no run loading, no I/O), so ``biosig report`` (or any caller)
+feeds them what it collected from ``results.json`` / ``test_predictions.npz`` files:
+
+* :func:`table1_row`: Table 1's columns from a run's ``metrics`` and ``num_params``.
+* :func:`per_subject_accuracy` / :func:`per_subject_correct`: test windows grouped by subject.
+* :func:`spread`: mean, std (ddof 1), min, max, n of per-subject (or per-run) values.
+* :func:`one_way_anova` (Table 9) and :func:`paired_t_test` (Table 8), written out and tested
+  against ``scipy.stats.f_oneway`` / ``scipy.stats.ttest_rel``.
+
+Readings:
+
+* Table 9 ("one-way ANOVA on the per-subject LOSO accuracies") needs several observations per
+  subject; with one LOSO fold per subject the observations of subject ``s`` are the 0/1
+  correctness of its test windows (:func:`per_subject_correct`), or, when the LOSO study is repeated
+  over seeds, its per-seed accuracies. Either way the groups are subjects, and a large p-value says
+  the accuracy does not differ between subjects.
+* Table 8 ("paired t-tests over 10 partitions x 10 runs"): pairs are matched by (partition, seed), so
+  the caller passes the two methods' accuracies in the same order; two-sided.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as _st
+
+__all__ = ["AnovaResult", "TTestResult", "one_way_anova", "paired_t_test", "per_subject_accuracy",
+           "per_subject_correct", "spread", "table1_row"]
+
+TABLE1_COLUMNS = ("accuracy", "precision", "recall", "specificity", "f1", "params")
+_TABLE1_KEYS = {"accuracy": "acc", "precision": "precision", "recall": "recall", "specificity": "specificity",
+                "f1": "f1"}
+
+
+@dataclass(frozen=True)
+class AnovaResult:
+    f: float
+    p: float
+    df_between: int
+    df_within: int
+
+
+@dataclass(frozen=True)
+class TTestResult:
+    t: float
+    p: float
+    df: int
+    mean_difference: float
+
+
+def table1_row(metrics: Mapping[str, float], num_params: int | None, prefix: str = "test/") -> dict[str, float | None]:
+    """Table 1's columns (accuracy, precision, recall, specificity, F1 in %, params) from a run's metrics.
+
+    A missing metric (e.g. specificity of a multiclass run) is ``None``.
+    """
+    row: dict[str, float | None] = {}
+    for col, key in _TABLE1_KEYS.items():
+        value = metrics.get(prefix + key)
+        row[col] = None if value is None else 100.0 * float(value)
+    row["params"] = None if num_params is None else float(num_params)
+    return row
+
+
+def per_subject_correct(pred: Sequence[int] | np.ndarray, target: Sequence[int] | np.ndarray,
+                        subject: Sequence[int] | np.ndarray) -> dict[int, np.ndarray]:
+    """``{subject: 0/1 correctness of its windows}`` (sorted by subject id)."""
+    p, t, s = np.asarray(pred), np.asarray(target), np.asarray(subject)
+    if not (p.shape == t.shape == s.shape) or p.ndim != 1:
+        raise ValueError(f"pred, target and subject must be 1-D of one length, got {p.shape}, {t.shape}, {s.shape}")
+    return {int(k): (p[s == k] == t[s == k]).astype(float) for k in np.unique(s)}
+
+
+def per_subject_accuracy(pred: Sequence[int] | np.ndarray, target: Sequence[int] | np.ndarray,
+                         subject: Sequence[int] | np.ndarray) -> dict[int, float]:
+    """``{subject: accuracy over its windows}``."""
+    return {k: float(v.mean()) for k, v in per_subject_correct(pred, target, subject).items()}
+
+
+def spread(values: Sequence[float] | Mapping[int, float]) -> dict[str, float]:
+    """``mean``, ``std`` (sample, ddof 1; 0 for one value), ``min``, ``max`` and ``n`` of the values."""
+    v = np.asarray(list(values.values()) if isinstance(values, Mapping) else list(values), dtype=float)
+    if v.size == 0:
+        raise ValueError("spread of no values")
+    return {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if v.size > 1 else 0.0,
+            "min": float(v.min()), "max": float(v.max()), "n": float(v.size)}
+
+
+def one_way_anova(groups: Sequence[Sequence[float]]) -> AnovaResult:
+    """One-way ANOVA: ``F = (SS_between / (k - 1)) / (SS_within / (N - k))``, p from the F distribution."""
+    arrays = [np.asarray(g, dtype=float) for g in groups]
+    if len(arrays) < 2 or any(a.size == 0 for a in arrays):
+        raise ValueError("one-way ANOVA needs at least two non-empty groups")
+    k = len(arrays)
+    n = sum(a.size for a in arrays)
+    if n <= k:
+        raise ValueError(f"one-way ANOVA needs more observations ({n}) than groups ({k})")
+    grand = np.concatenate(arrays).mean()
+    ss_between = sum(a.size * (a.mean() - grand) ** 2 for a in arrays)
+    ss_within = sum(((a - a.mean()) ** 2).sum() for a in arrays)
+    df_b, df_w = k - 1, n - k
+    if ss_within == 0:
+        f = math.inf if ss_between > 0 else math.nan
+    else:
+        f = (ss_between / df_b) / (ss_within / df_w)
+    p = float(_st.f.sf(f, df_b, df_w)) if math.isfinite(f) else (0.0 if f == math.inf else math.nan)
+    return AnovaResult(float(f), p, df_b, df_w)
+
+
+def paired_t_test(a: Sequence[float], b: Sequence[float]) -> TTestResult:
+    """Two-sided paired t-test of ``a - b``: ``t = mean(d) / (std(d, ddof=1) / sqrt(n))``, ``df = n - 1``."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.shape != y.shape or x.ndim != 1 or x.size < 2:
+        raise ValueError(f"paired t-test needs two 1-D samples of one length >= 2, got {x.shape} and {y.shape}")
+    d = x - y
+    sd = d.std(ddof=1)
+    n = d.size
+    if sd == 0:
+        t = math.copysign(math.inf, d.mean()) if d.mean() != 0 else math.nan
+    else:
+        t = d.mean() / (sd / math.sqrt(n))
+    p = float(2 * _st.t.sf(abs(t), n - 1)) if math.isfinite(t) else (0.0 if math.isinf(t) else math.nan)
+    return TTestResult(float(t), p, n - 1, float(d.mean()))

@@ -1,0 +1,418 @@
+"""Balanced signed graph maths and the Lanczos low-pass graph filter (Yao et al., Secs. 2-3, App. B, C, E).
+
+Everything here is batched over samples and differentiable (except the discrete polarity search),
+so the unrolled denoiser of :mod:`biosig_lightning.models.signed_graph` stacks these pieces.
+
+Graph (Sec. 3.1, Fig. 1c, App. E.1):
+
+* nodes are ``n_chans x n_chunks``: each channel's window is cut into ``H`` consecutive chunks of
+  ``D`` samples; node ``h * n_chans + c`` is chunk ``h`` of channel ``c`` (:func:`product_graph_mask`).
+  Edges: the spatial graph inside every chunk (all channel pairs, or the line graph of a bipolar
+  montage, :func:`line_graph_mask`) plus a temporal edge between consecutive chunks of one channel.
+* polarities ``beta`` are per *channel* and shared by its chunks. Reading: a temporal edge joins two
+  chunks of the same sensor and the product graph makes it positive (Fig. 1c); by eq. 2 a positive
+  edge needs equal polarities, so the only polarity assignment compatible with a balanced product
+  graph gives all chunks of a sensor one polarity.
+* :func:`covariance_polarity` initialises ``beta`` from one reference row of the empirical
+  covariance; :func:`refine_polarity` flips single channels while the GLR of eq. 5 drops, until no
+  flip helps. The "set of training signals" of eq. 5 is read as the ``D`` graph signals of one
+  sample (the node values at each time offset inside the chunks), so every sample gets its own graph.
+* :func:`pairwise_distance`: Mahalanobis (eq. 6, ``M = Q Q^T`` from a set of candidates), Euclidean,
+  cosine or Manhattan feature distances (Table 6), normalised to ``[0, 1]`` per sample (App. E.2).
+* :func:`signed_weights`: eq. 7 (balanced), or the ablations of Table 2: ``exp(-d)`` (positive graph)
+  and the shifted logistic of eq. 28 (unbalanced signed graph).
+* :func:`normalize_weights` (eq. 8), :func:`combinatorial_laplacian` (``L = D - W`` with the
+  signed degree, App. C), :func:`signed_laplacian` (``L^s = D^s - W``, eq. 27, used by the unbalanced
+  ablation), :func:`gershgorin_shift` (eq. 9), :func:`similarity_transform` (eq. 3).
+
+Filter (Sec. 3.2, eq. 12-13, 24-25, App. E.3):
+
+* responses: ``"sigmoid"`` ``g(lambda) = sigmoid(alpha (omega - lambda))`` with ``alpha = 10`` and a
+  learnable ``omega`` in eigenvalue units (eq. 31), and ``"ideal"``: the first ``omega`` eigenvectors
+  (eq. 13), which for a Lanczos basis of size ``m`` keeps ``xi = round(omega m / N)`` Ritz values.
+* :func:`exact_filter`: ``V g(Lambda) V^T y`` by a dense eigendecomposition (the O(N^3) reference).
+* :func:`lanczos_filter`: ``||y|| U_m g(H_m) c_1`` (eq. 25) with full re-orthogonalisation,
+  batched over samples and over the ``D`` signals of a sample (each signal has its own Krylov space).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import torch
+
+__all__ = [
+    "DistanceKind",
+    "GraphKind",
+    "Response",
+    "balance_violations",
+    "chunk_nodes",
+    "combinatorial_laplacian",
+    "covariance_polarity",
+    "exact_filter",
+    "filter_response",
+    "gershgorin_shift",
+    "lanczos_filter",
+    "line_graph_mask",
+    "normalize_weights",
+    "pairwise_distance",
+    "product_graph_mask",
+    "refine_polarity",
+    "signed_laplacian",
+    "signal_gaps",
+    "signed_weights",
+    "similarity_transform",
+    "unchunk_nodes",
+]
+
+GraphKind = Literal["balanced", "positive", "unbalanced"]
+DistanceKind = Literal["mahalanobis", "euclidean", "cosine", "manhattan"]
+Response = Literal["sigmoid", "ideal"]
+
+
+# ---- nodes and edges ----------------------------------------------------------------------------------
+def chunk_nodes(x: torch.Tensor, n_chunks: int) -> torch.Tensor:
+    """``(B, C, H*D)`` windows -> ``(B, H*C, D)`` node signals, node ``h*C + c`` = chunk ``h`` of channel ``c``."""
+    b, c, t = x.shape
+    if t % n_chunks:
+        raise ValueError(f"a window of {t} samples cannot be cut into {n_chunks} equal chunks "
+                         f"(sequence length must divide n_times)")
+    d = t // n_chunks
+    return x.reshape(b, c, n_chunks, d).transpose(1, 2).reshape(b, n_chunks * c, d)
+
+
+def unchunk_nodes(nodes: torch.Tensor, n_chans: int) -> torch.Tensor:
+    """Inverse of :func:`chunk_nodes`."""
+    b, n, d = nodes.shape
+    h = n // n_chans
+    return nodes.reshape(b, h, n_chans, d).transpose(1, 2).reshape(b, n_chans, h * d)
+
+
+def line_graph_mask(ch_names: Sequence[str]) -> torch.Tensor:
+    """Line graph of a bipolar montage (App. E.1, eq. 30): channels ``A-B`` and ``B-C`` share electrode B.
+
+    Raises ``ValueError`` naming a channel that is not bipolar (no ``-`` between two electrode names).
+    """
+    pairs = []
+    for name in ch_names:
+        parts = [p.strip().upper() for p in str(name).split("-")]
+        if len(parts) != 2 or not all(parts):
+            raise ValueError(f"line graph needs bipolar channel names 'A-B'; got {name!r}")
+        pairs.append(set(parts))
+    c = len(pairs)
+    mask = torch.zeros(c, c, dtype=torch.bool)
+    for i in range(c):
+        for j in range(c):
+            mask[i, j] = i != j and bool(pairs[i] & pairs[j])
+    return mask
+
+
+def product_graph_mask(n_chans: int, n_chunks: int, spatial: torch.Tensor | None = None) -> torch.Tensor:
+    """Edge set of the product graph of Fig. 1c as an ``(N, N)`` bool matrix, ``N = n_chans * n_chunks``.
+
+    ``spatial`` (``(C, C)`` bool, symmetric) is the graph inside each chunk; ``None`` joins all pairs.
+    Consecutive chunks ``h, h+1`` of the same channel are joined (temporal edges). No self-loops.
+    """
+    c, h = n_chans, n_chunks
+    if spatial is None:
+        spatial = ~torch.eye(c, dtype=torch.bool)
+    spatial = spatial.to(torch.bool) & ~torch.eye(c, dtype=torch.bool)
+    if spatial.shape != (c, c) or not torch.equal(spatial, spatial.T):
+        raise ValueError(f"spatial graph must be a symmetric ({c}, {c}) matrix, got shape {tuple(spatial.shape)}")
+    temporal = torch.zeros(h, h, dtype=torch.bool)
+    idx = torch.arange(h - 1)
+    temporal[idx, idx + 1] = True
+    temporal[idx + 1, idx] = True
+    eye_h, eye_c = torch.eye(h, dtype=torch.bool), torch.eye(c, dtype=torch.bool)
+    # block (h, h') = spatial if h == h', identity (same channel) if |h - h'| == 1
+    return torch.kron(eye_h, spatial) | torch.kron(temporal, eye_c)
+
+
+# ---- polarity (eq. 2, 5) -----------------------------------------------------------------------------
+def covariance_polarity(x: torch.Tensor, ref: int = 0, pool: bool = False) -> torch.Tensor:
+    """Initial polarities ``(B, C)`` from one row of the empirical channel covariance (Sec. 3.1).
+
+    ``beta_ref = 1`` and ``beta_j = sign(C[ref, j])`` (ties -> +1), from windows ``x`` of ``(B, C, T)``;
+    ``pool=True`` uses the covariance pooled over all windows and returns ``(1, C)``.
+    """
+    xc = x - x.mean(dim=-1, keepdim=True)
+    cov_ref = (xc * xc[:, ref: ref + 1]).sum(-1)
+    if pool:
+        cov_ref = cov_ref.sum(0, keepdim=True)
+    beta = torch.where(cov_ref >= 0, 1.0, -1.0).to(x.dtype)
+    beta[:, ref] = 1.0
+    return beta
+
+
+def _node_polarity(beta: torch.Tensor, n_chunks: int) -> torch.Tensor:
+    return beta.repeat(1, n_chunks)  # node h*C + c takes channel c's polarity
+
+
+def signal_gaps(nodes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(sum_q (x_i - x_j)^2, sum_q (x_i + x_j)^2)`` over a sample's ``D`` graph signals, each ``(B, N, N)``."""
+    sq = nodes.square().sum(-1)
+    gram = nodes @ nodes.transpose(-1, -2)
+    base = sq.unsqueeze(-1) + sq.unsqueeze(-2)
+    return (base - 2 * gram).clamp_min(0), (base + 2 * gram).clamp_min(0)
+
+
+def refine_polarity(beta: torch.Tensor, distance: torch.Tensor, diff_gap: torch.Tensor, sum_gap: torch.Tensor,
+                    mask: torch.Tensor, max_sweeps: int | None = None, pool: bool = False) -> torch.Tensor:
+    """Greedy minimum-GLR polarity search of eq. 5, one channel at a time, until no flip lowers the GLR.
+
+    Args:
+        beta: ``(B, C)`` current polarities (+-1).
+        distance: ``(B, N, N)`` normalised feature distances ``d_ij``.
+        diff_gap, sum_gap: ``(B, N, N)`` ``sum_q (x^q_i -+ x^q_j)^2`` over the sample's ``D`` graph
+            signals (:func:`signal_gaps`).
+        mask: ``(N, N)`` edge set.
+        max_sweeps: safety cap on full sweeps (default ``C``); each flip strictly lowers the GLR,
+            so the search stops on its own well before.
+        pool: one polarity for the whole batch (``beta`` of shape ``(1, C)``): the GLR of eq. 5 summed
+            over every graph signal of every window, i.e. the windows are eq. 5's set of training signals.
+
+    Reading of the GLR in eq. 5. With the combinatorial Laplacian and eq. 7's signed weights, a pair
+    contributes ``exp(-d) (x_i - x_j)^2`` with equal polarities and ``(exp(-d) - 1) (x_i - x_j)^2 <= 0``
+    with opposite ones, so *every* flip that makes an edge negative lowers that GLR: its minimum is a
+    max-cut of the signal differences, whatever the correlations (a positively correlated pair would be
+    split), which contradicts the covariance initialisation it refines. We measure smoothness where the
+    signal is filtered, on the positive twin (Sec. 3.2): ``GLR^+ = sum |w_ij| (beta_i x_i - beta_j x_j)^2``
+    (the signed-Laplacian form, eq. 27), so equal polarities cost ``exp(-d) (x_i - x_j)^2`` and opposite
+    ones ``(1 - exp(-d)) (x_i + x_j)^2``: anti-correlated pairs are drawn apart, correlated ones together.
+    Per channel pair, ``A`` / ``B`` sum these over the edges between their chunks; flipping channel ``c``
+    changes the GLR by ``beta_c sum_c' beta_c' (B - A)_{cc'}``.
+    """
+    b, c = beta.shape
+    n = distance.shape[-1]
+    h = n // c
+    m = mask.to(distance.dtype)
+    same = torch.exp(-distance) * diff_gap * m
+    opp = (1.0 - torch.exp(-distance)) * sum_gap * m
+    gain = (opp - same).reshape(distance.shape[0], h, c, h, c).sum(dim=(1, 3))  # (B, C, C): B - A per pair
+    if pool:
+        gain = gain.sum(0, keepdim=True)
+        b = 1
+    gain = gain * (1 - torch.eye(c, dtype=gain.dtype, device=gain.device))
+    beta = beta.clone()
+    for _ in range(max_sweeps or c):
+        flipped = torch.zeros(b, dtype=torch.bool, device=beta.device)
+        for i in range(c):
+            delta = beta[:, i] * (gain[:, i] * beta).sum(-1)
+            flip = delta < -1e-12 * gain[:, i].abs().sum(-1).clamp_min(1e-30)
+            beta[:, i] = torch.where(flip, -beta[:, i], beta[:, i])
+            flipped |= flip
+        if not bool(flipped.any()):
+            break
+    return beta
+
+
+# ---- distances and weights (eq. 6, 7, 28) ------------------------------------------------------------
+def pairwise_distance(f: torch.Tensor, kind: DistanceKind = "mahalanobis", q: torch.Tensor | None = None,
+                      mix: torch.Tensor | None = None) -> torch.Tensor:
+    """Feature distances ``(B, N, N)`` from node features ``f`` ``(B, N, K)`` (eq. 6 and Table 6).
+
+    ``mahalanobis``: ``d_ij = (f_i - f_j)^T M (f_i - f_j)`` with ``M = sum_k mix_k Q_k Q_k^T``, ``q`` of
+    shape ``(n_candidates, K, r)`` and ``mix`` ``(B, n_candidates)`` convex weights (one candidate: no mix).
+    ``euclidean``: ``M = I``; ``cosine``: ``1 - cos(f_i, f_j)``; ``manhattan``: ``sum |f_i - f_j|``.
+    """
+    if kind == "mahalanobis":
+        if q is None:
+            raise ValueError("mahalanobis distance needs the metric factors q")
+        g = torch.einsum("bnk,ckr->bcnr", f, q)  # project once per candidate: ||Q^T (f_i - f_j)||^2
+        sq = (g * g).sum(-1)
+        d = sq.unsqueeze(-1) + sq.unsqueeze(-2) - 2 * g @ g.transpose(-1, -2)  # (B, n_cand, N, N)
+        d = d.clamp_min(0)
+        if mix is None:
+            return d.sum(1)
+        return (d * mix[:, :, None, None]).sum(1)
+    if kind == "euclidean":
+        sq = (f * f).sum(-1)
+        return (sq.unsqueeze(-1) + sq.unsqueeze(-2) - 2 * f @ f.transpose(-1, -2)).clamp_min(0)
+    if kind == "cosine":
+        u = f / f.norm(dim=-1, keepdim=True).clamp_min(1e-8)
+        return (1 - u @ u.transpose(-1, -2)).clamp_min(0)
+    if kind == "manhattan":
+        return (f.unsqueeze(-2) - f.unsqueeze(-3)).abs().sum(-1)
+    raise ValueError(f"unknown distance {kind!r}; expected mahalanobis, euclidean, cosine or manhattan")
+
+
+def normalise_distance(d: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Scale distances to ``[0, 1]`` per sample by their largest value on the edge set (App. E.2)."""
+    top = (d * mask).amax(dim=(-1, -2), keepdim=True).clamp_min(1e-8)
+    return d / top
+
+
+def signed_weights(distance: torch.Tensor, mask: torch.Tensor, kind: GraphKind = "balanced",
+                   node_beta: torch.Tensor | None = None, d_star: float = 0.5) -> torch.Tensor:
+    """Edge weights ``(B, N, N)`` on ``mask`` from distances.
+
+    ``balanced`` (eq. 7): ``exp(-d)`` between equal polarities, ``exp(-d) - 1`` between opposite ones,
+    so ``sign(w_ij) = beta_i beta_j`` wherever ``w_ij != 0`` and the graph is balanced (eq. 2, CHT).
+    ``positive``: ``exp(-d)`` (App. C). ``unbalanced``: ``1 - 2 / (1 + exp(-(d - d*)))`` (eq. 28).
+    """
+    m = mask.to(distance.dtype)
+    a = torch.exp(-distance)
+    if kind == "balanced":
+        if node_beta is None:
+            raise ValueError("balanced weights need node polarities")
+        agree = node_beta.unsqueeze(-1) * node_beta.unsqueeze(-2) > 0
+        w = torch.where(agree, a, a - 1.0)
+    elif kind == "positive":
+        w = a
+    elif kind == "unbalanced":
+        w = 1.0 - 2.0 * torch.sigmoid(distance - d_star)
+    else:
+        raise ValueError(f"unknown graph kind {kind!r}; expected balanced, positive or unbalanced")
+    return w * m
+
+
+def normalize_weights(w: torch.Tensor) -> torch.Tensor:
+    """Symmetric normalisation of eq. 8: ``w_ij / sqrt(sum_l |w_il|) sqrt(sum_k |w_kj|)``."""
+    deg = w.abs().sum(-1).clamp_min(1e-8).rsqrt()
+    return deg.unsqueeze(-1) * w * deg.unsqueeze(-2)
+
+
+def combinatorial_laplacian(w: torch.Tensor) -> torch.Tensor:
+    """``L = diag(W 1) - W`` with the signed degree (Sec. 2.1; App. C: the Laplacian the paper filters with)."""
+    return torch.diag_embed(w.sum(-1)) - w
+
+
+def signed_laplacian(w: torch.Tensor) -> torch.Tensor:
+    """``L^s = diag(|W| 1) - W`` (eq. 27, footnote 4), PSD for any signed ``W``; the unbalanced ablation's."""
+    return torch.diag_embed(w.abs().sum(-1)) - w
+
+
+def gershgorin_shift(lap: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. 9: add self-loops ``delta = max(-min_i (L_ii - sum_{j != i} |L_ij|), 0)``; returns ``(L + delta I, delta)``."""
+    diag = torch.diagonal(lap, dim1=-2, dim2=-1)
+    radius = lap.abs().sum(-1) - diag.abs()
+    lam_lower = (diag - radius).amin(-1)
+    delta = (-lam_lower).clamp_min(0)
+    eye = torch.eye(lap.shape[-1], dtype=lap.dtype, device=lap.device)
+    return lap + delta[..., None, None] * eye, delta
+
+
+def similarity_transform(lap: torch.Tensor, node_beta: torch.Tensor) -> torch.Tensor:
+    """Eq. 3: ``L^+ = T L^B T^{-1}`` with ``T = diag(beta)`` (``T^{-1} = T``)."""
+    return node_beta.unsqueeze(-1) * lap * node_beta.unsqueeze(-2)
+
+
+def balance_violations(w: torch.Tensor, tol: float = 0.0) -> int:
+    """Number of graphs in a ``(B, N, N)`` batch that are NOT balanced, found without any polarity.
+
+    Harary's theorem: a signed graph is balanced iff its nodes can be 2-coloured so that positive edges
+    join equal colours and negative edges opposite ones, i.e. iff no cycle has an odd number of negative
+    edges. We 2-colour each connected component by breadth-first search along edges with ``|w| > tol``
+    and report a violation when an edge contradicts the colouring (the edge closes an odd-negative cycle).
+    """
+    bad = 0
+    for g in w.detach().cpu():
+        n = g.shape[0]
+        sign = torch.sign(g) * (g.abs() > tol)
+        colour = [0] * n
+        ok = True
+        for start in range(n):
+            if colour[start] or not ok:
+                continue
+            colour[start] = 1
+            queue = [start]
+            while queue and ok:
+                i = queue.pop()
+                for j in torch.nonzero(sign[i]).flatten().tolist():
+                    if j == i:
+                        continue
+                    want = colour[i] * int(sign[i, j])
+                    if colour[j] == 0:
+                        colour[j] = want
+                        queue.append(j)
+                    elif colour[j] != want:
+                        ok = False
+                        break
+        bad += not ok
+    return bad
+
+
+# ---- filters (eq. 12-13, 24-25, 31) ------------------------------------------------------------------
+def filter_response(eigvals: torch.Tensor, omega: torch.Tensor | float, response: Response = "sigmoid",
+                    steepness: float = 10.0, n_nodes: int | None = None) -> torch.Tensor:
+    """Frequency response ``g(lambda)`` on (ascending) eigenvalues ``(..., m)``.
+
+    ``sigmoid`` (eq. 31): ``sigmoid(steepness * (omega - lambda))``. ``ideal`` (eq. 13): 1 for the
+    ``xi`` smallest eigenvalues and 0 otherwise, ``xi = round(omega * m / n_nodes)`` (``n_nodes = m``
+    for an exact eigendecomposition, so ``xi = omega``); not differentiable in ``omega``.
+    """
+    if response == "sigmoid":
+        return torch.sigmoid(steepness * (omega - eigvals))
+    if response == "ideal":
+        m = eigvals.shape[-1]
+        xi = round(float(omega) * m / (n_nodes or m))
+        rank = torch.argsort(torch.argsort(eigvals, dim=-1), dim=-1)
+        return (rank < xi).to(eigvals.dtype)
+    raise ValueError(f"unknown filter response {response!r}; expected sigmoid or ideal")
+
+
+def exact_filter(lap: torch.Tensor, y: torch.Tensor, omega: torch.Tensor | float, response: Response = "sigmoid",
+                 steepness: float = 10.0) -> torch.Tensor:
+    """``V g(Lambda) V^T y`` (eq. 12) for ``lap`` ``(B, N, N)`` and signals ``y`` ``(B, N, D)``."""
+    evals, evecs = torch.linalg.eigh(lap)
+    g = filter_response(evals, omega, response, steepness)
+    return evecs @ (g.unsqueeze(-1) * (evecs.transpose(-1, -2) @ y))
+
+
+def lanczos_filter(lap: torch.Tensor, y: torch.Tensor, omega: torch.Tensor | float, krylov_dim: int,
+                   response: Response = "sigmoid", steepness: float = 10.0, reorth_passes: int = 1) -> torch.Tensor:
+    """Lanczos approximation of ``g(L) y`` (App. B, eq. 24-25), one Krylov space per column of ``y``.
+
+    ``lap`` is ``(B, N, N)`` symmetric, ``y`` ``(B, N, D)``; returns ``(B, N, D)``. Full
+    re-orthogonalisation (``reorth_passes`` Gram-Schmidt sweeps over the basis; 0 = plain three-term
+    recurrence) keeps the basis orthonormal in float32. A Krylov space that closes early
+    (an invariant subspace, e.g. ``krylov_dim >= N``) is handled exactly: the remaining basis vectors
+    are zero and their rows of ``H_m`` are decoupled from ``c_1`` (they get distinct negative
+    placeholder eigenvalues above the spectrum so the eigendecomposition stays differentiable).
+    """
+    b, n, d = y.shape
+    m = min(int(krylov_dim), n)
+    if m < 1:
+        raise ValueError(f"krylov_dim must be >= 1, got {krylov_dim}")
+    norm = y.norm(dim=1, keepdim=True)  # (B, 1, D)
+    safe = norm.clamp_min(torch.finfo(y.dtype).tiny ** 0.5)
+    v = y / safe
+    basis: list[torch.Tensor] = []
+    alphas: list[torch.Tensor] = []
+    betas: list[torch.Tensor] = []
+    alive = (norm.squeeze(1) > 0)  # (B, D)
+    prev = torch.zeros_like(v)
+    beta_prev = torch.zeros(b, d, dtype=y.dtype, device=y.device)
+    scale = lap.abs().sum(-1).amax(-1).clamp_min(1e-12)[:, None]  # ||L||_inf bound, (B, 1)
+    for k in range(m):
+        basis.append(v)
+        w = lap @ v
+        alpha = (v * w).sum(1)
+        # a closed Krylov space leaves zero basis vectors: give their rows distinct eigenvalues above the
+        # spectrum (||L||_inf bounds it), decoupled from c_1, so eigh stays differentiable and "ideal" keeps them last
+        alphas.append(torch.where(alive, alpha, 2.0 * scale + 1.0 + k))
+        if k == m - 1:
+            break
+        w = w - alpha.unsqueeze(1) * v - beta_prev.unsqueeze(1) * prev
+        for _ in range(reorth_passes):  # Gram-Schmidt against the whole basis (full re-orthogonalisation)
+            for u_j in basis:
+                w = w - (u_j * w).sum(1, keepdim=True) * u_j
+        beta = w.norm(dim=1)
+        alive = alive & (beta > 1e-6 * scale)
+        beta = torch.where(alive, beta, torch.zeros_like(beta))
+        betas.append(beta)
+        prev, beta_prev = v, beta
+        v = torch.where(alive.unsqueeze(1), w / beta.clamp_min(1e-30).unsqueeze(1), torch.zeros_like(w))
+    diag = torch.stack(alphas, dim=-1)  # (B, D, m)
+    h = torch.diag_embed(diag)
+    if betas:
+        off = torch.stack(betas, dim=-1)  # (B, D, m-1)
+        h = h + torch.diag_embed(off, offset=1) + torch.diag_embed(off, offset=-1)
+    theta, z = torch.linalg.eigh(h)  # (B, D, m), (B, D, m, m)
+    g = filter_response(theta, omega, response, steepness, n_nodes=n)
+    coef = (z * (g * z[..., 0, :]).unsqueeze(-2)).sum(-1)  # Z g(Theta) Z^T c_1, (B, D, m)
+    out = basis[0] * coef[:, None, :, 0]
+    for k in range(1, len(basis)):
+        out = out + basis[k] * coef[:, None, :, k]
+    return norm * out

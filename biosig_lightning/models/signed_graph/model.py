@@ -1,0 +1,346 @@
+"""Unrolled balanced-signed-graph denoisers and the reconstruction-error classifier (Yao et al., Secs. 3-5).
+
+:class:`SignedGraphDenoiser` is one denoiser ``Psi`` (Fig. 2): ``n_blocks`` unrolled blocks, each a
+balanced graph learning module (BGL, Sec. 4.1, App. E.2) followed by a low-pass filter (LPF, Sec. 3.2,
+App. B, E.3). :class:`SignedGraphClassifier` holds one denoiser per class and classifies a window by
+the smaller reconstruction error (eq. 22); its logits are minus the errors, scaled as the AWGN
+log-likelihood of eq. 18: ``logit_c = -||y - Psi_c(y)||^2 / (2 sigma_n^2)``, so the softmax is the
+posterior under equal priors (App. D) and every metric, the calibration figures and ``results.json``
+work as for any classifier. :class:`~biosig_lightning.tasks.denoiser_pair.DenoiserPairTask` trains
+the denoisers (eq. 21 / eq. 23); cross-entropy on the logits also works (the catalog contract uses it).
+
+One block, on the block's input signal ``y`` (the window for the first block, the previous block's
+output after that):
+
+1. nodes: ``y`` ``(B, C, H*D)`` is cut into ``H = n_chunks`` chunks per channel, ``N = C*H`` nodes with
+   ``D``-sample signals (product graph, Fig. 1c).
+2. features (App. E.2): a CNN shared by all nodes, ``conv_layers`` x [Conv2d kernel (1, 5), stride
+   (1, 2), padding (0, 2) -> BatchNorm -> LeakyReLU(0.01)], a 1x1 convolution to one map and an adaptive
+   average pool to ``feature_dim = K`` values per node.
+3. distances: Mahalanobis (eq. 6) with ``M = Q_k Q_k^T`` from ``n_metric_candidates`` learnable
+   candidates (App. E.2: "adaptively selected from a learnable candidate set"), or the Table 6
+   alternatives; normalised to ``[0, 1]`` per sample (App. E.2).
+4. polarities (``polarity="class"``, the default): each denoiser's per-block channel polarities are
+   estimated from its class's training windows (:meth:`SignedGraphDenoiser.fit_polarity`: reference row
+   ``polarity_ref`` of the pooled covariance, then minimum GLR of eq. 5 summed over the windows, block by
+   block, until no flip helps) and stored as buffers; until then (or with ``polarity="input"``) every
+   window gets its own polarities the same way from its own signals.
+5. weights (eq. 7) -> symmetric normalisation (eq. 8) -> ``L = D - W`` -> Gershgorin self-loops (eq. 9)
+   -> ``L^+ = T L^B T`` (eq. 3); ``y^+ = T y`` is low-pass filtered by Lanczos (eq. 25) with the
+   block's learnable cutoff ``omega`` and the sigmoid response (eq. 31, steepness 10); ``x = T x^+``.
+
+Ablations (Tables 2, 4, 5, 6): ``graph`` = ``balanced`` | ``positive`` (``exp(-d)``, ``L = D - W``) |
+``unbalanced`` (eq. 28 weights, ``L^s = D^s - W`` as App. C says); ``n_chunks`` (sequence length);
+``conv_layers`` (CNN blocks); ``metric`` = ``mahalanobis`` | ``euclidean`` | ``cosine`` | ``manhattan``.
+
+Size: the paper's configuration (Sec. 6.1, App. E: 35 channels, 500 Hz, 12 s windows, 6 chunks of
+1000 samples, 3 blocks) gives **14,787 parameters per denoiser**, Table 1's count exactly, with these
+inferred sizes (the text does not state them):
+
+* ``conv_layers = 4``: App. E.2 says four convolutional blocks (Sec. 6.1 says three, Table 5's best row
+  six); four is the only count for which stride-2, kernel-5, padding-2 convolutions take 1000 samples
+  to exactly ``d = 63`` (1000 -> 500 -> 250 -> 125 -> 63), the feature size App. E.2 gives;
+* ``conv_width = 7`` hidden maps, convolutions without bias (each is followed by BatchNorm, and a bias
+  on the last 1x1 convolution would cancel in ``f_i - f_j`` and never get a gradient);
+* metric: ``n_metric_candidates = 5`` candidates ``Q_k`` of ``63 x 13`` (4,095 parameters per block);
+* one cutoff per block.
+
+Per block: 35 + 14 + 3 x (245 + 14) + 7 = 833 (CNN) + 4,095 (metric) + 1 (cutoff) = 4,929; x 3 = 14,787.
+Reading: 14,787 is odd, so it cannot be the total of two identical denoisers; it counts one denoiser
+and the classifier pair has 29,574.
+
+Readings of other ambiguities:
+
+* Eq. 7 gives opposite-polarity edges the weight ``exp(-d) - 1``; the closed form on the right of
+  eq. 8 (and App. E.2) would instead use ``-exp(-d)``. We follow eq. 7 and the general (left) form of
+  eq. 8, which normalises by ``sum |w|``; ``negative_weight="mirror"`` switches to ``-exp(-d)``.
+* The candidate metric is chosen per sample by a soft minimum of the graph Laplacian regulariser:
+  candidate ``k`` scores ``s_k = sum_ij a^k_ij ||e_i - e_j||^2 / (sum_ij a^k_ij * mean ||e_i - e_j||^2)``
+  with ``a^k = exp(-d^k)`` on the edge set (how smooth the block input is on candidate ``k``'s graph, as
+  eq. 5 chooses polarities), and ``M = sum_k softmax(-s / selection_temperature)_k Q_k Q_k^T``.
+  A soft choice keeps every candidate trained.
+* Polarity is per channel (see :mod:`biosig_lightning.features.signed_graph`). Eq. 5 chooses it with
+  "a set of training signals", so it is a property of a denoiser's *class*, not of the window being
+  classified: with per-window polarities both denoisers put every input on graphs of the same signs and,
+  for one block, the one with the higher cutoff has the smaller error on every input (``||y - g(L)y||^2``
+  falls as ``omega`` grows), so eq. 22 could not tell the classes apart. Class polarities are what makes
+  the pair discriminative (tests/test_signed_graph_learns.py); they are buffers, saved with the weights.
+* Eq. 5's GLR is measured on the positive twin, ``sum |w_ij| (beta_i x_i - beta_j x_j)^2``; the literal
+  signed GLR is minimised by a max-cut (see :func:`~biosig_lightning.features.signed_graph.refine_polarity`).
+* The Krylov dimension ``m`` is not given; ``krylov_dim = 20`` (``m << N = 210``).
+* ``omega`` is in eigenvalue units (eq. 31 compares it with ``lambda_i``) and starts at ``cutoff_init``.
+* ``noise_std`` (``sigma_n`` of eq. 18) only scales the logits; the task adds noise of that level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from biosig_lightning.features import signed_graph as sg
+from biosig_lightning.models.base import BiosignalModel, check_positive_ints
+from biosig_lightning.models.catalog import register_backbone
+
+__all__ = ["BalancedGraphLearning", "SignedGraphClassifier", "SignedGraphDenoiser"]
+
+Spatial = Literal["full", "line"]
+
+
+class BalancedGraphLearning(nn.Module):
+    """Node features (shallow CNN) and the per-block metric of one BGL module (Sec. 4.1, App. E.2)."""
+
+    def __init__(self, conv_layers: int = 4, conv_width: int = 7, feature_dim: int = 63,
+                 metric: sg.DistanceKind = "mahalanobis", n_metric_candidates: int = 5, metric_rank: int = 13,
+                 selection_temperature: float = 0.1) -> None:
+        super().__init__()
+        check_positive_ints(type(self).__name__, conv_layers=conv_layers, conv_width=conv_width,
+                            feature_dim=feature_dim, n_metric_candidates=n_metric_candidates, metric_rank=metric_rank)
+        if metric not in ("mahalanobis", "euclidean", "cosine", "manhattan"):
+            raise ValueError(f"metric must be mahalanobis, euclidean, cosine or manhattan, got {metric!r}")
+        layers: list[nn.Module] = []
+        width_in = 1
+        for _ in range(conv_layers):
+            layers += [nn.Conv2d(width_in, conv_width, (1, 5), stride=(1, 2), padding=(0, 2), bias=False),
+                       nn.BatchNorm2d(conv_width), nn.LeakyReLU(0.01)]
+            width_in = conv_width
+        layers.append(nn.Conv2d(conv_width, 1, 1, bias=False))
+        self.cnn = nn.Sequential(*layers)
+        self.pool = nn.AdaptiveAvgPool1d(feature_dim)
+        self.metric = metric
+        self.selection_temperature = selection_temperature
+        if metric == "mahalanobis":
+            # candidates near a scaled identity so that the first distances are Euclidean-like
+            q = torch.randn(n_metric_candidates, feature_dim, metric_rank) / feature_dim ** 0.5
+            self.q = nn.Parameter(q)
+        else:
+            self.register_parameter("q", None)
+
+    def features(self, nodes: torch.Tensor) -> torch.Tensor:
+        """``(B, N, D)`` node signals -> ``(B, N, K)`` features."""
+        b, n, _ = nodes.shape
+        f = self.cnn(nodes.unsqueeze(1)).squeeze(1)  # (B, N, D')
+        return self.pool(f)
+
+    def distances(self, nodes: torch.Tensor, gap: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Normalised feature distances ``(B, N, N)`` on the edge set (eq. 6, App. E.2)."""
+        f = self.features(nodes)
+        if self.metric != "mahalanobis" or self.q.shape[0] == 1:
+            return sg.normalise_distance(sg.pairwise_distance(f, self.metric, self.q), mask)
+        per = torch.stack([sg.normalise_distance(sg.pairwise_distance(f, "mahalanobis", self.q[k: k + 1]), mask)
+                           for k in range(self.q.shape[0])], dim=1)  # (B, n_cand, N, N)
+        m = mask.to(per.dtype)
+        aff = torch.exp(-per) * m
+        g = gap.unsqueeze(1)
+        score = (aff * g).sum((-1, -2)) / (aff.sum((-1, -2)) * ((g * m).sum((-1, -2)) / m.sum()).clamp_min(1e-12))
+        mix = torch.softmax(-score / self.selection_temperature, dim=1)
+        return sg.normalise_distance(sg.pairwise_distance(f, "mahalanobis", self.q, mix), mask)
+
+
+class SignedGraphDenoiser(nn.Module):
+    """One unrolled graph denoiser ``Psi`` (Fig. 2); see the module docstring for the block.
+
+    Args:
+        n_chans, n_times: window shape; ``n_times`` must be a multiple of ``n_chunks``.
+        n_chunks: temporal chunks per channel ``H`` (Table 4's sequence length).
+        n_blocks: unrolled BGL + LPF blocks.
+        conv_layers, conv_width, feature_dim: the BGL CNN (Table 5 varies ``conv_layers``).
+        metric, n_metric_candidates, metric_rank, selection_temperature: eq. 6 / Table 6.
+        graph: ``balanced`` (eq. 7), ``positive`` or ``unbalanced`` (eq. 28) (Table 2).
+        negative_weight: ``eq7`` (``exp(-d) - 1``) or ``mirror`` (``-exp(-d)``, eq. 8's closed form).
+        spatial: ``full`` (every channel pair inside a chunk) or ``line`` (line graph of the bipolar
+            montage named by ``ch_names``, App. E.1).
+        krylov_dim: Lanczos dimension ``m``; ``filter_method="exact"`` uses a dense eigendecomposition.
+        steepness, cutoff_init: eq. 31's ``alpha`` and the initial ``omega``.
+        polarity_ref: the covariance row that initialises the polarities.
+        polarity: ``class`` (per-block polarities from :meth:`fit_polarity`, once called) or ``input``.
+        d_star: eq. 28's shift (distances are in ``[0, 1]``, so its middle, 0.5).
+    """
+
+    def __init__(self, n_chans: int, n_times: int, n_chunks: int = 6, n_blocks: int = 3, conv_layers: int = 4,
+                 conv_width: int = 7, feature_dim: int = 63, metric: sg.DistanceKind = "mahalanobis",
+                 n_metric_candidates: int = 5, metric_rank: int = 13, selection_temperature: float = 0.1,
+                 graph: sg.GraphKind = "balanced", negative_weight: Literal["eq7", "mirror"] = "eq7",
+                 spatial: Spatial = "full", ch_names: Sequence[str] | None = None, krylov_dim: int = 20,
+                 filter_method: Literal["lanczos", "exact"] = "lanczos", steepness: float = 10.0,
+                 cutoff_init: float = 1.0, polarity_ref: int = 0, d_star: float = 0.5,
+                 polarity: Literal["class", "input"] = "class") -> None:
+        super().__init__()
+        owner = type(self).__name__
+        if polarity not in ("class", "input"):
+            raise ValueError(f"{owner}: polarity must be 'class' or 'input', got {polarity!r}")
+        self.polarity_source = polarity
+        check_positive_ints(owner, n_chans=n_chans, n_times=n_times, n_chunks=n_chunks, n_blocks=n_blocks,
+                            krylov_dim=krylov_dim)
+        if n_times % n_chunks:
+            raise ValueError(f"{owner}: n_times={n_times} is not a multiple of n_chunks={n_chunks} "
+                             "(each chunk must have the same length)")
+        if graph not in ("balanced", "positive", "unbalanced"):
+            raise ValueError(f"{owner}: graph must be balanced, positive or unbalanced, got {graph!r}")
+        if negative_weight not in ("eq7", "mirror"):
+            raise ValueError(f"{owner}: negative_weight must be eq7 or mirror, got {negative_weight!r}")
+        if filter_method not in ("lanczos", "exact"):
+            raise ValueError(f"{owner}: filter_method must be lanczos or exact, got {filter_method!r}")
+        if not 0 <= polarity_ref < n_chans:
+            raise ValueError(f"{owner}: polarity_ref={polarity_ref} is not a channel index below {n_chans}")
+        if spatial == "line":
+            if ch_names is None:
+                raise ValueError(f"{owner}: spatial='line' needs the bipolar channel names (ch_names)")
+            spatial_mask = sg.line_graph_mask(ch_names)
+        elif spatial == "full":
+            spatial_mask = None
+        else:
+            raise ValueError(f"{owner}: spatial must be full or line, got {spatial!r}")
+        self.n_chans, self.n_times, self.n_chunks = n_chans, n_times, n_chunks
+        self.graph, self.negative_weight = graph, negative_weight
+        self.krylov_dim, self.filter_method, self.steepness = krylov_dim, filter_method, steepness
+        self.polarity_ref, self.d_star = polarity_ref, d_star
+        self.register_buffer("mask", sg.product_graph_mask(n_chans, n_chunks, spatial_mask), persistent=False)
+        self.blocks = nn.ModuleList(
+            BalancedGraphLearning(conv_layers, conv_width, feature_dim, metric, n_metric_candidates, metric_rank,
+                                  selection_temperature) for _ in range(n_blocks))
+        self.cutoffs = nn.Parameter(torch.full((n_blocks,), float(cutoff_init)))
+        # per-block channel polarities estimated from the class's training windows (fit_polarity)
+        self.register_buffer("polarity", torch.ones(n_blocks, n_chans))
+        self.register_buffer("polarity_fitted", torch.zeros((), dtype=torch.bool))
+
+    def laplacian(self, block: int, nodes: torch.Tensor, beta: torch.Tensor | None, refine: bool = True,
+                  pool: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """Block ``block``'s filtering Laplacian for node signals ``(B, N, D)``.
+
+        Returns ``(L, node_beta, beta)``: ``L^+`` and the node polarities for the balanced graph
+        (``beta`` the refined channel polarities handed to the next block), else ``L`` and ``None``.
+        ``refine=False`` uses ``beta`` as given; ``pool=True`` refines one polarity for the whole batch.
+        """
+        with torch.no_grad():
+            gap, sum_gap = sg.signal_gaps(nodes)
+        dist = self.blocks[block].distances(nodes, gap, self.mask)
+        if self.graph == "positive":
+            w = sg.normalize_weights(sg.signed_weights(dist, self.mask, "positive"))
+            return sg.combinatorial_laplacian(w), None, None
+        if self.graph == "unbalanced":
+            w = sg.normalize_weights(sg.signed_weights(dist, self.mask, "unbalanced", d_star=self.d_star))
+            return sg.signed_laplacian(w), None, None
+        assert beta is not None
+        if refine:
+            beta = sg.refine_polarity(beta, dist.detach(), gap, sum_gap, self.mask, pool=pool)
+        node_beta = beta.expand(nodes.shape[0], -1).repeat(1, self.n_chunks)
+        if self.negative_weight == "mirror":
+            w = sg.signed_weights(dist, self.mask, "positive") * node_beta.unsqueeze(-1) * node_beta.unsqueeze(-2)
+        else:
+            w = sg.signed_weights(dist, self.mask, "balanced", node_beta)
+        lap_b, _ = sg.gershgorin_shift(sg.combinatorial_laplacian(sg.normalize_weights(w)))
+        return sg.similarity_transform(lap_b, node_beta), node_beta, beta
+
+    def lowpass(self, block: int, lap: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
+        omega = self.cutoffs[block]
+        if self.filter_method == "exact":
+            return sg.exact_filter(lap, nodes, omega, "sigmoid", self.steepness)
+        return sg.lanczos_filter(lap, nodes, omega, self.krylov_dim, "sigmoid", self.steepness)
+
+    def uses_class_polarity(self) -> bool:
+        return self.graph == "balanced" and self.polarity_source == "class" and bool(self.polarity_fitted)
+
+    @torch.no_grad()
+    def fit_polarity(self, windows: torch.Tensor) -> torch.Tensor:
+        """Estimate the per-block polarities from training windows of this denoiser's class (Sec. 3.1).
+
+        Block 1 starts from the reference row of the covariance pooled over ``windows``; every block
+        refines by eq. 5 with all graph signals of all ``windows`` as the training set (the GLR summed
+        over them) and hands its polarity to the next; the windows are filtered block by block as in
+        :meth:`forward`. Stores and returns the ``(n_blocks, C)`` polarities.
+        """
+        if self.graph != "balanced":
+            return self.polarity
+        was_training = self.training
+        self.eval()  # no BatchNorm statistics from this pass
+        beta = sg.covariance_polarity(windows, self.polarity_ref, pool=True)
+        x = windows
+        for block in range(len(self.blocks)):
+            nodes = sg.chunk_nodes(x, self.n_chunks)
+            lap, node_beta, beta = self.laplacian(block, nodes, beta, refine=True, pool=True)
+            self.polarity[block] = beta[0]
+            nodes = node_beta.unsqueeze(-1) * self.lowpass(block, lap, node_beta.unsqueeze(-1) * nodes)
+            x = sg.unchunk_nodes(nodes, self.n_chans)
+        self.polarity_fitted.fill_(True)
+        self.train(was_training)
+        return self.polarity
+
+    def forward(self, y: torch.Tensor) -> torch.Tensor:
+        """Denoise windows ``y`` ``(B, C, T)``; returns the estimate of the same shape."""
+        fixed = self.uses_class_polarity()
+        beta = None
+        if self.graph == "balanced" and not fixed:
+            beta = sg.covariance_polarity(y.detach(), self.polarity_ref)
+        x = y
+        for block in range(len(self.blocks)):
+            nodes = sg.chunk_nodes(x, self.n_chunks)
+            if fixed:
+                beta = self.polarity[block].unsqueeze(0)
+            lap, node_beta, beta = self.laplacian(block, nodes, beta, refine=not fixed)
+            if node_beta is not None:  # filter T y on the positive graph, map back with T (Sec. 3.2)
+                nodes = node_beta.unsqueeze(-1) * self.lowpass(block, lap, node_beta.unsqueeze(-1) * nodes)
+            else:
+                nodes = self.lowpass(block, lap, nodes)
+            x = sg.unchunk_nodes(nodes, self.n_chans)
+        return x
+
+
+
+@register_backbone(
+    "SignedGraphClassifier",
+    shapes=["turkish_epilepsy", "tuab"],
+    param_pins={"turkish_epilepsy": 2 * 14_787, "tuab": 2 * 14_787},
+    # the contract runs at the full 35 x 6000 window: one small block keeps its 60 memorisation steps short
+    test_kwargs={"n_chunks": 2, "n_blocks": 1, "conv_layers": 1, "conv_width": 2, "feature_dim": 4,
+                 "n_metric_candidates": 2, "metric_rank": 2, "krylov_dim": 2},
+)
+class SignedGraphClassifier(BiosignalModel):
+    """One :class:`SignedGraphDenoiser` per class; logits = minus the reconstruction errors (eq. 22).
+
+    ``logits[:, c] = -||y - Psi_c(y)||^2 / (2 noise_std^2)`` (the log-likelihood of eq. 18 up to a
+    constant shared by the classes). All other arguments go to every denoiser (see
+    :class:`SignedGraphDenoiser`); ``n_outputs`` denoisers are built (the paper uses two).
+    The catalog pins 29,574 = 2 x 14,787 parameters (Table 1 counts one denoiser, see the module docstring).
+    """
+
+    def __init__(self, n_chans: int, n_outputs: int, n_times: int, sfreq: float,
+                 chs_info: Sequence[dict[str, Any]] | None = None, noise_std: float = 0.5,
+                 n_chunks: int = 6, n_blocks: int = 3, conv_layers: int = 4, conv_width: int = 7,
+                 feature_dim: int = 63, metric: sg.DistanceKind = "mahalanobis", n_metric_candidates: int = 5,
+                 metric_rank: int = 13, selection_temperature: float = 0.1, graph: sg.GraphKind = "balanced",
+                 negative_weight: Literal["eq7", "mirror"] = "eq7", spatial: Spatial = "full",
+                 krylov_dim: int = 20, filter_method: Literal["lanczos", "exact"] = "lanczos",
+                 steepness: float = 10.0, cutoff_init: float = 1.0, polarity_ref: int = 0,
+                 d_star: float = 0.5, polarity: Literal["class", "input"] = "class") -> None:
+        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq, chs_info=chs_info)
+        if not noise_std > 0:
+            raise ValueError(f"{type(self).__name__}: noise_std must be positive, got {noise_std!r}")
+        self.noise_std = float(noise_std)
+        self.denoisers = nn.ModuleList(
+            SignedGraphDenoiser(n_chans, n_times, n_chunks, n_blocks, conv_layers, conv_width, feature_dim, metric,
+                                n_metric_candidates, metric_rank, selection_temperature, graph, negative_weight,
+                                spatial, self.ch_names, krylov_dim, filter_method, steepness, cutoff_init,
+                                polarity_ref, d_star, polarity)
+            for _ in range(n_outputs))
+
+    def fit_polarity(self, windows: torch.Tensor, labels: torch.Tensor) -> None:
+        """Each denoiser's polarities from the windows of its class (see :meth:`SignedGraphDenoiser.fit_polarity`)."""
+        for c, den in enumerate(self.denoisers):
+            own = windows[labels == c]
+            if own.shape[0]:
+                den.fit_polarity(own)
+
+    def denoise(self, y: torch.Tensor, cls: int) -> torch.Tensor:
+        """``Psi_cls(y)``."""
+        return self.denoisers[cls](y)
+
+    def reconstruction_errors(self, y: torch.Tensor) -> torch.Tensor:
+        """``(B, n_outputs)`` squared errors ``||y - Psi_c(y)||^2`` (eq. 22)."""
+        self.check_input(y)
+        return torch.stack([(y - d(y)).square().sum((1, 2)) for d in self.denoisers], dim=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return -self.reconstruction_errors(x) / (2 * self.noise_std ** 2)

@@ -1,0 +1,173 @@
+"""Class-conditioned denoiser training for reconstruction-error classification (Yao et al., Sec. 5, App. E.4).
+
+:class:`DenoiserPairTask` trains the denoisers of a
+:class:`~biosig_lightning.models.signed_graph.SignedGraphClassifier` (one per class) on noisy / clean
+pairs: a training window ``x`` of class ``c`` is corrupted with AWGN, ``y = x + sigma_n n`` (eq. 18,
+``sigma_n = backbone.noise_std``), and
+
+* ``loss="contrastive"`` (eq. 23, the paper's): denoiser ``c`` minimises
+  ``||x_c - Psi_c(y_c)||^2 + max(rho - ||x_c' - Psi_c(y_c')||^2, 0)``, where ``x_c'`` is the window of
+  another class closest to ``x_c`` in Euclidean distance;
+* ``loss="mse"`` (eq. 21; Table 3's "single MSE" ablation): the first term only.
+
+Validation and test classify the clean windows by the smaller reconstruction error (eq. 22): the
+backbone's logits, so metrics, ``results.json`` and the report are those of every other classifier.
+``val/denoise_loss`` (the training objective on the validation windows, with noise drawn from a
+fixed seed so it is comparable across epochs) drives checkpoint selection and early stopping in the
+shipped configs (App. E.4: "early stopping ... based on validation performance").
+
+Readings:
+
+* Norms are per-element means (MSE), so ``rho = 1`` (App. E.4) is on the scale of the unit-variance
+  windows the DataModule hands over; with sums over all ``C x T`` samples the hinge would never act.
+* The close pairs of eq. 23 are formed inside each training batch: every window is paired with its
+  nearest window of another class in the batch (none in the batch: no hinge term for it).
+* Each term is averaged over the windows of the batch it covers; the two denoisers' losses are added
+  (their parameters are disjoint, so each gets exactly its own gradient).
+* ``train/acc`` is the eq. 22 classification of the *noisy* training windows (both denoisers already run
+  on them), not of the clean ones.
+* Polarity (Sec. 3.1): eq. 5 selects polarities with "a set of training signals", so each denoiser's
+  polarities come from its own class's training windows (pooled covariance, then the GLR summed over
+  the windows) and are re-estimated at every epoch start (``polarity_windows``); at evaluation every
+  input is filtered on its denoiser's class graph signs. This is what lets the two denoisers differ
+  in the sign structure they keep (Table 2's point).
+* App. E.4's schedule: Adam, lr 1e-3, cosine annealing with warm restarts (``restart_period = T_0 = 5``
+  epochs, ``T_mult = 1``, ``min_lr = 1e-5``), stepped per epoch; ``restart_period: null`` falls back to
+  :class:`ClassificationTask`'s own ``scheduler``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from biosig_lightning.tasks.classification import ClassificationTask
+
+__all__ = ["DenoiserPairTask", "contrastive_pairs"]
+
+
+def contrastive_pairs(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """For each window the index of the closest window (Euclidean) of another class, or -1 if none."""
+    flat = x.reshape(x.shape[0], -1)
+    dist = torch.cdist(flat, flat)
+    dist = dist.masked_fill(y.unsqueeze(0) == y.unsqueeze(1), float("inf"))
+    best = dist.argmin(dim=1)
+    return torch.where(torch.isfinite(dist.min(dim=1).values), best, torch.full_like(best, -1))
+
+
+class DenoiserPairTask(ClassificationTask):
+    """Train one denoiser per class (eq. 21 / 23), classify by reconstruction error (eq. 22).
+
+    Args:
+        backbone: a model with ``denoisers`` (one per class, ``nn.ModuleList``) and ``noise_std``,
+            e.g. :class:`~biosig_lightning.models.signed_graph.SignedGraphClassifier`.
+        loss: ``contrastive`` (eq. 23) or ``mse`` (eq. 21, Table 3's ablation).
+        margin: ``rho`` of eq. 23 (App. E.4: 1.0).
+        restart_period, restart_mult, min_lr: cosine annealing with warm restarts (App. E.4), in epochs;
+            ``restart_period=None`` uses the parent's ``scheduler``.
+        val_noise_seed: seed of the noise added to validation windows for ``val/denoise_loss``.
+        polarity_windows: at the start of every training epoch each denoiser re-estimates its per-block
+            polarities (eq. 5) from up to this many clean training windows of its class, taken from the
+            start of the (seeded, shuffled) training loader; 0 leaves them to the backbone (per input).
+        **kwargs: everything :class:`ClassificationTask` takes (``n_outputs``, ``optimizer``, ``lr``,
+            ``monitor``, ...).
+    """
+
+    def __init__(self, backbone: nn.Module, loss: Literal["contrastive", "mse"] = "contrastive",
+                 margin: float = 1.0, restart_period: int | None = 5, restart_mult: int = 1,
+                 min_lr: float = 1e-5, val_noise_seed: int = 0, polarity_windows: int = 32, **kwargs: Any) -> None:
+        super().__init__(backbone=backbone, **kwargs)
+        denoisers = getattr(backbone, "denoisers", None)
+        if not isinstance(denoisers, nn.ModuleList) or not hasattr(backbone, "noise_std"):
+            raise TypeError(f"DenoiserPairTask needs a backbone with one denoiser per class (denoisers) and "
+                            f"noise_std, e.g. SignedGraphClassifier; got {type(backbone).__name__}")
+        if len(denoisers) != self.n_outputs:
+            raise ValueError(f"DenoiserPairTask: the backbone has {len(denoisers)} denoisers but n_outputs="
+                             f"{self.n_outputs}")
+        if loss not in ("contrastive", "mse"):
+            raise ValueError(f"model.init_args.loss must be 'contrastive' or 'mse', got {loss!r}")
+        if not margin > 0:
+            raise ValueError(f"model.init_args.margin (rho of eq. 23) must be > 0, got {margin!r}")
+        if restart_period is not None and (restart_period < 1 or restart_mult < 1):
+            raise ValueError("model.init_args.restart_period and restart_mult must be >= 1")
+        if restart_period is not None and self.hparams.scheduler != "none":
+            raise ValueError("model.init_args.restart_period (warm restarts) and scheduler "
+                             f"{self.hparams.scheduler!r} both set a schedule; set scheduler: none")
+        self.loss_kind, self.margin = loss, float(margin)
+        self.restart_period, self.restart_mult, self.min_lr = restart_period, restart_mult, min_lr
+        self.val_noise_seed = val_noise_seed
+        if polarity_windows < 0:
+            raise ValueError(f"model.init_args.polarity_windows must be >= 0, got {polarity_windows}")
+        self.polarity_windows = polarity_windows
+
+    # ---- class polarities (Sec. 3.1, eq. 5) ---------------------------------------------------------
+    def on_train_epoch_start(self) -> None:
+        fit = getattr(self.backbone, "fit_polarity", None)
+        dm = getattr(self.trainer, "datamodule", None)
+        if not self.polarity_windows or fit is None or dm is None:
+            return
+        want = self.polarity_windows
+        xs: list[torch.Tensor] = []
+        ys: list[torch.Tensor] = []
+        counts = torch.zeros(self.n_outputs, dtype=torch.long)
+        for batch in dm.train_dataloader():
+            keep = torch.zeros_like(batch["y"], dtype=torch.bool)
+            for c in range(self.n_outputs):
+                idx = torch.nonzero(batch["y"] == c).flatten()[: max(0, want - int(counts[c]))]
+                keep[idx] = True
+                counts[c] += len(idx)
+            xs.append(batch["x"][keep])
+            ys.append(batch["y"][keep])
+            if bool((counts >= want).all()):
+                break
+        fit(torch.cat(xs).to(self.device), torch.cat(ys).to(self.device))
+
+    # ---- objective ---------------------------------------------------------------------------
+    def denoising_loss(self, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """``(loss, logits of the noisy windows, terms)`` for clean ``x``, labels ``y`` and unit ``noise``."""
+        bb = self.backbone
+        sigma = float(bb.noise_std)
+        noisy = x + sigma * noise
+        pair = contrastive_pairs(x, y) if self.loss_kind == "contrastive" else None
+        fit_terms, hinge_terms, errors = [], [], []
+        for c, denoiser in enumerate(bb.denoisers):
+            out = denoiser(noisy)
+            errors.append((noisy - out).square().sum((1, 2)))
+            mse = (x - out).square().mean((1, 2))  # ||x - Psi_c(y)||^2 per element, every window
+            own = y == c
+            if bool(own.any()):
+                fit_terms.append(mse[own].mean())
+            if pair is not None:
+                partner = pair[own]
+                partner = partner[partner >= 0]
+                if partner.numel():
+                    hinge_terms.append((self.margin - mse[partner]).clamp_min(0).mean())
+        zero = x.new_zeros(())
+        fit = torch.stack(fit_terms).sum() if fit_terms else zero
+        hinge = torch.stack(hinge_terms).sum() if hinge_terms else zero
+        logits = -torch.stack(errors, dim=1) / (2 * sigma ** 2)
+        return fit + hinge, logits, {"denoise_mse": fit.detach(), "hinge": hinge.detach()}
+
+    def training_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        x = batch["x"]
+        return self.denoising_loss(x, batch["y"], torch.randn_like(x))
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        x = batch["x"]
+        gen = torch.Generator(device="cpu").manual_seed(self.val_noise_seed * 1_000_003 + batch_idx)
+        noise = torch.randn(x.shape, generator=gen).to(x.device, x.dtype)
+        loss, _, _ = self.denoising_loss(x, batch["y"], noise)
+        self.log("val/denoise_loss", loss, prog_bar=True, on_epoch=True, batch_size=x.shape[0], sync_dist=True)
+        return super().validation_step(batch, batch_idx)
+
+    # ---- optimisation ------------------------------------------------------------------------
+    def configure_optimizers(self) -> Any:
+        if self.restart_period is None:
+            return super().configure_optimizers()
+        opt = self.build_optimizer()
+        sched = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(
+            opt, T_0=self.restart_period, T_mult=self.restart_mult, eta_min=self.min_lr)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}

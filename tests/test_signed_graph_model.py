@@ -1,0 +1,117 @@
+"""The unrolled signed-graph denoisers and their reconstruction-error classifier (Yao et al., Secs. 4-5)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from biosig_lightning.features import signed_graph as sg
+from biosig_lightning.models import catalog
+from biosig_lightning.models.signed_graph import SignedGraphClassifier, SignedGraphDenoiser
+
+TINY = dict(n_chunks=2, n_blocks=2, conv_layers=2, conv_width=3, feature_dim=8, n_metric_candidates=2,
+            metric_rank=3, krylov_dim=6)
+
+
+def _count(m: torch.nn.Module) -> int:
+    return sum(p.numel() for p in m.parameters() if p.requires_grad)
+
+
+def test_paper_configuration_has_table1_parameter_count() -> None:
+    den = SignedGraphDenoiser(35, 6000)
+    assert _count(den) == 14_787
+    block = den.blocks[0]
+    assert _count(block.cnn) == 833 and block.q.numel() == 4095
+    # 1000-sample chunks reach d = 63 through four stride-2 convolutions (App. E.2): the pool is a no-op
+    assert block.cnn(torch.zeros(1, 1, 2, 1000)).shape[-1] == 63
+    pair = catalog.get("SignedGraphClassifier").build("turkish_epilepsy")
+    assert _count(pair) == 2 * 14_787 == catalog.get("SignedGraphClassifier").param_pins["turkish_epilepsy"]
+    # the ablations change only what they say: Euclidean metric drops Q, sequence length changes nothing
+    assert _count(SignedGraphDenoiser(35, 6000, metric="euclidean")) == 14_787 - 3 * 4095
+    assert _count(SignedGraphDenoiser(35, 6000, n_chunks=10)) == 14_787
+
+
+def test_balanced_block_filters_on_a_balanced_graph() -> None:
+    torch.manual_seed(0)
+    den = SignedGraphDenoiser(5, 40, **TINY).eval()
+    y = torch.randn(3, 5, 40)
+    nodes = sg.chunk_nodes(y, 2)
+    beta = sg.covariance_polarity(y)
+    lap, node_beta, _ = den.laplacian(0, nodes, beta)
+    assert torch.linalg.eigvalsh(lap.double()).min() > -1e-5  # PSD (eq. 9)
+    lap_b = sg.similarity_transform(lap, node_beta)  # back to L^B: its off-diagonal is -W^B
+    assert sg.balance_violations(-(lap_b - torch.diag_embed(torch.diagonal(lap_b, dim1=-2, dim2=-1)))) == 0
+    # exact and Lanczos filtering agree once the Krylov space is the whole graph
+    exact = SignedGraphDenoiser(5, 40, **{**TINY, "krylov_dim": 10}, filter_method="exact").eval()
+    exact.load_state_dict(den.state_dict())
+    full = SignedGraphDenoiser(5, 40, **{**TINY, "krylov_dim": 10}).eval()
+    full.load_state_dict(den.state_dict())
+    torch.testing.assert_close(full(y), exact(y), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("graph", ["balanced", "positive", "unbalanced"])
+@pytest.mark.parametrize("metric", ["mahalanobis", "cosine"])
+def test_classifier_logits_are_minus_errors_and_train(graph: str, metric: str) -> None:
+    torch.manual_seed(0)
+    model = SignedGraphClassifier(4, 2, 32, 100.0, graph=graph, metric=metric, noise_std=0.5, **TINY)
+    x = torch.randn(6, 4, 32)
+    logits = model(x)
+    assert logits.shape == (6, 2)
+    err = torch.stack([(x - model.denoise(x, c)).square().sum((1, 2)) for c in range(2)], 1)
+    torch.testing.assert_close(logits, -err / 0.5)
+    F.cross_entropy(logits, torch.tensor([0, 1, 0, 1, 0, 1])).backward()
+    dead = [n for n, p in model.named_parameters() if p.grad is None or not torch.isfinite(p.grad).all()
+            or p.grad.abs().sum() == 0]
+    assert not dead
+
+
+def test_identity_when_cutoff_above_spectrum() -> None:
+    den = SignedGraphDenoiser(4, 32, **TINY).eval()
+    with torch.no_grad():
+        den.cutoffs.fill_(50.0)  # every eigenvalue of L^+ (<= ||L||_inf ~ 3) passes
+    y = torch.randn(2, 4, 32)
+    torch.testing.assert_close(den(y), y, atol=1e-4, rtol=1e-4)
+
+
+def test_bad_configuration_errors() -> None:
+    with pytest.raises(ValueError, match="multiple of n_chunks"):
+        SignedGraphDenoiser(4, 33, n_chunks=2)
+    with pytest.raises(ValueError, match="ch_names"):
+        SignedGraphDenoiser(4, 32, n_chunks=2, spatial="line")
+    with pytest.raises(ValueError, match="graph must be"):
+        SignedGraphDenoiser(4, 32, n_chunks=2, graph="signed")  # type: ignore[arg-type]
+    model = SignedGraphClassifier(4, 2, 32, 100.0, **TINY)
+    with pytest.raises(ValueError, match="n_chans=4"):
+        model(torch.randn(1, 3, 32))
+
+
+def test_line_graph_from_bipolar_channel_names() -> None:
+    chs = [{"ch_name": n} for n in ("FP1-F7", "F7-T3", "T3-T5", "T5-O1")]
+    model = SignedGraphClassifier(4, 2, 32, 100.0, chs_info=chs, spatial="line", **TINY)
+    mask = model.denoisers[0].mask
+    assert mask[0, 1] and not mask[0, 2]  # FP1-F7 and T3-T5 share no electrode
+    assert model(torch.randn(2, 4, 32)).shape == (2, 2)
+
+
+def test_class_polarities_come_from_each_class_and_drive_the_filter() -> None:
+    torch.manual_seed(0)
+    model = SignedGraphClassifier(4, 2, 32, 100.0, **TINY).eval()
+    base = torch.randn(6, 1, 32)
+    signs = torch.tensor([[1.0, 1, 1, 1], [1.0, -1, 1, -1]])
+    x = torch.cat([signs[0][None, :, None] * base, signs[1][None, :, None] * base]) + 0.05 * torch.randn(12, 4, 32)
+    y = torch.tensor([0] * 6 + [1] * 6)
+    probe = torch.randn(3, 4, 32)
+    before = model(probe)  # not fitted yet: per-input polarities
+    model.fit_polarity(x, y)
+    for c in range(2):
+        den = model.denoisers[c]
+        assert bool(den.polarity_fitted) and torch.equal(den.polarity[0], signs[c])
+    after = model(probe)
+    assert not torch.allclose(before, after)
+    with torch.no_grad():
+        model.denoisers[1].polarity[:, 1] *= -1  # the stored signs are what the filter uses
+    assert not torch.allclose(model(probe)[:, 1], after[:, 1])
+    fresh = SignedGraphClassifier(4, 2, 32, 100.0, **TINY).eval()
+    fresh.load_state_dict(model.state_dict())
+    torch.testing.assert_close(fresh(probe), model(probe))
