@@ -1,0 +1,1 @@
+"""Blocks shared by several backbones (graph operators, ...)."""
