@@ -98,8 +98,8 @@ from biosig_lightning.robust.dg import DGTask
 from biosig_lightning.robust.stdro.cost import (
     Projection,
     correlation_graphs,
-    period_columns,
     period_bounds,
+    period_columns,
     project_m,
     smoothness,
     transport_cost,
