@@ -281,3 +281,31 @@ def test_setup_builds_w_from_training_windows_and_reads_environments() -> None:
     assert torch.allclose(t.w_graph, expected, atol=1e-5)
     assert torch.equal(t.m_weight, torch.eye(N_CHANS).expand(4, -1, -1))
     assert t.env_subjects.tolist() == list(range(8)) and t.env_ids.tolist() == [0, 1] * 4
+
+
+# ---- end to end: STDRO + DCRNN learns a seizure-like toy ------------------------------------------------
+def test_stdro_dcrnn_learns_the_seizure_toy(tmp_path) -> None:  # noqa: ANN001
+    import numpy as np
+    from lightning.pytorch import Trainer, seed_everything
+
+    from biosig_lightning.models.dcrnn import DCRNN
+
+    seed_everything(0)
+    dm = ToySeizureDataModule(windows_per_subject=16, batch_size=16)
+    backbone = DCRNN(N_CHANS, 2, N_TIMES, 4.0, step_bins=STEP_BINS, graph="correlation", top_k=2, rnn_units=16,
+                     num_rnn_layers=1)
+    t = STDROTask(backbone, variant="stdro", n_periods=4, ascent_steps=3, ascent_lr=0.05, penalty=1.0,
+                  n_environments=2, m_lr=0.05, n_outer=2, lr=1e-2, scheduler="none", weight_decay=0.0,
+                  monitor="val/auroc", early_stopping_patience=None, grad_clip=5.0)
+    trainer = Trainer(max_epochs=4, accelerator="cpu", default_root_dir=tmp_path, logger=False,
+                      enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False)
+    trainer.fit(t, datamodule=dm)
+    metrics = trainer.test(t, datamodule=dm, verbose=False)[0]
+    y = dm.datasets["test"].y.numpy()
+    majority = max(np.mean(y), 1 - np.mean(y))
+    assert metrics["test/acc"] > majority + 0.2, (metrics, majority)
+    assert metrics["test/auroc"] > 0.85, metrics
+    # two M steps (after epochs 2 and 4), M left in its set
+    assert len(t.m_history) == 3
+    assert not torch.allclose(t.m_history[-1]["a"], t.m_history[0]["a"])
+    assert in_feasible_set(t.m_weight, t.w_graph, "psd")
