@@ -47,6 +47,10 @@ TINY: dict[str, dict[str, Any]] = {
     "CNN1D": dict(width=8, n_blocks=2, convs_per_block=1),
     "PatchTST": dict(d_model=16, n_layers=1, n_heads=2, d_ff=16),
     "StaticGNN": dict(width=8, encoder_blocks=1),
+    "DCRNN": dict(rnn_units=8, num_rnn_layers=1),
+    "SeizureLSTM": dict(rnn_units=8, num_rnn_layers=1),
+    "CNNLSTM": dict(embed_dim=16, rnn_units=8),
+    "DenseCNN": dict(base_channels=2),
 }
 
 

@@ -212,7 +212,7 @@ class DCRNN(BiosignalModel):
         self.single = single_logit and n_outputs == 2
         self.fc = nn.Linear(rnn_units, 1 if self.single else n_outputs)
         self.dropout = nn.Dropout(dropout)
-        self.feature_dim = rnn_units
+        self.feature_dim = n_chans * rnn_units
         if graph == "distance":
             if adj is not None:
                 a = torch.as_tensor(adj, dtype=torch.float32)
@@ -257,10 +257,12 @@ class DCRNN(BiosignalModel):
         return finals
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
-        """Per-node last hidden state ``(B, N, units)`` of the top layer."""
-        return self.encode(x)[-1]
+        """The top layer's last hidden state of every node, flattened: ``(B, N * units)``."""
+        return self.encode(x)[-1].flatten(1)
 
     def head(self, h: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        """Dropout, ReLU, per-node linear layer, max over nodes (``(0, z)`` for a single detection logit)."""
+        h = h.reshape(h.shape[0], self.n_chans, self.units)
         logits = self.fc(torch.relu(self.dropout(h))).amax(dim=1)
         if self.single:
             return torch.cat([torch.zeros_like(logits), logits], dim=-1)

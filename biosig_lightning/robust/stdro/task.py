@@ -288,7 +288,7 @@ class STDROTask(DGTask):
         limit = self.hparams.graph_max_windows
         n = len(dataset) if limit is None else min(limit, len(dataset))
         loader = DataLoader(torch.utils.data.Subset(dataset, range(n)), batch_size=256,
-                            collate_fn=lambda items: torch.stack([torch.as_tensor(i["x"]) for i in items]))
+                            collate_fn=_stack_x)
         return iter(loader)
 
     def _theta_block(self) -> int:
@@ -539,6 +539,13 @@ def weights_npz(task: STDROTask) -> bytes:
              history=np.stack([np.asarray(h["a"]) for h in history]),
              epochs=np.asarray([int(h["epoch"]) for h in history]), variant=np.asarray(task.variant))
     return buf.getvalue()
+
+
+def _stack_x(items: Any) -> torch.Tensor:
+    """The ``x`` of a list of items, or of a batch a dataset's ``__getitems__`` already collated."""
+    if isinstance(items, Mapping):
+        return torch.as_tensor(items["x"])
+    return torch.stack([torch.as_tensor(i["x"]) for i in items])
 
 
 def _flat(x: torch.Tensor, start: int, stop: int) -> torch.Tensor:
