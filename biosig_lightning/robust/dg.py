@@ -87,7 +87,7 @@ class DGTask(ClassificationTask):
     """:class:`ClassificationTask` plus one DG method (BioFormer Table 3, Appendix C.4).
 
     Args:
-        backbone, n_outputs, optimizer, ...: as :class:`ClassificationTask`.
+        backbone, **kwargs: as :class:`ClassificationTask` (optimiser, schedule, monitor, ... forwarded).
         method: ``erm``, ``mmd``, ``coral``, ``grl``, ``mixstyle`` or ``dsu`` (module docstring).
         dg_weight: weight of the auxiliary loss; ``None`` takes the paper's value for the
             method (0.05 for MMD and CORAL, 0.1 for GRL). Unused by the other methods.
@@ -108,18 +108,6 @@ class DGTask(ClassificationTask):
     def __init__(
         self,
         backbone: nn.Module,
-        n_outputs: int = 2,
-        optimizer: Literal["adamw", "adam"] = "adamw",
-        lr: float = 1e-3,
-        weight_decay: float = 1e-2,
-        betas: tuple[float, float] = (0.9, 0.999),
-        scheduler: Literal["cosine", "none"] = "cosine",
-        warmup_epochs: float = 0.0,
-        min_lr_ratio: float = 0.0,
-        label_smoothing: float = 0.0,
-        monitor: str = "val/f1",
-        mode: Literal["max", "min"] = "max",
-        early_stopping_patience: int | None = 10,
         method: DGMethod = "erm",
         dg_weight: float | None = None,
         grl_gamma: float = 10.0,
@@ -129,6 +117,7 @@ class DGTask(ClassificationTask):
         style_p: float = 0.5,
         style_alpha: float = 0.1,
         align_on: Literal["auto", "features"] = "auto",
+        **kwargs: Any,
     ) -> None:
         if method not in METHODS:
             raise ValueError(f"model.init_args.method must be one of {'/'.join(METHODS)}, got {method!r}")
@@ -138,12 +127,7 @@ class DGTask(ClassificationTask):
             raise ValueError(f"model.init_args.align_on must be 'auto' or 'features', got {align_on!r}")
         if grl_gamma < 0:
             raise ValueError(f"model.init_args.grl_gamma must be >= 0, got {grl_gamma}")
-        super().__init__(
-            backbone, n_outputs=n_outputs, optimizer=optimizer, lr=lr, weight_decay=weight_decay, betas=betas,
-            scheduler=scheduler, warmup_epochs=warmup_epochs, min_lr_ratio=min_lr_ratio,
-            label_smoothing=label_smoothing, monitor=monitor, mode=mode,
-            early_stopping_patience=early_stopping_patience,
-        )
+        super().__init__(backbone, **kwargs)
         self.method = method
         self.dg_weight = float(dg_weight) if dg_weight is not None else DEFAULT_DG_WEIGHTS.get(method, 0.0)
         self.discriminator: SubjectDiscriminator | None = None
