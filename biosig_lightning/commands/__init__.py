@@ -1,0 +1,1 @@
+"""Subcommands of the ``biosig`` console script, one module each with ``run(argv)``."""
