@@ -45,6 +45,7 @@ recurrence, and only the hidden part stays inside the loop.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import torch
@@ -60,7 +61,7 @@ from biosig_lightning.models.modules.graph_ops import (
     scaled_laplacian,
 )
 
-__all__ = ["CHBMIT_BIPOLAR_18", "DCGRUCell", "DCRNN", "diffusion_terms"]
+__all__ = ["CHBMIT_BIPOLAR_18", "DCGRUCell", "DCRNN", "dcgru_encode", "diffusion_terms"]
 
 #: the 18 common bipolar channels of CHB-MIT used for STDRO's CHB-MIT runs
 CHBMIT_BIPOLAR_18: tuple[str, ...] = (
@@ -128,6 +129,27 @@ class DCGRUCell(nn.Module):
         return u * h + (1 - u) * c
 
 
+def dcgru_encode(cells: Sequence[DCGRUCell], supports: list[torch.Tensor], seq: torch.Tensor,
+                 initial: Sequence[torch.Tensor] | None = None) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Run stacked DCGRU layers over ``seq`` ``(T, B, N, F)``: (last state of every layer, top layer's outputs).
+
+    Each layer's input part is computed for all steps at once (:meth:`DCGRUCell.input_part`).
+    """
+    # supports with a batch axis broadcast over the time axis in front of it
+    batched = [s.unsqueeze(0) if s.ndim == 3 else s for s in supports]
+    finals = []
+    for i, cell in enumerate(cells):
+        pre = cell.input_part(batched, seq)  # (T, B, N, 3U)
+        h = initial[i] if initial is not None else seq.new_zeros(*seq.shape[1:3], cell.units)
+        outs = []
+        for t in range(seq.shape[0]):
+            h = cell.step(supports, pre[t], h)
+            outs.append(h)
+        seq = torch.stack(outs)
+        finals.append(h)
+    return finals, seq
+
+
 @register_backbone(
     "DCRNN",
     shapes={
@@ -166,6 +188,10 @@ class DCRNN(BiosignalModel):
         activation: ``tanh`` (reference) or ``relu`` for the candidate state.
         single_logit: with ``n_outputs == 2``, one logit ``z`` returned as ``(0, z)`` (see Reading).
         dist_threshold: distance beyond which the distance graph has no edge (0.9).
+        pretrained: a checkpoint (or state dict) of a self-supervised next-clip run
+            (:class:`~biosig_lightning.models.dcrnn.ssl.DCRNNNextClip`); its encoder's first
+            ``num_rnn_layers`` DCGRU layers initialise this model's (Tang et al.'s fine-tuning copies
+            the encoder's diffusion convolutions; the classifier stays freshly initialised).
     """
 
     def __init__(
@@ -187,6 +213,7 @@ class DCRNN(BiosignalModel):
         activation: Literal["tanh", "relu"] = "tanh",
         single_logit: bool = True,
         dist_threshold: float = 0.9,
+        pretrained: str | None = None,
     ) -> None:
         super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq, chs_info=chs_info)
         if graph not in ("distance", "correlation"):
@@ -228,6 +255,28 @@ class DCRNN(BiosignalModel):
             self.register_buffer("support", scaled_laplacian(a).float())
         else:
             self.register_buffer("support", torch.empty(0))
+        if pretrained is not None:
+            self.load_encoder(pretrained)
+
+    def load_encoder(self, path: str) -> None:
+        """Copy the DCGRU encoder layers of a next-clip pre-training checkpoint into ``cells``."""
+        file = Path(path).expanduser()
+        if not file.is_file():
+            raise FileNotFoundError(f"DCRNN: pretrained checkpoint {file} does not exist")
+        state = torch.load(file, map_location="cpu", weights_only=True)
+        state = state.get("state_dict", state)
+        found = {k.split("encoder.", 1)[1]: v for k, v in state.items() if "encoder.cells." in k}
+        own = {k: v for k, v in self.state_dict().items() if k.startswith("cells.")}
+        missing = sorted(set(own) - set(found))
+        if missing:
+            raise ValueError(f"DCRNN: {file} has no encoder weights for {', '.join(missing[:4])}"
+                             f"{' ...' if len(missing) > 4 else ''} (a DCRNNNextClip checkpoint with at least "
+                             f"{len(self.cells)} layers and the same graph and sizes is needed)")
+        for key, value in own.items():
+            if found[key].shape != value.shape:
+                raise ValueError(f"DCRNN: {file}: encoder weight {key} has shape {tuple(found[key].shape)}, "
+                                 f"this model needs {tuple(value.shape)}")
+        self.load_state_dict({k: found[k] for k in own}, strict=False)
 
     def supports(self, x: torch.Tensor) -> list[torch.Tensor]:  # type: ignore[override]
         """The diffusion supports for the batch ``x`` ``(B, C, n_times)``."""
@@ -241,19 +290,8 @@ class DCRNN(BiosignalModel):
         b = x.shape[0]
         if supports is None:
             supports = self.supports(x)
-        # supports with a batch axis broadcast over the time axis in front of it
-        batched = [s.unsqueeze(0) if s.ndim == 3 else s for s in supports]
         seq = x.reshape(b, self.n_chans, self.n_steps, self.step).permute(2, 0, 1, 3)  # (T, B, N, F)
-        finals = []
-        for cell in self.cells:
-            pre = cell.input_part(batched, seq)  # (T, B, N, 3U), all steps at once
-            h = x.new_zeros(b, self.n_chans, self.units)
-            outs = []
-            for t in range(self.n_steps):
-                h = cell.step(supports, pre[t], h)
-                outs.append(h)
-            seq = torch.stack(outs)
-            finals.append(h)
+        finals, _ = dcgru_encode(self.cells, supports, seq)
         return finals
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
