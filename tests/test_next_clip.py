@@ -41,8 +41,12 @@ def test_pretraining_learns_and_finetuning_loads_the_encoder(tmp_path: Path) -> 
     ckpt = trainer.checkpoint_callback.best_model_path
     assert ckpt
     fine = DCRNN(4, 2, 16, 4.0, step_bins=4, ch_names=NAMES, rnn_units=8, num_rnn_layers=2, pretrained=ckpt)
-    for mine, theirs in zip(fine.cells, backbone.encoder.cells, strict=True):
-        assert torch.equal(mine.gate_weight, theirs.gate_weight) and torch.equal(mine.cand_bias, theirs.cand_bias)
+    saved = torch.load(ckpt, weights_only=True)["state_dict"]
+    for i, cell in enumerate(fine.cells):
+        for name, value in cell.state_dict().items():
+            assert torch.equal(value, saved[f"backbone.encoder.cells.{i}.{name}"]), (i, name)
+    assert not torch.equal(fine.cells[0].gate_weight, DCRNN(4, 2, 16, 4.0, step_bins=4, ch_names=NAMES, rnn_units=8,
+                                                           num_rnn_layers=2).cells[0].gate_weight)
     with pytest.raises(ValueError, match="encoder weights"):
         DCRNN(4, 2, 16, 4.0, step_bins=4, ch_names=NAMES, rnn_units=8, num_rnn_layers=3, pretrained=ckpt)
     with pytest.raises(FileNotFoundError):
