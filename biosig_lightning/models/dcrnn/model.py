@@ -36,10 +36,14 @@ Reading (correlation graph input): the reference builds the per-clip graph from 
 input it receives (standardised features), so the model stays self-contained and a perturbed
 input (STDRO) perturbs its graph consistently.
 
-Speed (same numerics as the reference): diffusion is linear, so the diffusion of
-``[x_t, h_t]`` splits into the diffusion of ``x_t`` and of ``h_t``; the input part of both gate
-and candidate convolutions is computed for all time steps in one batched matmul before the
-recurrence, and only the hidden part stays inside the loop.
+Speed (same numerics as the reference, same multiply-adds): diffusion is linear, so (i) the
+diffusion of ``[x_t, h_t]`` splits into the diffusion of ``x_t`` and of ``h_t``, and the input
+part of both gate and candidate convolutions is computed for all time steps at once before the
+recurrence; (ii) the diffusion terms are matrices ``x_m = P_m x`` (built once per forward pass
+by running the recurrence on the identity, :func:`diffusion_operator`), so each diffusion is one
+matmul with the stacked ``P``; (iii) per-step inputs are taken with ``unbind``/``chunk``, whose
+backward concatenates instead of zero-filling a full-size gradient per step. The gradient of the
+raw input is never formed (the reference's concatenation computes it for every step).
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ from biosig_lightning.models.modules.graph_ops import (
     scaled_laplacian,
 )
 
-__all__ = ["CHBMIT_BIPOLAR_18", "DCGRUCell", "DCRNN", "dcgru_encode", "diffusion_terms"]
+__all__ = ["CHBMIT_BIPOLAR_18", "DCGRUCell", "DCRNN", "dcgru_encode", "diffusion_operator", "diffusion_terms"]
 
 #: the 18 common bipolar channels of CHB-MIT used for STDRO's CHB-MIT runs
 CHBMIT_BIPOLAR_18: tuple[str, ...] = (
@@ -106,27 +110,60 @@ class DCGRUCell(nn.Module):
         cut = self.input_dim * self.n_matrices
         return weight[:cut], weight[cut:]
 
-    def input_part(self, supports: Sequence[torch.Tensor], x: torch.Tensor) -> torch.Tensor:
-        """Gate and candidate pre-activations from the input, ``(..., N, 3 * units)`` (biases included)."""
-        terms = torch.stack(diffusion_terms(supports, x, self.n_matrices_k), dim=-1)  # (..., N, F, M)
-        flat = terms.flatten(-2)
-        wg, _ = self._split(self.gate_weight)
-        wc, _ = self._split(self.cand_weight)
-        return flat @ torch.cat([wg, wc], dim=1) + torch.cat([self.gate_bias, self.cand_bias])
+    def weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The weights regrouped matrix-major (rows ``m * F + f``): input part of gate+candidate
+        ``(M * F_in, 3U)``, state part of the gate ``(M * U, 2U)`` and of the candidate ``(M * U, U)``, biases."""
+        m = self.n_matrices
+
+        def by_matrix(w: torch.Tensor) -> torch.Tensor:
+            return w.reshape(-1, m, w.shape[-1]).transpose(0, 1).reshape(-1, w.shape[-1])
+
+        wg_in, wg_h = self._split(self.gate_weight)
+        wc_in, wc_h = self._split(self.cand_weight)
+        w_in = torch.cat([by_matrix(wg_in), by_matrix(wc_in)], dim=1)
+        return w_in, by_matrix(wg_h), by_matrix(wc_h), torch.cat([self.gate_bias, self.cand_bias])
+
+    def input_part(self, op: torch.Tensor, x: torch.Tensor, w_in: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """Gate and candidate pre-activations from the input of every step, ``(T, B, N, 3 * units)``.
+
+        ``x`` is ``(T, B, N, F)``; ``op`` the stacked diffusion matrices :func:`diffusion_operator`
+        (``(M * N, N)`` or per sample ``(B, M * N, N)``). All steps side by side, one matmul.
+        """
+        t, b, n, f = x.shape
+        wide = x.permute(1, 2, 0, 3).reshape(b, n, t * f)
+        y = (op @ wide).reshape(b, self.n_matrices, n, t, f)  # (B, M, N, T, F)
+        flat = y.permute(3, 0, 2, 1, 4).reshape(t, b, n, self.n_matrices * f)
+        return flat @ w_in + bias
 
     n_matrices_k: int = 2
 
-    def step(self, supports: Sequence[torch.Tensor], pre: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        """One recurrence step from the precomputed input part ``pre`` ``(B, N, 3U)`` and state ``h``."""
-        u_ = self.units
-        _, wg = self._split(self.gate_weight)
-        _, wc = self._split(self.cand_weight)
-        hterms = torch.stack(diffusion_terms(supports, h, self.n_matrices_k), dim=-1).flatten(-2)
-        gates = torch.sigmoid(pre[..., : 2 * u_] + hterms @ wg)
-        r, u = gates[..., :u_], gates[..., u_:]
-        rterms = torch.stack(diffusion_terms(supports, r * h, self.n_matrices_k), dim=-1).flatten(-2)
-        c = self.activation(pre[..., 2 * u_:] + rterms @ wc)
+    def _diffuse(self, op: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        b, n, f = h.shape
+        return (op @ h).reshape(b, self.n_matrices, n, f).transpose(1, 2).reshape(b, n, self.n_matrices * f)
+
+    def step(self, op: torch.Tensor, pre_gate: torch.Tensor, pre_cand: torch.Tensor, h: torch.Tensor,
+             wg_h: torch.Tensor, wc_h: torch.Tensor) -> torch.Tensor:
+        """One recurrence step from the precomputed input parts (``(B, N, 2U)``, ``(B, N, U)``) and state ``h``."""
+        # chunk/unbind instead of slicing: their backward concatenates, slicing's would zero-fill a
+        # full-size gradient per step
+        r, u = torch.sigmoid(pre_gate + self._diffuse(op, h) @ wg_h).chunk(2, dim=-1)
+        c = self.activation(pre_cand + self._diffuse(op, r * h) @ wc_h)
         return u * h + (1 - u) * c
+
+
+def diffusion_operator(supports: Sequence[torch.Tensor], k_max: int) -> torch.Tensor:
+    """The diffusion terms as matrices: ``x_m = P_m x``, stacked ``(M * N, N)`` (or ``(B, M * N, N)``).
+
+    The recurrence is linear, so running :func:`diffusion_terms` on the identity gives every ``P_m``
+    once per forward pass; a layer then diffuses its input or state with ONE matmul.
+    """
+    ref = supports[0]
+    n = ref.shape[-1]
+    eye = torch.eye(n, dtype=ref.dtype, device=ref.device)
+    if any(s.ndim == 3 for s in supports):
+        eye = eye.expand(max(s.shape[0] for s in supports if s.ndim == 3), n, n)
+    terms = diffusion_terms(supports, eye, k_max)
+    return torch.stack(terms, dim=-3).reshape(*eye.shape[:-2], len(terms) * n, n)
 
 
 def dcgru_encode(cells: Sequence[DCGRUCell], supports: list[torch.Tensor], seq: torch.Tensor,
@@ -135,15 +172,18 @@ def dcgru_encode(cells: Sequence[DCGRUCell], supports: list[torch.Tensor], seq: 
 
     Each layer's input part is computed for all steps at once (:meth:`DCGRUCell.input_part`).
     """
-    # supports with a batch axis broadcast over the time axis in front of it
-    batched = [s.unsqueeze(0) if s.ndim == 3 else s for s in supports]
     finals = []
+    op: torch.Tensor | None = None
     for i, cell in enumerate(cells):
-        pre = cell.input_part(batched, seq)  # (T, B, N, 3U)
+        if op is None:
+            op = diffusion_operator(supports, cell.n_matrices_k)
+        w_in, wg_h, wc_h, bias = cell.weights()
+        pre = cell.input_part(op, seq, w_in, bias)  # (T, B, N, 3U)
+        pre_gate, pre_cand = pre.split([2 * cell.units, cell.units], dim=-1)
         h = initial[i] if initial is not None else seq.new_zeros(*seq.shape[1:3], cell.units)
         outs = []
-        for t in range(seq.shape[0]):
-            h = cell.step(supports, pre[t], h)
+        for pg, pc in zip(pre_gate.unbind(0), pre_cand.unbind(0), strict=True):
+            h = cell.step(op, pg, pc, h, wg_h, wc_h)
             outs.append(h)
         seq = torch.stack(outs)
         finals.append(h)
