@@ -314,12 +314,16 @@ class STDROTask(DGTask):
         self.backbone.eval()
         try:
             with torch.enable_grad():
+                sym = a + a.transpose(-1, -2)
                 for _ in range(hp.ascent_steps):
-                    d_sum += x_adv - x
+                    delta = x_adv - x
+                    d_sum += delta
                     x_adv.requires_grad_(True)
                     loss = F.cross_entropy(self.backbone(x_adv), y, reduction="sum")
-                    objective = loss - hp.penalty * transport_cost(x_adv, x, a, bounds).sum()
-                    (grad,) = torch.autograd.grad(objective, x_adv)
+                    (grad,) = torch.autograd.grad(loss, x_adv)
+                    # d/dX~ of lambda c_w (eq. 2) in closed form: lambda (A_t + A_t^T) delta on each period
+                    for t, (start, stop) in enumerate(bounds):
+                        grad[..., start:stop] -= hp.penalty * (sym[t] @ delta[..., start:stop])
                     x_adv = (x_adv + hp.ascent_lr * grad).detach()
         finally:
             self.backbone.train(was_training)
