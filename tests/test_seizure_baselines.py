@@ -32,8 +32,9 @@ def test_cnn_lstm_size_follows_the_reference_fc() -> None:
 
 
 def test_dense_cnn_shapes_and_unused_blocks_left_out() -> None:
-    m = DenseCNN(19, 4, 1200, 200.0)
-    assert m.fc1.in_features == 19 * 360 and m(torch.randn(2, 19, 1200)).shape == (2, 4)
+    assert DenseCNN(19, 4, 1200, 200.0).fc1.in_features == 19 * 360  # 10 base channels x 36
+    m = DenseCNN(19, 4, 1200, 200.0, base_channels=2)  # small for the forward/backward check
+    assert m(torch.randn(2, 19, 1200)).shape == (2, 4)
     assert not hasattr(m, "inc5") and not hasattr(m, "inc7")
     m(torch.randn(2, 19, 1200)).sum().backward()
     assert all(p.grad is not None for p in m.parameters())
