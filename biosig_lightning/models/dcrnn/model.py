@@ -64,6 +64,7 @@ from biosig_lightning.models.modules.graph_ops import (
     dual_random_walk,
     scaled_laplacian,
 )
+from biosig_lightning.models.modules.steps import step_size
 
 __all__ = ["CHBMIT_BIPOLAR_18", "DCGRUCell", "DCRNN", "dcgru_encode", "diffusion_operator", "diffusion_terms"]
 
@@ -258,14 +259,7 @@ class DCRNN(BiosignalModel):
         super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq, chs_info=chs_info)
         if graph not in ("distance", "correlation"):
             raise ValueError(f"DCRNN: graph must be 'distance' or 'correlation', got {graph!r}")
-        if step_bins < 0:
-            raise ValueError(f"DCRNN: step_bins must be >= 0, got {step_bins}")
-        step = step_bins if step_bins > 0 else int(round(sfreq))
-        if step_bins == 0 and abs(step - sfreq) > 1e-9:
-            raise ValueError(f"DCRNN: raw input is cut into 1-s steps, which needs an integer sfreq, got {sfreq}")
-        if n_times % step:
-            raise ValueError(f"DCRNN: n_times={n_times} is not a whole number of steps of {step} "
-                             f"({'step_bins' if step_bins else 'sfreq samples'})")
+        step = step_size(type(self).__name__, n_times, sfreq, step_bins)
         self.graph, self.step, self.n_steps = graph, step, n_times // step
         self.units, self.num_layers, self.k_max, self.top_k = rnn_units, num_rnn_layers, max_diffusion_step, top_k
         self.n_supports = 1 if graph == "distance" else 2

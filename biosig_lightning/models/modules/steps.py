@@ -1,4 +1,4 @@
-"""Input layout shared by the eeg-gnn-ssl seizure baselines (LSTM, CNN-LSTM): 1-s steps of node features."""
+"""Input layout shared by the seizure models (DCRNN, LSTM, CNN-LSTM): 1-s steps of node features."""
 
 from __future__ import annotations
 
