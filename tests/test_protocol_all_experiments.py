@@ -57,6 +57,10 @@ TINY: dict[str, dict[str, Any]] = {
     "Deep4Net": {},
     "DGCNN": dict(hidden=8),
     "GIN": dict(hidden=8),
+    "DCRNN": dict(rnn_units=8, num_rnn_layers=1),
+    "SeizureLSTM": dict(rnn_units=8, num_rnn_layers=1),
+    "CNNLSTM": dict(embed_dim=16, rnn_units=8),
+    "DenseCNN": dict(base_channels=2),
 }
 
 

@@ -118,6 +118,9 @@ class BiosignalModel(nn.Module):
     feature_dim: int | None = None
     #: in eval mode each sample's output depends on that sample alone
     batch_independent_eval: bool = True
+    #: False for a pretext model that shares the signal metadata but predicts something other than class
+    #: logits (DCRNN's next-clip pre-training); the catalog and its contract test hold classifiers only
+    outputs_logits: bool = True
 
     def __init__(
         self,

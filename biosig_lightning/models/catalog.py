@@ -65,6 +65,11 @@ CORPORA: dict[str, Shape] = {
     # signed-graph unrolling: experiments/signed_graph_*.yaml
     "turkish_epilepsy": Shape(35, 2, 6000, 500.0),
     "tuab": Shape(21, 2, 6000, 250.0),
+    # STDRO: experiments/stdro_*.yaml and stdro/ (TUSZ as 12 one-second log|FFT| steps of 100 bins)
+    "tusz": Shape(19, 2, 1200, 200.0),
+    "tusz_classification": Shape(19, 4, 1200, 200.0),
+    "chbmit_stdro": Shape(18, 2, 128, 64.0),  # features: fft, 4 steps of 32 bins
+    "dodh": Shape(16, 5, 7500, 250.0),
     # the built-in demo corpus: experiments/demo.yaml
     "synthetic": Shape(16, 2, 256, 256.0),
 }

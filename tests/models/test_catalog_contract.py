@@ -92,7 +92,7 @@ def test_catalog_covers_every_backbone_in_the_package() -> None:
     while stack:
         cls = stack.pop()
         stack.extend(cls.__subclasses__())
-        if cls.__module__.startswith("biosig_lightning.") and not inspect.isabstract(cls):
+        if cls.__module__.startswith("biosig_lightning.") and not inspect.isabstract(cls) and cls.outputs_logits:
             backbones.add(cls)
     registered = {entry.cls for entry in catalog.entries()}
     assert backbones, "no BiosignalModel subclass found"
@@ -117,9 +117,16 @@ def test_catalog_corpus_shapes_are_the_datamodules_shapes() -> None:
         "sleep_edf_spd": (dm.SleepEDFSPDDataModule, {}),
         "turkish_epilepsy": (dm.TurkishEpilepsyDataModule, {}),
         "tuab": (dm.TUABDataModule, {}),
+        "tusz": (dm.TUSZDataModule, {}),
+        "tusz_classification": (dm.TUSZDataModule, {"task": "classification"}),
+        "chbmit_stdro": (dm.CHBMITSeizureDataModule, {"features": "fft"}),  # experiments/stdro*chbmit*.yaml
+        "dodh": (dm.DODHDataModule, {}),
         "synthetic": (dm.SyntheticDataModule, {}),  # experiments/demo.yaml
     }
     assert set(producers) == set(catalog.CORPORA)
+    for entry in catalog.entries():  # an entry that names a known corpus uses that corpus's shape
+        for corpus, shape in entry.shapes.items():
+            assert corpus not in catalog.CORPORA or shape == catalog.CORPORA[corpus], (entry.name, corpus)
     for corpus, (cls, kwargs) in producers.items():
         module = cls(**kwargs) if cls is dm.SyntheticDataModule else cls(synthetic=True, **kwargs)
         got = catalog.Shape(module.n_chans, module.n_outputs, module.n_times, float(module.sfreq))

@@ -8,6 +8,8 @@
 * :mod:`.dropout`: :class:`MaskDropout`, the fast inverted dropout.
 * :mod:`.augment`: BioFormer's / Medformer's in-model augmentations.
 * :mod:`.graph`: GCN normalisation, NOTEARS acyclicity, random DAGs.
+* :mod:`.graph_ops`: DCRNN's diffusion supports (scaled Laplacian, dual random walk) and graph convolution.
+* :mod:`.steps`: cutting ``(batch, channels, steps * bins)`` inputs into 1-s steps for the recurrent seizure models.
 * :mod:`.domain`: the domain-generalisation blocks every backbone can host (MixStyle, DSU,
   gradient reversal, subject discriminator, MMD, CORAL).
 """

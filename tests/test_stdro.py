@@ -1,0 +1,311 @@
+"""STDRO recipe (paper eq. 1-8, Algorithm 1): cost, feasible set, inner maximisation, M step, reductions."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from biosig_lightning.robust.stdro import (
+    STDROTask,
+    correlation_graphs,
+    in_feasible_set,
+    period_bounds,
+    project_m,
+    transport_cost,
+)
+from tests.stdro_toy import N_CHANS, N_TIMES, STEP_BINS, ToySeizureDataModule
+
+
+def mlp(seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Flatten(), nn.Linear(N_CHANS * N_TIMES, 8), nn.Tanh(), nn.Linear(8, 2))
+
+
+def toy_batch(n: int = 12, seed: int = 0) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {"x": torch.randn(n, N_CHANS, N_TIMES, generator=g), "y": torch.arange(n) % 2,
+            "subject": torch.arange(n) % 4, "index": torch.arange(n)}
+
+
+def task(variant: str = "stdro", w: torch.Tensor | None = None, **kw: object) -> STDROTask:
+    kw.setdefault("lr", 1e-2)
+    t = STDROTask(mlp(), variant=variant, step_bins=STEP_BINS, **kw)
+    bounds = period_bounds(N_TIMES, t.hparams.n_periods, STEP_BINS)
+    if w is None:
+        w = torch.eye(N_CHANS).expand(len(bounds), N_CHANS, N_CHANS).clone()
+    t.init_cost(w, bounds)
+    t.set_environments({s: s % 2 for s in range(4)})
+    return t
+
+
+def random_spd_graphs(n: int = 4, c: int = N_CHANS, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    xs = torch.randn(64, c, n * 8, generator=g)
+    return correlation_graphs([xs], period_bounds(n * 8, n, 8))
+
+
+# ---- periods and cost (eq. 1-2) ------------------------------------------------------------------------
+def test_periods_cut_on_step_boundaries_and_cover_the_axis() -> None:
+    assert period_bounds(48, 4, 4) == [(0, 12), (12, 24), (24, 36), (36, 48)]
+    assert period_bounds(1200, 4, 100) == [(0, 300), (300, 600), (600, 900), (900, 1200)]
+    # 10 steps in 4 periods: tensor_split gives 3, 3, 2, 2 steps
+    assert period_bounds(10, 4, 0) == [(0, 3), (3, 6), (6, 8), (8, 10)]
+    with pytest.raises(ValueError, match="step_bins"):
+        period_bounds(50, 4, 12)
+
+
+def test_cost_matches_the_block_quadratic_form_of_eq_2() -> None:
+    g = torch.Generator().manual_seed(1)
+    x, x2 = torch.randn(3, N_CHANS, N_TIMES, generator=g), torch.randn(3, N_CHANS, N_TIMES, generator=g)
+    a = torch.randn(4, N_CHANS, N_CHANS, generator=g)
+    bounds = period_bounds(N_TIMES, 4, STEP_BINS)
+    expected = torch.zeros(3)
+    for b in range(3):
+        for t, (s, e) in enumerate(bounds):
+            for col in range(s, e):
+                d = x2[b, :, col] - x[b, :, col]
+                expected[b] += d @ a[t] @ d
+    assert torch.allclose(transport_cost(x2, x, a, bounds), expected, atol=1e-4)
+
+
+def test_a_label_change_has_infinite_cost_and_no_move_costs_nothing() -> None:
+    x = torch.randn(4, N_CHANS, N_TIMES)
+    a = torch.eye(N_CHANS).expand(4, -1, -1)
+    bounds = period_bounds(N_TIMES, 4, STEP_BINS)
+    y = torch.tensor([0, 1, 0, 1])
+    y_new = torch.tensor([0, 0, 0, 1])
+    cost = transport_cost(x + 0.1, x, a, bounds, y_new, y)
+    assert torch.isinf(cost[1]) and torch.isfinite(cost[[0, 2, 3]]).all() and (cost[[0, 2, 3]] > 0).all()
+    assert torch.equal(transport_cost(x, x, a, bounds, y, y), torch.zeros(4))
+
+
+def test_inner_maximisation_never_changes_labels_and_moves_only_x() -> None:
+    t = task()
+    b = toy_batch()
+    y = b["y"].clone()
+    x_adv, _ = t.inner_maximisation(b["x"], b["y"])
+    assert torch.equal(b["y"], y) and x_adv.shape == b["x"].shape and not torch.equal(x_adv, b["x"])
+
+
+# ---- W_t (Sec. 3.2.1) ------------------------------------------------------------------------------------
+def test_correlation_graphs_are_abs_normalised_xcorr_per_period() -> None:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(5, 3, 16, generator=g)
+    x[:, 1, :8] = -2 * x[:, 0, :8]  # channel 1 anti-correlated with 0 in the first period only
+    w = correlation_graphs([x[:2], x[2:]], period_bounds(16, 2, 0), floor=1e-6)
+    first = x[:, :, :8].transpose(0, 1).reshape(3, -1)
+    ncc = (first[0] @ first[2]) / (first[0].norm() * first[2].norm())
+    assert w.shape == (2, 3, 3)
+    assert w[0, 0, 1] == pytest.approx(1.0, abs=1e-4)  # |-1|
+    assert w[0, 0, 2] == pytest.approx(float(ncc.abs()), abs=1e-4)
+    assert w[1, 0, 1] < 0.6
+    assert torch.allclose(w, w.transpose(-1, -2)) and (torch.linalg.eigvalsh(w) >= 1e-6 - 1e-6).all()
+
+
+# ---- inner maximisation (eq. 4) ---------------------------------------------------------------------------
+def test_inner_maximisation_increases_the_loss_and_the_lagrangian() -> None:
+    t = task(ascent_steps=10, ascent_lr=0.5, penalty=0.1, w=random_spd_graphs())
+    b = toy_batch(16)
+    x_adv, _ = t.inner_maximisation(b["x"], b["y"])
+    with torch.no_grad():
+        before = F.cross_entropy(t.backbone(b["x"]), b["y"], reduction="sum")
+        after = F.cross_entropy(t.backbone(x_adv), b["y"], reduction="sum")
+        lagrangian = after - 0.1 * transport_cost(x_adv, b["x"], t.covariate_weight(), t.bounds).sum()
+    assert after > before * 1.05
+    assert lagrangian > before  # the ascent climbed l - lambda c, not just l
+
+
+def test_a_stiffer_cost_weight_moves_the_adversary_less() -> None:
+    b = toy_batch(16)
+    soft, _ = task(ascent_steps=5, ascent_lr=0.02).inner_maximisation(b["x"], b["y"])
+    stiff_w = 20 * torch.eye(N_CHANS).expand(4, -1, -1).clone()
+    stiff, _ = task(ascent_steps=5, ascent_lr=0.02, w=stiff_w).inner_maximisation(b["x"], b["y"])
+    assert (stiff - b["x"]).norm() < 0.5 * (soft - b["x"]).norm()
+
+
+# ---- Proj_M (eq. 3) --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["psd", "diag"])
+def test_projection_lands_in_the_set_and_keeps_feasible_points(kind: str) -> None:
+    w = random_spd_graphs()
+    g = torch.Generator().manual_seed(3)
+    m = torch.randn(4, N_CHANS, N_CHANS, generator=g) * 3
+    assert not in_feasible_set(m, w, kind)
+    p = project_m(m, w, kind)
+    assert in_feasible_set(p, w, kind)
+    assert torch.allclose(project_m(p, w, kind), p, atol=1e-4)  # a projection is idempotent
+    eye = torch.eye(N_CHANS).expand(4, -1, -1)
+    assert torch.allclose(project_m(eye, w, kind), eye, atol=1e-4)
+
+
+def test_diag_projection_is_the_nearest_feasible_point() -> None:
+    # per column a half-space projection: any other feasible point moved along the column is farther
+    w = random_spd_graphs(n=1)
+    g = torch.Generator().manual_seed(4)
+    m = torch.randn(1, N_CHANS, N_CHANS, generator=g) * 3
+    p = project_m(m, w, "diag")
+    for _ in range(200):
+        q = p + 0.05 * torch.randn(p.shape, generator=g)
+        if in_feasible_set(q, w, "diag", tol=0.0):
+            assert (q - m).norm() >= (p - m).norm() - 1e-5
+
+
+@pytest.mark.parametrize("kind", ["psd", "diag"])
+def test_m_stays_in_its_set_after_every_m_step(kind: str) -> None:
+    t = task(w=random_spd_graphs(), projection=kind, m_lr=0.5, alpha=1.0, beta=1.0)
+    moved = False
+    for step in range(6):
+        b = toy_batch(12, seed=step)
+        x_adv, d = t.inner_maximisation(b["x"], b["y"])
+        t._buffer.append({"x": b["x"], "x_adv": x_adv, "d": d, "y": b["y"], "subject": b["subject"]})
+        t._block_steps = 50
+        t.m_step()
+        assert in_feasible_set(t.m_weight, t.w_graph, kind)
+        moved |= not torch.allclose(t.m_weight, torch.eye(N_CHANS).expand(4, -1, -1), atol=1e-3)
+    assert moved
+
+
+# ---- hypergradient (eq. 6-8) -----------------------------------------------------------------------------
+def test_hypergradient_matches_autograd_through_the_linearised_update() -> None:
+    """dA/dM of eq. 6-8 equals the derivative of A(theta') with theta' = theta - eps_theta grad l(X~(A)),
+    X~(A) linearised as in eq. 11 (X~ - eps_x lambda (dA + dA^T) D), for a small eps_theta."""
+    torch.set_default_dtype(torch.float64)
+    try:
+        eps_theta = 1e-4
+        t = task(w=random_spd_graphs().double(), hvp="exact", alpha=0.7, beta=0.0, lr=eps_theta,
+                 ascent_lr=0.1, penalty=0.8, ascent_steps=3)
+        t.double()
+        b = toy_batch(12)
+        b["x"] = b["x"].double()
+        x_adv, d = t.inner_maximisation(b["x"], b["y"])
+        rec = {"x": b["x"], "x_adv": x_adv, "d": d, "y": b["y"], "subject": b["subject"]}
+        ours, _ = t.hypergradient([rec], steps_in_block=1)
+
+        params = list(t.backbone.parameters())
+        base = [p.detach().clone().requires_grad_(True) for p in params]
+        dm = torch.zeros_like(t.m_weight, requires_grad=True)
+        da = t.w_graph @ dm  # A = W M
+        shift = torch.zeros_like(x_adv)
+        for k, (s, e) in enumerate(t.bounds):
+            dd = d[..., s:e]
+            shift[..., s:e] = torch.einsum("cd,bdl->bcl", da[k] + da[k].T, dd)
+        x_lin = x_adv - t.hparams.ascent_lr * t.hparams.penalty * shift
+        functional = torch.func.functional_call
+        names = [n for n, _ in t.backbone.named_parameters()]
+        loss = F.cross_entropy(functional(t.backbone, dict(zip(names, base, strict=True)), (x_lin,)), b["y"])
+        grads = torch.autograd.grad(loss, base, create_graph=True)
+        new = {n: p - eps_theta * gp for n, p, gp in zip(names, base, grads, strict=True)}
+        per = F.cross_entropy(functional(t.backbone, new, (b["x"],)), b["y"], reduction="none")
+        env = b["subject"] % 2
+        losses = torch.stack([per[env == e].mean() for e in (0, 1)])
+        objective = losses.mean() + 0.7 * (losses.max() - losses.min())
+        (expected,) = torch.autograd.grad(objective, dm)
+        rel = (ours - expected).norm() / expected.norm()
+        assert expected.norm() > 0 and rel < 0.02, float(rel)
+    finally:
+        torch.set_default_dtype(torch.float32)
+
+
+def test_finite_difference_hvp_agrees_with_double_backward() -> None:
+    b = toy_batch(12)
+    exact = task(hvp="exact", w=random_spd_graphs())
+    fd = task(hvp="finite_difference", w=random_spd_graphs())
+    fd.backbone.load_state_dict(exact.backbone.state_dict())
+    x_adv, d = exact.inner_maximisation(b["x"], b["y"])
+    rec = {"x": b["x"], "x_adv": x_adv, "d": d, "y": b["y"], "subject": b["subject"]}
+    g_exact, _ = exact.hypergradient([rec], 10)
+    g_fd, _ = fd.hypergradient([rec], 10)
+    assert (g_fd - g_exact).norm() / g_exact.norm() < 0.05
+
+
+def test_smoothness_term_pulls_periods_together() -> None:
+    t = task(alpha=0.0, beta=1.0, w=random_spd_graphs(), m_lr=0.05)
+    t.m_weight[0] += 0.5  # period 1 differs from the others
+    b = toy_batch(12)
+    x_adv, d = t.inner_maximisation(b["x"], b["y"])
+    t.lr = 0.0
+    gap_before = (t.covariate_weight()[0] - t.covariate_weight()[1]).norm()
+    t.hparams.lr = 0.0  # switch off the data term: only beta acts
+    t._buffer.append({"x": b["x"], "x_adv": x_adv, "d": d, "y": b["y"], "subject": b["subject"]})
+    t.m_step()
+    assert (t.covariate_weight()[0] - t.covariate_weight()[1]).norm() < gap_before
+
+
+# ---- reductions and variants (Table 6) ---------------------------------------------------------------------
+def test_with_identity_w_and_alpha_beta_zero_stdro_is_wrm_dro() -> None:
+    """Sinha et al.'s WRM: ascend sum l - lambda ||X~ - X||^2, then a theta step on (X~_m, Y)."""
+    b = toy_batch(16)
+    stdro = task("stdro", alpha=0.0, beta=0.0, ascent_steps=4, ascent_lr=0.05, penalty=0.5, scheduler="none")
+    dro = task("dro", ascent_steps=4, ascent_lr=0.05, penalty=0.5, scheduler="none")
+    dro.backbone.load_state_dict(stdro.backbone.state_dict())
+    ref = copy.deepcopy(stdro.backbone)
+    x_ref = b["x"].clone()
+    for _ in range(4):
+        x_ref.requires_grad_(True)
+        obj = F.cross_entropy(ref.eval()(x_ref), b["y"], reduction="sum") - 0.5 * ((x_ref - b["x"]) ** 2).sum()
+        x_ref = (x_ref + 0.05 * torch.autograd.grad(obj, x_ref)[0]).detach()
+    for t in (stdro, dro):
+        x_adv, _ = t.inner_maximisation(b["x"], b["y"])
+        assert torch.allclose(x_adv, x_ref, atol=1e-5)
+    assert dro.w_graph.allclose(stdro.w_graph) and not dro.learn_m and stdro.learn_m
+
+
+def test_variants_select_graph_and_m_learning() -> None:
+    from biosig_lightning.robust.stdro import VARIANTS
+
+    assert VARIANTS == {"dro": (False, False), "spatiotemporal": (True, False), "stability": (False, True),
+                        "stdro": (True, True)}
+    with pytest.raises(ValueError, match="variant"):
+        STDROTask(mlp(), variant="wrm")
+
+
+def test_setup_builds_w_from_training_windows_and_reads_environments() -> None:
+    dm = ToySeizureDataModule()
+    dm.setup("fit")
+    t = STDROTask(mlp())
+
+    class FakeTrainer:
+        datamodule = dm
+        max_epochs = 8
+
+    t._trainer = FakeTrainer()  # type: ignore[assignment]
+    try:
+        t.setup("fit")
+    finally:
+        t._trainer = None
+    assert t.bounds == period_bounds(N_TIMES, 4, STEP_BINS)
+    expected = correlation_graphs([dm.train_dataset.x], t.bounds)
+    assert torch.allclose(t.w_graph, expected, atol=1e-5)
+    assert torch.equal(t.m_weight, torch.eye(N_CHANS).expand(4, -1, -1))
+    assert t.env_subjects.tolist() == list(range(8)) and t.env_ids.tolist() == [0, 1] * 4
+
+
+# ---- end to end: STDRO + DCRNN learns a seizure-like toy ------------------------------------------------
+def test_stdro_dcrnn_learns_the_seizure_toy(tmp_path) -> None:  # noqa: ANN001
+    import numpy as np
+    from lightning.pytorch import Trainer, seed_everything
+
+    from biosig_lightning.models.dcrnn import DCRNN
+
+    seed_everything(0)
+    dm = ToySeizureDataModule(windows_per_subject=16, batch_size=16)
+    backbone = DCRNN(N_CHANS, 2, N_TIMES, 4.0, step_bins=STEP_BINS, graph="correlation", top_k=2, rnn_units=16,
+                     num_rnn_layers=1)
+    t = STDROTask(backbone, variant="stdro", n_periods=4, ascent_steps=3, ascent_lr=0.05, penalty=1.0,
+                  n_environments=2, m_lr=0.05, n_outer=2, lr=1e-2, scheduler="none", weight_decay=0.0,
+                  monitor="val/auroc", early_stopping_patience=None, grad_clip=5.0)
+    trainer = Trainer(max_epochs=4, accelerator="cpu", default_root_dir=tmp_path, logger=False,
+                      enable_progress_bar=False, enable_model_summary=False, enable_checkpointing=False)
+    trainer.fit(t, datamodule=dm)
+    metrics = trainer.test(t, datamodule=dm, verbose=False)[0]
+    y = dm.datasets["test"].y.numpy()
+    majority = max(np.mean(y), 1 - np.mean(y))
+    assert metrics["test/acc"] > majority + 0.2, (metrics, majority)
+    assert metrics["test/auroc"] > 0.85, metrics
+    # two M steps (after epochs 2 and 4), M left in its set
+    assert len(t.m_history) == 3
+    assert not torch.allclose(t.m_history[-1]["a"], t.m_history[0]["a"])
+    assert in_feasible_set(t.m_weight, t.w_graph, "psd")
