@@ -2,7 +2,7 @@
 
 Loads the reference's ``model/model.py`` from a local copy (path given on the command line; nothing
 here needs it otherwise), copies our weights into it (``dconv_gate``/``dconv_candidate`` <- our
-``gate_*``/``cand_*``, ``fc`` <- ``fc``; the reference detects with one logit, ours returns
+``gate_*``/``cand_*``, ``head.fc`` <- ``fc``; the reference detects with one logit, ours returns
 ``(0, z)``), checks that logits and every parameter gradient agree, then times a training step
 (forward, backward, clipping at 5, Adam) of both, taking turns, batch 32 of 12-s 19 x 100 FFT clips.
 
@@ -51,8 +51,8 @@ def copy_weights(ours: DCRNN, ref: Any) -> None:
             rcell.dconv_gate.biases.copy_(cell.gate_bias)
             rcell.dconv_candidate.weight.copy_(cell.cand_weight)
             rcell.dconv_candidate.biases.copy_(cell.cand_bias)
-        ref.fc.weight.copy_(ours.fc.weight)
-        ref.fc.bias.copy_(ours.fc.bias)
+        ref.fc.weight.copy_(ours.head.fc.weight)
+        ref.fc.bias.copy_(ours.head.fc.bias)
 
 
 def pairs(ours: DCRNN, ref: Any) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
@@ -62,7 +62,7 @@ def pairs(ours: DCRNN, ref: Any) -> list[tuple[str, torch.Tensor, torch.Tensor]]
                 (f"l{i}.gate_b", cell.gate_bias, rcell.dconv_gate.biases),
                 (f"l{i}.cand_w", cell.cand_weight, rcell.dconv_candidate.weight),
                 (f"l{i}.cand_b", cell.cand_bias, rcell.dconv_candidate.biases)]
-    return out + [("fc_w", ours.fc.weight, ref.fc.weight), ("fc_b", ours.fc.bias, ref.fc.bias)]
+    return out + [("fc_w", ours.head.fc.weight, ref.fc.weight), ("fc_b", ours.head.fc.bias, ref.fc.bias)]
 
 
 def compare(path: Path, graph: str, batch: int, steps: int) -> dict[str, Any]:
@@ -78,7 +78,7 @@ def compare(path: Path, graph: str, batch: int, steps: int) -> dict[str, Any]:
     lengths = torch.full((batch,), 12, dtype=torch.long)
 
     def ref_supports() -> list[torch.Tensor]:
-        return ours.supports(x) if graph == "distance" else dual_random_walk(correlation_adjacency(x, 3))
+        return ours.graph_supports(x) if graph == "distance" else dual_random_walk(correlation_adjacency(x, 3))
 
     supports = ref_supports()
     lo, lr_ = ours(x)[:, 1], ref(x_ref, lengths, supports)[:, 0]

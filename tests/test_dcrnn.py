@@ -48,7 +48,7 @@ def test_diffusion_terms_carry_the_recurrence_across_supports() -> None:
 def naive_dcgru_forward(model: DCRNN, x: torch.Tensor) -> torch.Tensor:
     """Per step: concat [input, state], diffuse, stack as (B, N, F, M), flatten feature-major, one matmul."""
     b = x.shape[0]
-    supports = model.supports(x)
+    supports = model.graph_supports(x)
     seq = x.reshape(b, model.n_chans, model.n_steps, model.step).permute(2, 0, 1, 3)
     for cell in model.cells:
         h = torch.zeros(b, model.n_chans, model.units)
@@ -83,7 +83,7 @@ def test_single_logit_detection_is_bce_on_one_logit() -> None:
     m = DCRNN(19, 2, 1200, 200.0, step_bins=100, rnn_units=4, num_rnn_layers=1)
     x = torch.randn(4, 19, 1200)
     out = m(x)
-    assert m.fc.out_features == 1 and torch.equal(out[:, 0], torch.zeros(4))
+    assert m.head.fc.out_features == 1 and torch.equal(out[:, 0], torch.zeros(4))
     y = torch.tensor([0, 1, 1, 0])
     ce = torch.nn.functional.cross_entropy(out, y)
     bce = torch.nn.functional.binary_cross_entropy_with_logits(out[:, 1], y.float())

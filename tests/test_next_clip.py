@@ -20,7 +20,7 @@ def test_prediction_shape_and_decoder_layers_share_one_cell() -> None:
     m = DCRNNNextClip(4, 2, 32, 4.0, step_bins=4, ch_names=NAMES, rnn_units=6, num_rnn_layers=3)
     assert m(torch.randn(2, 4, 32)).shape == (2, 4, 16)
     assert m.decoder_cells[1] is m.decoder_cells[2] and m.decoder_cells[0] is not m.decoder_cells[1]
-    assert m.encoder.fc is None
+    assert m.encoder.head is None
 
 
 def test_pretraining_learns_and_finetuning_loads_the_encoder(tmp_path: Path) -> None:

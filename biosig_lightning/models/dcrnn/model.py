@@ -66,7 +66,7 @@ from biosig_lightning.models.modules.graph_ops import (
 )
 from biosig_lightning.models.modules.steps import step_size
 
-__all__ = ["CHBMIT_BIPOLAR_18", "DCGRUCell", "DCRNN", "dcgru_encode", "diffusion_operator", "diffusion_terms"]
+__all__ = ["CHBMIT_BIPOLAR_18", "DCGRUCell", "DCRNN", "NodeMaxHead", "dcgru_encode", "diffusion_operator", "diffusion_terms"]
 
 #: the 18 common bipolar channels of CHB-MIT used for STDRO's CHB-MIT runs
 CHBMIT_BIPOLAR_18: tuple[str, ...] = (
@@ -191,6 +191,25 @@ def dcgru_encode(cells: Sequence[DCGRUCell], supports: list[torch.Tensor], seq: 
     return finals, seq
 
 
+class NodeMaxHead(nn.Module):
+    """DCRNN's classifier on the flattened node states ``(B, N * units)``: dropout, ReLU, a per-node
+    ``Linear(units, n_classes)`` and the max over nodes. With ``single`` the per-node layer has one
+    output ``z`` and the head returns ``(0, z)`` (module docstring, Reading: detection output)."""
+
+    def __init__(self, n_nodes: int, units: int, n_outputs: int, dropout: float, single: bool) -> None:
+        super().__init__()
+        self.n_nodes, self.units, self.single = n_nodes, units, single
+        self.dropout = nn.Dropout(dropout)
+        self.fc = nn.Linear(units, 1 if single else n_outputs)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        h = h.reshape(h.shape[0], self.n_nodes, self.units)
+        logits = self.fc(torch.relu(self.dropout(h))).amax(dim=1)
+        if self.single:
+            return torch.cat([torch.zeros_like(logits), logits], dim=-1)
+        return logits
+
+
 @register_backbone(
     "DCRNN",
     shapes={
@@ -271,8 +290,7 @@ class DCRNN(BiosignalModel):
             cells.append(cell)
         self.cells = nn.ModuleList(cells)
         self.single = single_logit and n_outputs == 2
-        self.fc = nn.Linear(rnn_units, 1 if self.single else n_outputs)
-        self.dropout = nn.Dropout(dropout)
+        self.head = NodeMaxHead(n_chans, rnn_units, n_outputs, dropout, self.single)
         self.feature_dim = n_chans * rnn_units
         if graph == "distance":
             if adj is not None:
@@ -312,8 +330,10 @@ class DCRNN(BiosignalModel):
                                  f"this model needs {tuple(value.shape)}")
         self.load_state_dict({k: found[k] for k in own}, strict=False)
 
-    def supports(self, x: torch.Tensor) -> list[torch.Tensor]:  # type: ignore[override]
-        """The diffusion supports for the batch ``x`` ``(B, C, n_times)``."""
+    def graph_supports(self, x: torch.Tensor) -> list[torch.Tensor]:
+        """The diffusion supports for the batch ``x`` ``(B, C, n_times)``.
+
+        Not named ``supports``: that is :meth:`BiosignalModel.supports`, the capability query."""
         if self.graph == "distance":
             return [self.support]
         return dual_random_walk(correlation_adjacency(x, self.top_k))
@@ -323,7 +343,7 @@ class DCRNN(BiosignalModel):
         self.check_input(x)
         b = x.shape[0]
         if supports is None:
-            supports = self.supports(x)
+            supports = self.graph_supports(x)
         seq = x.reshape(b, self.n_chans, self.n_steps, self.step).permute(2, 0, 1, 3)  # (T, B, N, F)
         finals, _ = dcgru_encode(self.cells, supports, seq)
         return finals
@@ -331,14 +351,6 @@ class DCRNN(BiosignalModel):
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """The top layer's last hidden state of every node, flattened: ``(B, N * units)``."""
         return self.encode(x)[-1].flatten(1)
-
-    def head(self, h: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        """Dropout, ReLU, per-node linear layer, max over nodes (``(0, z)`` for a single detection logit)."""
-        h = h.reshape(h.shape[0], self.n_chans, self.units)
-        logits = self.fc(torch.relu(self.dropout(h))).amax(dim=1)
-        if self.single:
-            return torch.cat([torch.zeros_like(logits), logits], dim=-1)
-        return logits
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.forward_features(x))

@@ -51,7 +51,7 @@ class DCRNNNextClip(BiosignalModel):
         self.encoder = DCRNN(n_chans, 2, n_times // 2, sfreq, graph=graph, step_bins=step_bins, ch_names=ch_names,
                              adj=adj, rnn_units=rnn_units, num_rnn_layers=num_rnn_layers,
                              max_diffusion_step=max_diffusion_step, top_k=top_k, activation=activation)
-        self.encoder.fc = None  # the encoder's classifier is not part of pre-training
+        self.encoder.head = None  # the encoder's classifier is not part of pre-training
         step, n_matrices = self.encoder.step, self.encoder.cells[0].n_matrices
         first = DCGRUCell(step, rnn_units, n_matrices, activation)
         first.n_matrices_k = max_diffusion_step
@@ -74,7 +74,7 @@ class DCRNNNextClip(BiosignalModel):
         """The predicted next clip ``(B, C, n_times / 2)`` from the first half of ``x``."""
         clip, _ = self.split(x)
         enc = self.encoder
-        supports = enc.supports(clip)
+        supports = enc.graph_supports(clip)
         states = enc.encode(clip, supports)
         b, n, step = clip.shape[0], self.n_chans, enc.step
         inp = clip.new_zeros(b, n, step)
