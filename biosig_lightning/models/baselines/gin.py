@@ -37,7 +37,7 @@ def correlation_graph(x: torch.Tensor, k: int) -> torch.Tensor:
     return ((adj + adj.transpose(-1, -2)) > 0).to(x.dtype)
 
 
-@register_backbone("GIN", shapes=_SHAPES, test_kwargs={"hidden": 8})
+@register_backbone("GIN", shapes=_SHAPES, test_kwargs={"hidden": 32, "dropout": 0.0})
 class GIN(BiosignalModel):
     """Graph isomorphism network over a per-window correlation graph (see the module docstring)."""
 
