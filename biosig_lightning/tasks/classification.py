@@ -50,6 +50,8 @@ class ClassificationTask(LightningModule):
             stopping (``val/f1``/``max`` by default; ``val/auroc``, ``val/loss``/``min``...).
         early_stopping_patience: epochs without improvement before stopping; ``None``
             switches early stopping off.
+        early_stopping_min_delta: the least change of ``monitor`` that counts as an
+            improvement for early stopping (BioFormer's authors' code: 1e-5).
     """
 
     def __init__(
@@ -67,8 +69,11 @@ class ClassificationTask(LightningModule):
         monitor: str = "val/f1",
         mode: Literal["max", "min"] = "max",
         early_stopping_patience: int | None = 10,
+        early_stopping_min_delta: float = 0.0,
     ) -> None:
         super().__init__()
+        if early_stopping_min_delta < 0:
+            raise ValueError(f"model.init_args.early_stopping_min_delta must be >= 0, got {early_stopping_min_delta}")
         if mode not in ("max", "min"):
             raise ValueError(f"model.init_args.mode must be 'max' or 'min', got {mode!r}")
         self.save_hyperparameters(ignore=["backbone"])
@@ -195,7 +200,8 @@ class ClassificationTask(LightningModule):
                             save_on_train_epoch_end=True),
         ]
         if hp.early_stopping_patience is not None:
-            callbacks.append(EarlyStopping(monitor=hp.monitor, mode=hp.mode, patience=hp.early_stopping_patience))
+            callbacks.append(EarlyStopping(monitor=hp.monitor, mode=hp.mode, patience=hp.early_stopping_patience,
+                                           min_delta=hp.get("early_stopping_min_delta", 0.0)))
         return callbacks
 
     def num_parameters(self) -> int:

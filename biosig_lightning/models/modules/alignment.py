@@ -15,13 +15,19 @@ module once per branch. Everything is vectorised over samples, bands and sequenc
 
 Kernel modes (Appendix C.3). ``"sample"``: each sample gets its own kernels (binary
 tasks in the paper). ``"batch"``: the kernels are averaged over the batch and shared
-(multi-class tasks). In the authors' code the batch average is also used at test time,
-so a test sample's logits depend on its batch-mates. Here the batch-shared kernel has a
-BatchNorm-like inference rule instead: during training the module keeps an exponential
-running average of the batch-shared kernel per sequence and band (``running_kernel``,
-momentum ``kernel_momentum``; ``None`` = cumulative average), and in eval mode it uses
-that buffer, so eval outputs never depend on the rest of the batch. Gains and phases
-are always per sample, as in the authors' code.
+(multi-class tasks). ``eval_kernel`` says what the batch-shared kernel is at inference:
+``"batch"`` (default) is what the paper states and the authors' code does, the average over
+the batch being evaluated, in eval mode too, so a test sample's logits depend on its
+batch-mates (anchors/bioformer.md, 5.1: up to 0.019 in logits between batch 8 and batch 1).
+``"running"`` is our option, not in the paper or the code: a BatchNorm-like inference rule,
+with an exponential running average of the batch-shared kernel per sequence and band kept in
+training (``running_kernel``, momentum ``kernel_momentum``; ``None`` = cumulative average)
+and used in eval mode, so that a prediction never depends on the rest of its batch (use it
+when test batches are small or mixed across subjects). Gains and phases are always per
+sample, as in the authors' code.
+
+The authors' operator set (their public code, anchors/bioformer.md 1.3) is
+:data:`AUTHORS_FBAM`; the paper's equations are the constructor defaults.
 """
 
 from __future__ import annotations
@@ -36,7 +42,9 @@ from torch import nn
 from biosig_lightning.models.base import check_dropout
 from biosig_lightning.models.modules.bands import BandLayout, EdgesSpec, resolve_edges
 
-__all__ = ["FBAM", "TSAM", "BandController", "aligned_layers", "fbam_options", "resolve_kernel_mode"]
+__all__ = [
+    "AUTHORS_FBAM", "FBAM", "TSAM", "BandController", "aligned_layers", "fbam_options", "resolve_kernel_mode",
+]
 
 KernelMode = Literal["sample", "batch"]
 #: what a backbone hosting FBAM accepts: ``"auto"`` applies the paper's rule for its class count
@@ -44,6 +52,16 @@ HostKernelMode = Literal["auto", "sample", "batch"]
 PhaseMode = Literal["rotate", "scale"]
 GainMode = Literal["tanh", "offset"]
 TokenInit = Literal["xavier", "zeros"]
+EvalKernel = Literal["batch", "running"]
+
+#: Every FBAM setting in which the authors' public code departs from the paper's equations
+#: (anchors/bioformer.md 1.3): phase angle scaled ``theta -> (1 + beta) theta``; gain
+#: ``clamp(1 + gamma 0.5 tanh(.), 0.5, 1.5)`` with learnable ``gamma``; magnitude update clamped
+#: to ``+-0.5 A``; band tokens initialised to zero; batch-averaged kernel at eval (K > 2).
+AUTHORS_FBAM: dict[str, Any] = {
+    "phase_mode": "scale", "gain_mode": "offset", "magnitude_clamp": 0.5, "token_init": "zeros",
+    "eval_kernel": "batch",
+}
 
 
 def resolve_kernel_mode(mode: str, n_outputs: int) -> KernelMode:
@@ -151,9 +169,11 @@ class _Alignment(nn.Module):
         band_edges: EdgesSpec,
         n_stats: int, heads: dict[str, int],
         d_token: int | None, kernel_size: int, dropout: float, kernel_mode: KernelMode,
-        kernel_momentum: float | None, token_init: TokenInit, eps: float,
+        kernel_momentum: float | None, token_init: TokenInit, eps: float, eval_kernel: EvalKernel = "batch",
     ) -> None:
         super().__init__()
+        if eval_kernel not in ("batch", "running"):
+            raise ValueError(f"eval_kernel must be 'batch' or 'running', got {eval_kernel!r}")
         if d_model < 1 or n_bands < 1:
             raise ValueError(f"d_model and n_bands must be positive, got {d_model}, {n_bands}")
         if kernel_mode not in ("sample", "batch"):
@@ -167,12 +187,13 @@ class _Alignment(nn.Module):
         self.n_bands = n_bands
         self.kernel_mode = kernel_mode
         self.kernel_momentum = kernel_momentum
+        self.eval_kernel = eval_kernel
         self.eps = eps
         self.d_token = d_token if d_token is not None else max(1, d_model // 2)
         edges = resolve_edges(band_edges, n_bins, n_bands)
         self.layout = BandLayout(n_bins, edges, n_bands, kernel_size)
         self.controller = BandController(n_stats, self.d_token, n_bands, heads, dropout, token_init)
-        if "kernel" in heads and kernel_mode == "batch":
+        if "kernel" in heads and kernel_mode == "batch" and eval_kernel == "running":
             self.register_buffer(
                 "running_kernel", torch.full((len(self.seq_lens), n_bands, kernel_size), 1.0 / kernel_size)
             )
@@ -198,9 +219,11 @@ class _Alignment(nn.Module):
         kernel = torch.softmax(raw, dim=-1)
         if self.kernel_mode == "sample":
             return kernel
-        if not self.training:
+        if not self.training and self.eval_kernel == "running":
             return self.running_kernel.unsqueeze(0)
         shared = kernel.mean(0, keepdim=True)
+        if not self.training or self.eval_kernel != "running":
+            return shared
         with torch.no_grad():
             self.num_batches_tracked += 1
             weight = self.kernel_momentum
@@ -255,7 +278,7 @@ class FBAM(_Alignment):
         d_token: controller width ``d`` (paper: 64 = ``D / 2``, the default).
         kernel_size: taps ``r`` of the band kernel (paper: 3).
         dropout: dropout inside the heads (authors: 0.1).
-        kernel_mode / kernel_momentum: see the module docstring.
+        kernel_mode / eval_kernel / kernel_momentum: see the module docstring.
         eps: the ``eps`` of Algorithm 1 and of the log descriptors.
     """
 
@@ -266,7 +289,7 @@ class FBAM(_Alignment):
         use_magnitude: bool = True, use_phase: bool = True, phase_mode: PhaseMode = "rotate",
         gain_mode: GainMode = "tanh",
         magnitude_clamp: float | None = None, magnitude_residual: bool = True, learnable_dc: bool = False,
-        token_init: TokenInit = "xavier", eps: float = 1e-6,
+        token_init: TokenInit = "xavier", eval_kernel: EvalKernel = "batch", eps: float = 1e-6,
     ) -> None:
         if not (use_magnitude or use_phase):
             raise ValueError("FBAM with use_magnitude=False and use_phase=False does nothing; remove the module instead")
@@ -289,6 +312,7 @@ class FBAM(_Alignment):
             d_model=d_model, n_tokens=lengths, n_bins=[p // 2 for p in lengths], n_bands=n_bands,
             band_edges=band_edges, n_stats=5, heads=heads, d_token=d_token, kernel_size=kernel_size,
             dropout=dropout, kernel_mode=kernel_mode, kernel_momentum=kernel_momentum, token_init=token_init, eps=eps,
+            eval_kernel=eval_kernel,
         )
         self.use_magnitude = use_magnitude
         self.use_phase = use_phase
@@ -366,7 +390,7 @@ class TSAM(_Alignment):
         self, d_model: int, n_tokens: int | Sequence[int], n_bands: int = 6, band_edges: EdgesSpec = None, *,
         d_token: int | None = None, kernel_size: int = 3, dropout: float = 0.1,
         kernel_mode: KernelMode = "sample", kernel_momentum: float | None = 0.1,
-        token_init: TokenInit = "xavier", eps: float = 1e-6,
+        token_init: TokenInit = "xavier", eval_kernel: EvalKernel = "batch", eps: float = 1e-6,
     ) -> None:
         lengths = _as_lengths(n_tokens)
         # the token axis itself is cut into segments; four descriptors, kernel and gain heads (B.2)
@@ -374,6 +398,7 @@ class TSAM(_Alignment):
             d_model=d_model, n_tokens=lengths, n_bins=lengths, n_bands=n_bands, band_edges=band_edges, n_stats=4,
             heads={"kernel": kernel_size, "gain": 1}, d_token=d_token, kernel_size=kernel_size, dropout=dropout,
             kernel_mode=kernel_mode, kernel_momentum=kernel_momentum, token_init=token_init, eps=eps,
+            eval_kernel=eval_kernel,
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
