@@ -72,9 +72,8 @@ def test_tied_best_rows_both_win_and_missing_cells_are_named() -> None:
     out = rank_summary(cells)
     assert out["A"] == out["B"] == (1.5, 1, 1)
     assert out["C"] == (3.0, 0, 1)
-    del cells[("C", "d", "f1")]
-    cells[("C", "e", "f1")] = 0.3
-    with pytest.raises(ValueError, match="'C'.*'d'"):
+    cells[("A", "e", "f1")] = cells[("B", "e", "f1")] = 0.3  # C lacks dataset e
+    with pytest.raises(ValueError, match="'C'.*'e'"):
         rank_summary(cells)
 
 
