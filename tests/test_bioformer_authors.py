@@ -138,3 +138,25 @@ def test_paper_equations_override_restores_every_paper_operator() -> None:
     paper = {"phase_mode": "rotate", "gain_mode": "tanh", "magnitude_clamp": None, "token_init": "xavier",
              "ffn_residual": "normed", "eval_kernel": "batch"}
     assert {k: backbone.get(k, "missing") for k in paper} == paper
+
+
+def test_transformer_hosts_tsam_or_fbam_with_the_authors_options() -> None:
+    from biosig_lightning.models.baselines import TransformerClassifier
+    from biosig_lightning.models.modules.alignment import TSAM
+
+    kw = dict(n_chans=2, n_outputs=3, n_times=32, sfreq=32.0, d_model=8, n_layers=2, n_heads=2, d_ff=16)
+    model = TransformerClassifier(**kw, tsam=True)
+    assert model.fbam is None and all(isinstance(m, TSAM) for m in model.tsam)
+    assert model.tsam[0].kernel_mode == "batch"  # "auto" with three classes
+    x = torch.randn(4, 2, 32)
+    model(x).sum().backward()
+    assert all(p.grad is not None for p in model.tsam.parameters())
+    with torch.no_grad():  # TSAM with a non-zero gain really changes what the encoder sees
+        for p in model.tsam.parameters():
+            p.add_(torch.randn_like(p))
+        tokens = model.positions(model.embed(x).transpose(1, 2))
+        assert not torch.allclose(model.tsam[0](tokens), tokens)
+    fbam = TransformerClassifier(**kw, fbam=True, fbam_kwargs=AUTHORS_FBAM)
+    assert fbam.fbam[0].phase_mode == "scale" and torch.count_nonzero(fbam.fbam[0].controller.tokens) == 0
+    with pytest.raises(ValueError, match="fbam or tsam"):
+        TransformerClassifier(**kw, fbam=True, tsam=True)
