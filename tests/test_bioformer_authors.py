@@ -160,3 +160,67 @@ def test_transformer_hosts_tsam_or_fbam_with_the_authors_options() -> None:
     assert fbam.fbam[0].phase_mode == "scale" and torch.count_nonzero(fbam.fbam[0].controller.tokens) == 0
     with pytest.raises(ValueError, match="fbam or tsam"):
         TransformerClassifier(**kw, fbam=True, tsam=True)
+
+
+# --------------------------------------------------------------------------- App. G.3 / Table 10 variants
+
+
+def test_static_band_modulation_ignores_the_input_and_trains_its_free_parameters() -> None:
+    fbam = FBAM(8, [32, 16], n_bands=4, d_token=8, band_attention="static").eval()
+    assert {n for n, _ in fbam.named_parameters()} == {
+        "controller.static.kernel", "controller.static.gain", "controller.static.phase"}
+    with torch.no_grad():
+        for p in fbam.parameters():
+            p.normal_()
+    x = torch.randn(3, 48, 8)
+    stats = fbam.layout.band_statistics(torch.rand(3, 8, 24), 1e-6)
+    other = fbam.controller(stats * 10 + 3, fbam.layout.valid)["gain"]
+    torch.testing.assert_close(fbam.controller(stats, fbam.layout.valid)["gain"], other)
+    fbam(x).square().sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in fbam.parameters())
+
+
+def test_band_self_attention_has_no_tokens_and_depends_on_the_bands() -> None:
+    torch.manual_seed(3)
+    fbam = FBAM(8, 32, n_bands=4, d_token=8, band_attention="self").eval()
+    assert not hasattr(fbam.controller, "tokens")
+    stats = fbam.layout.band_statistics(torch.rand(2, 8, 16) + 0.1, 1e-6)
+    ctl = fbam.controller
+    c = ctl.describe(stats)
+    att = torch.softmax(ctl.query(c) @ ctl.key(c).transpose(-1, -2) / 8**0.5, -1)
+    want = _head(ctl.heads["phase"], ctl.attn_norm(att @ ctl.value(c)))
+    torch.testing.assert_close(ctl(stats, fbam.layout.valid)["phase"], want)
+
+
+def test_descriptor_subsets_feed_only_the_chosen_statistics() -> None:
+    torch.manual_seed(4)
+    full = FBAM(8, 32, n_bands=4, d_token=8).eval()
+    logmom = FBAM(8, 32, n_bands=4, d_token=8, descriptors=["mean", "std", "max", "argmax"]).eval()  # +PeakLoc
+    assert logmom.controller.describe[0].in_features == 4
+    with torch.no_grad():  # same weights on the shared statistics, zero on the dropped ones
+        state = {k: v for k, v in logmom.state_dict().items()}
+        w = state["controller.describe.0.weight"]  # energy (4th of Eq. 2's five) gets a zero column
+        full.load_state_dict({**state, "controller.describe.0.weight": torch.cat(
+            [w[:, :3], torch.zeros(8, 1), w[:, 3:]], 1)}, strict=False)
+        x = torch.randn(2, 32, 8)
+        torch.testing.assert_close(logmom(x), full(x))
+    with pytest.raises(ValueError, match="descriptors"):
+        FBAM(8, 32, descriptors=["mean", "kurtosis"])
+
+
+def test_batch_kernel_hosts_declare_batch_dependent_eval() -> None:
+    from biosig_lightning.models.baselines import TransformerClassifier
+
+    kw = dict(n_chans=2, n_outputs=3, n_times=32, sfreq=32.0, d_model=8, d_ff=16, n_heads=2, n_layers=1)
+    model = BioFormer(**kw, d_token=4).eval()  # three classes: batch-averaged kernel, also at eval
+    assert model.batch_independent_eval is False
+    with torch.no_grad():
+        for m in model.mixers:
+            for p in m.controller.heads.parameters():
+                p.normal_()
+        x = torch.randn(4, 2, 32)
+        assert not torch.allclose(model(x)[:1], model(x[:1]), atol=1e-6)  # the flag tells the truth
+    assert BioFormer(**kw, d_token=4, eval_kernel="running").batch_independent_eval is True
+    assert BioFormer(**{**kw, "n_outputs": 2}, d_token=4).batch_independent_eval is True
+    assert TransformerClassifier(**kw, fbam=True).batch_independent_eval is False
+    assert TransformerClassifier(**kw).batch_independent_eval is True

@@ -71,6 +71,7 @@ from biosig_lightning.models.modules.alignment import (
     TSAM,
     HostKernelMode,
     aligned_layers,
+    eval_is_batch_independent,
     fbam_options,
 )
 from biosig_lightning.models.modules.encodings import SinusoidalPositionalEncoding
@@ -214,6 +215,7 @@ class TransformerClassifier(BiosignalModel):
                 self.fbam = modules
             else:
                 self.tsam = modules
+        self.batch_independent_eval = eval_is_batch_independent(self.fbam if self.fbam is not None else self.tsam)
         self.flatten_act = nn.GELU() if activation == "gelu" else nn.ReLU()
         self.feature_dropout = nn.Dropout(dropout)
         self.feature_dim = d_model if pooling == "mean" else self.n_tokens * d_model

@@ -15,14 +15,17 @@ from biosig_lightning.models.bioformer.encoder import FfnResidual, SegmentedEnco
 from biosig_lightning.models.catalog import register_backbone
 from biosig_lightning.models.modules.alignment import (
     AUTHORS_FBAM,
+    DESCRIPTORS,
     FBAM,
     TSAM,
+    BandAttention,
     EvalKernel,
     GainMode,
     HostKernelMode,
     PhaseMode,
     TokenInit,
     aligned_layers,
+    eval_is_batch_independent,
     resolve_kernel_mode,
 )
 from biosig_lightning.models.modules.dropout import MaskDropout
@@ -72,7 +75,8 @@ class BioFormer(BiosignalModel):
     ``use_phase=False`` (magnitude only: no phase head), ``use_scln=False`` (plain
     LayerNorm, no SCLN MLP). ``mixer="tsam"`` swaps FBAM for its time-domain control
     (Appendix B.2). ``band_edges`` / ``learnable_dc`` are Appendix G.3's Variants 1 and 2,
-    ``magnitude_residual=False`` is Variant 3.
+    ``magnitude_residual=False`` is Variant 3, ``band_attention="static"`` Variant 4 and
+    ``"self"`` Variant 5; ``descriptors`` picks Table 10's band statistics.
 
     Paper vs authors' code (defaults follow the paper; the code's choice is an option):
     ``phase_mode`` ("rotate" = Eq. 7 rotation by ``beta``; "scale" = code's
@@ -106,6 +110,7 @@ class BioFormer(BiosignalModel):
         gain_mode: GainMode = "tanh",
         magnitude_clamp: float | None = None, magnitude_residual: bool = True,
         token_init: TokenInit = "xavier", eval_kernel: EvalKernel = "batch",
+        band_attention: BandAttention = "cross", descriptors: Sequence[str] = DESCRIPTORS,
         use_scln: bool = True, alpha: float = 0.1, ffn_residual: FfnResidual = "normed",
         augmentations: Sequence[str] = DEFAULT_AUGMENTATIONS,
     ) -> None:
@@ -129,6 +134,7 @@ class BioFormer(BiosignalModel):
         common = dict(
             d_token=d_token, kernel_size=kernel_size, dropout=fbam_dropout, kernel_mode=self.kernel_mode,
             kernel_momentum=kernel_momentum, token_init=token_init, eval_kernel=eval_kernel,
+            band_attention=band_attention,
         )
         self.mixers: nn.ModuleList | None
         if mixer == "fbam":
@@ -136,7 +142,7 @@ class BioFormer(BiosignalModel):
                 FBAM(
                     d_model, self.seq_lens, n_bands, band_edges, use_magnitude=use_magnitude, use_phase=use_phase,
                     phase_mode=phase_mode, gain_mode=gain_mode, magnitude_clamp=magnitude_clamp,
-                    magnitude_residual=magnitude_residual, learnable_dc=learnable_dc, **common,
+                    magnitude_residual=magnitude_residual, learnable_dc=learnable_dc, descriptors=descriptors, **common,
                 )
                 for _ in range(n_layers)
             )
@@ -144,6 +150,7 @@ class BioFormer(BiosignalModel):
             self.mixers = nn.ModuleList(TSAM(d_model, self.seq_lens, n_bands, band_edges, **common) for _ in range(n_layers))
         else:
             self.mixers = None
+        self.batch_independent_eval = eval_is_batch_independent(self.mixers)
         self.layers = nn.ModuleList(
             SegmentedEncoderLayer(d_model, n_heads, d_ff, dropout, self.seq_lens, ffn_residual) for _ in range(n_layers)
         )

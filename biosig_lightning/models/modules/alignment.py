@@ -43,7 +43,7 @@ from biosig_lightning.models.base import check_dropout
 from biosig_lightning.models.modules.bands import BandLayout, EdgesSpec, resolve_edges
 
 __all__ = [
-    "AUTHORS_FBAM", "FBAM", "TSAM", "BandController", "aligned_layers", "fbam_options", "resolve_kernel_mode",
+    "AUTHORS_FBAM", "DESCRIPTORS", "eval_is_batch_independent", "FBAM", "TSAM", "BandController", "aligned_layers", "fbam_options", "resolve_kernel_mode",
 ]
 
 KernelMode = Literal["sample", "batch"]
@@ -53,6 +53,12 @@ PhaseMode = Literal["rotate", "scale"]
 GainMode = Literal["tanh", "offset"]
 TokenInit = Literal["xavier", "zeros"]
 EvalKernel = Literal["batch", "running"]
+#: how band parameters are generated: Eq. 3's cross-attention of band tokens over band contexts
+#: ("cross"), self-attention among the band contexts (Appendix G.3, Variant 5, "self"), or free
+#: per-band parameters with no conditioning on the input (Variant 4, "static")
+BandAttention = Literal["cross", "self", "static"]
+#: FBAM's band descriptors of Eq. 2 in the authors' order; Table 10 uses subsets of them
+DESCRIPTORS = ("mean", "std", "max", "energy", "argmax")
 
 #: Every FBAM setting in which the authors' public code departs from the paper's equations
 #: (anchors/bioformer.md 1.3): phase angle scaled ``theta -> (1 + beta) theta``; gain
@@ -88,6 +94,19 @@ def fbam_options(host: str, kernel_mode: str, n_outputs: int, extra: dict[str, A
         raise ValueError(f"{host}: set the FBAM kernel mode with fbam_kernel_mode, not fbam_kwargs.kernel_mode")
     opts["kernel_mode"] = resolve_kernel_mode(kernel_mode, n_outputs)
     return opts
+
+
+def eval_is_batch_independent(modules: Sequence[nn.Module] | None) -> bool:
+    """Whether eval outputs of a host holding these aligners depend on each sample alone.
+
+    False when any of them averages its kernel over the batch at eval (``kernel_mode="batch"``
+    with ``eval_kernel="batch"``, the paper's and the authors' rule for K > 2); hosts set their
+    ``batch_independent_eval`` from this.
+    """
+    return not any(
+        isinstance(m, _Alignment) and m.kernel_mode == "batch" and m.eval_kernel == "batch"
+        for module in (modules or []) for m in module.modules()
+    )
 
 
 def aligned_layers(z: torch.Tensor, layers: Sequence[nn.Module], aligners: Sequence[nn.Module] | None) -> torch.Tensor:
@@ -132,18 +151,34 @@ class BandController(nn.Module):
     ``token_init="xavier"`` draws the band tokens Xavier-uniform, so the bands are told
     apart from the first step; ``"zeros"`` reproduces the authors' code, where all
     queries start at zero and the attention starts uniform.
+
+    ``attention="self"`` (Appendix G.3, Variant 5) drops the band tokens: the band contexts
+    attend to each other, ``Q = c W_q``. ``attention="static"`` (Variant 4) drops everything
+    input-dependent: every head's raw output is a free parameter per sequence and band
+    ``(S, M, width)``, initialised at zero (uniform kernel, zero gain and phase before the
+    head activations).
     """
 
     def __init__(
-        self, n_stats: int, d_token: int, n_bands: int, heads: dict[str, int], dropout: float, token_init: TokenInit
+        self, n_stats: int, d_token: int, n_bands: int, heads: dict[str, int], dropout: float, token_init: TokenInit,
+        attention: BandAttention = "cross", n_segments: int = 1,
     ) -> None:
         super().__init__()
         if token_init not in ("xavier", "zeros"):
             raise ValueError(f"token_init must be 'xavier' or 'zeros', got {token_init!r}")
+        if attention not in ("cross", "self", "static"):
+            raise ValueError(f"band attention must be 'cross', 'self' or 'static', got {attention!r}")
+        self.attention = attention
+        if attention == "static":
+            self.static = nn.ParameterDict(
+                {name: nn.Parameter(torch.zeros(n_segments, n_bands, width)) for name, width in heads.items()}
+            )
+            return
         self.describe = nn.Sequential(nn.Linear(n_stats, d_token), nn.LayerNorm(d_token))
-        self.tokens = nn.Parameter(torch.zeros(n_bands, d_token))
-        if token_init == "xavier":
-            nn.init.xavier_uniform_(self.tokens)
+        if attention == "cross":
+            self.tokens = nn.Parameter(torch.zeros(n_bands, d_token))
+            if token_init == "xavier":
+                nn.init.xavier_uniform_(self.tokens)
         self.query = nn.Linear(d_token, d_token, bias=False)
         self.key = nn.Linear(d_token, d_token, bias=False)
         self.value = nn.Linear(d_token, d_token, bias=False)
@@ -152,9 +187,13 @@ class BandController(nn.Module):
         self.scale = 1.0 / math.sqrt(d_token)
 
     def forward(self, stats: torch.Tensor, valid: torch.Tensor) -> dict[str, torch.Tensor]:
+        if self.attention == "static":
+            return {name: p.expand(stats.shape[0], -1, -1, -1) for name, p in self.static.items()}
         context = self.describe(stats)  # (B, S, M, d)
-        q = self.query(self.tokens)  # (M, d)
-        scores = torch.einsum("md,bsnd->bsmn", q, self.key(context)) * self.scale
+        if self.attention == "cross":
+            scores = torch.einsum("md,bsnd->bsmn", self.query(self.tokens), self.key(context)) * self.scale
+        else:
+            scores = torch.einsum("bsmd,bsnd->bsmn", self.query(context), self.key(context)) * self.scale
         # A finite fill keeps a sequence with no non-empty band (a 1-token branch) NaN-free.
         scores = scores.masked_fill(~valid[None, :, None, :], torch.finfo(scores.dtype).min)
         out = self.attn_norm(torch.softmax(scores, dim=-1) @ self.value(context))
@@ -170,6 +209,7 @@ class _Alignment(nn.Module):
         n_stats: int, heads: dict[str, int],
         d_token: int | None, kernel_size: int, dropout: float, kernel_mode: KernelMode,
         kernel_momentum: float | None, token_init: TokenInit, eps: float, eval_kernel: EvalKernel = "batch",
+        band_attention: BandAttention = "cross",
     ) -> None:
         super().__init__()
         if eval_kernel not in ("batch", "running"):
@@ -192,7 +232,8 @@ class _Alignment(nn.Module):
         self.d_token = d_token if d_token is not None else max(1, d_model // 2)
         edges = resolve_edges(band_edges, n_bins, n_bands)
         self.layout = BandLayout(n_bins, edges, n_bands, kernel_size)
-        self.controller = BandController(n_stats, self.d_token, n_bands, heads, dropout, token_init)
+        self.controller = BandController(n_stats, self.d_token, n_bands, heads, dropout, token_init, band_attention,
+                                         len(self.seq_lens))
         if "kernel" in heads and kernel_mode == "batch" and eval_kernel == "running":
             self.register_buffer(
                 "running_kernel", torch.full((len(self.seq_lens), n_bands, kernel_size), 1.0 / kernel_size)
@@ -279,6 +320,11 @@ class FBAM(_Alignment):
         kernel_size: taps ``r`` of the band kernel (paper: 3).
         dropout: dropout inside the heads (authors: 0.1).
         kernel_mode / eval_kernel / kernel_momentum: see the module docstring.
+        band_attention: ``"cross"`` (Eq. 3), ``"self"`` (App. G.3 Variant 5) or ``"static"``
+            (Variant 4); see :class:`BandController`.
+        descriptors: which of Eq. 2's descriptors (:data:`DESCRIPTORS`) feed the controller
+            (Table 10: ``["mean", "std", "max"]`` is LogMom, ``+ ["argmax"]`` LogMom+PeakLoc,
+            ``+ ["energy"]`` LogMom+BandEnergy).
         eps: the ``eps`` of Algorithm 1 and of the log descriptors.
     """
 
@@ -289,8 +335,12 @@ class FBAM(_Alignment):
         use_magnitude: bool = True, use_phase: bool = True, phase_mode: PhaseMode = "rotate",
         gain_mode: GainMode = "tanh",
         magnitude_clamp: float | None = None, magnitude_residual: bool = True, learnable_dc: bool = False,
-        token_init: TokenInit = "xavier", eval_kernel: EvalKernel = "batch", eps: float = 1e-6,
+        token_init: TokenInit = "xavier", eval_kernel: EvalKernel = "batch",
+        band_attention: BandAttention = "cross", descriptors: Sequence[str] = DESCRIPTORS, eps: float = 1e-6,
     ) -> None:
+        unknown = [d for d in descriptors if d not in DESCRIPTORS]
+        if unknown or not descriptors or len(set(descriptors)) != len(descriptors):
+            raise ValueError(f"descriptors must be distinct names from {list(DESCRIPTORS)}, got {list(descriptors)}")
         if not (use_magnitude or use_phase):
             raise ValueError("FBAM with use_magnitude=False and use_phase=False does nothing; remove the module instead")
         if phase_mode not in ("rotate", "scale"):
@@ -310,9 +360,13 @@ class FBAM(_Alignment):
         # spectrum: floor(P / 2) non-DC bins per sequence; five band descriptors (Eq. 2)
         super().__init__(
             d_model=d_model, n_tokens=lengths, n_bins=[p // 2 for p in lengths], n_bands=n_bands,
-            band_edges=band_edges, n_stats=5, heads=heads, d_token=d_token, kernel_size=kernel_size,
+            band_edges=band_edges, n_stats=len(descriptors), heads=heads, d_token=d_token, kernel_size=kernel_size,
             dropout=dropout, kernel_mode=kernel_mode, kernel_momentum=kernel_momentum, token_init=token_init, eps=eps,
-            eval_kernel=eval_kernel,
+            eval_kernel=eval_kernel, band_attention=band_attention,
+        )
+        self.descriptors = [str(d) for d in descriptors]
+        self.register_buffer(
+            "descriptor_index", torch.tensor([DESCRIPTORS.index(d) for d in descriptors]), persistent=False
         )
         self.use_magnitude = use_magnitude
         self.use_phase = use_phase
@@ -331,7 +385,10 @@ class FBAM(_Alignment):
         spectra = [torch.fft.rfft(part, dim=2, norm="ortho") for part in xt.split(self.seq_lens, dim=2)]
         z = torch.cat([s[..., 1:] for s in spectra], dim=2)  # (B, D, K) non-DC bins of all sequences
         mag = z.abs()
-        params = self.controller(self.layout.band_statistics(mag, self.eps), self.layout.valid)
+        stats = self.layout.band_statistics(mag, self.eps)
+        if len(self.descriptors) != len(DESCRIPTORS):  # Table 10: a subset of Eq. 2's descriptors
+            stats = stats.index_select(-1, self.descriptor_index)
+        params = self.controller(stats, self.layout.valid)
 
         new_mag = mag
         if self.use_magnitude:
@@ -390,7 +447,8 @@ class TSAM(_Alignment):
         self, d_model: int, n_tokens: int | Sequence[int], n_bands: int = 6, band_edges: EdgesSpec = None, *,
         d_token: int | None = None, kernel_size: int = 3, dropout: float = 0.1,
         kernel_mode: KernelMode = "sample", kernel_momentum: float | None = 0.1,
-        token_init: TokenInit = "xavier", eval_kernel: EvalKernel = "batch", eps: float = 1e-6,
+        token_init: TokenInit = "xavier", eval_kernel: EvalKernel = "batch",
+        band_attention: BandAttention = "cross", eps: float = 1e-6,
     ) -> None:
         lengths = _as_lengths(n_tokens)
         # the token axis itself is cut into segments; four descriptors, kernel and gain heads (B.2)
@@ -398,7 +456,7 @@ class TSAM(_Alignment):
             d_model=d_model, n_tokens=lengths, n_bins=lengths, n_bands=n_bands, band_edges=band_edges, n_stats=4,
             heads={"kernel": kernel_size, "gain": 1}, d_token=d_token, kernel_size=kernel_size, dropout=dropout,
             kernel_mode=kernel_mode, kernel_momentum=kernel_momentum, token_init=token_init, eps=eps,
-            eval_kernel=eval_kernel,
+            eval_kernel=eval_kernel, band_attention=band_attention,
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
