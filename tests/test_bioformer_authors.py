@@ -224,3 +224,15 @@ def test_batch_kernel_hosts_declare_batch_dependent_eval() -> None:
     assert BioFormer(**{**kw, "n_outputs": 2}, d_token=4).batch_independent_eval is True
     assert TransformerClassifier(**kw, fbam=True).batch_independent_eval is False
     assert TransformerClassifier(**kw).batch_independent_eval is True
+
+
+def test_early_stopping_min_delta_reaches_the_callback() -> None:
+    from lightning.pytorch.callbacks import EarlyStopping
+
+    from biosig_lightning.tasks.classification import ClassificationTask
+
+    task = ClassificationTask(backbone=nn.Linear(4, 2), early_stopping_min_delta=1e-5)
+    (stop,) = [cb for cb in task.configure_callbacks() if isinstance(cb, EarlyStopping)]
+    assert abs(stop.min_delta) == 1e-5
+    with pytest.raises(ValueError, match="min_delta"):
+        ClassificationTask(backbone=nn.Linear(4, 2), early_stopping_min_delta=-1.0)
