@@ -217,7 +217,7 @@ def test_fbam_handles_more_bands_than_bins() -> None:
 
 @pytest.mark.parametrize("kernel_mode", ["sample", "batch"])
 def test_eval_logits_do_not_depend_on_the_batch(kernel_mode: str) -> None:
-    model = BioFormer(**TINY, kernel_mode=kernel_mode)
+    model = BioFormer(**TINY, kernel_mode=kernel_mode, eval_kernel="running")
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     x = torch.randn(6, 3, 64)
     y = torch.tensor([0, 1, 2, 0, 1, 2])
@@ -240,7 +240,7 @@ def test_eval_logits_do_not_depend_on_the_batch(kernel_mode: str) -> None:
 
 
 def test_batch_kernel_is_shared_in_training() -> None:
-    fbam = FBAM(8, 32, n_bands=2, kernel_mode="batch", kernel_momentum=None)
+    fbam = FBAM(8, 32, n_bands=2, kernel_mode="batch", kernel_momentum=None, eval_kernel="running")
     _randomise_heads(fbam, scale=2.0)
     fbam.train()
     raw = torch.randn(5, 1, 2, 3)

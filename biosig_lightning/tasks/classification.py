@@ -76,6 +76,8 @@ class ClassificationTask(LightningModule):
             the checkpoint as ``decision_threshold`` and reused on test: ``det_*`` keys),
             ``classification`` (``weighted_f1``...), ``sleep`` (``macro_f1``); ``default``
             adds none.
+        early_stopping_min_delta: the least change of ``monitor`` that counts as an
+            improvement for early stopping (BioFormer's authors' code: 1e-5).
     """
 
     def __init__(
@@ -94,8 +96,11 @@ class ClassificationTask(LightningModule):
         mode: Literal["max", "min"] = "max",
         early_stopping_patience: int | None = 10,
         eval_metrics: Literal["default", "detection", "classification", "sleep"] = "default",
+        early_stopping_min_delta: float = 0.0,
     ) -> None:
         super().__init__()
+        if early_stopping_min_delta < 0:
+            raise ValueError(f"model.init_args.early_stopping_min_delta must be >= 0, got {early_stopping_min_delta}")
         if mode not in ("max", "min"):
             raise ValueError(f"model.init_args.mode must be 'max' or 'min', got {mode!r}")
         self.save_hyperparameters(ignore=["backbone"])
@@ -275,7 +280,8 @@ class ClassificationTask(LightningModule):
                             save_on_train_epoch_end=True),
         ]
         if hp.early_stopping_patience is not None:
-            callbacks.append(EarlyStopping(monitor=hp.monitor, mode=hp.mode, patience=hp.early_stopping_patience))
+            callbacks.append(EarlyStopping(monitor=hp.monitor, mode=hp.mode, patience=hp.early_stopping_patience,
+                                           min_delta=hp.get("early_stopping_min_delta", 0.0)))
         return callbacks
 
     def num_parameters(self) -> int:

@@ -58,7 +58,12 @@ from torch import nn
 
 from biosig_lightning.models.base import BiosignalModel, check_dropout, check_positive_ints
 from biosig_lightning.models.catalog import register_backbone
-from biosig_lightning.models.modules.alignment import FBAM, HostKernelMode, fbam_options
+from biosig_lightning.models.modules.alignment import (
+    FBAM,
+    HostKernelMode,
+    eval_is_batch_independent,
+    fbam_options,
+)
 
 __all__ = ["EEGNet"]
 
@@ -192,6 +197,7 @@ class EEGNet(BiosignalModel):
                 _MapFBAM(FBAM(F1 * n_chans, n_times, fbam_bands, **opts)),
                 _MapFBAM(FBAM(D * F1, n_times // pool1, fbam_bands, **opts)),
             ])
+        self.batch_independent_eval = eval_is_batch_independent(self.fbam)
         self.feature_dim = F2 * ((n_times // pool1) // pool2)
         self.head = _MaxNormLinear(self.feature_dim, n_outputs, max_norm=0.25 if max_norm else None)
 

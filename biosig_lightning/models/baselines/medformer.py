@@ -97,7 +97,13 @@ from torch.nn import functional as F
 
 from biosig_lightning.models.base import BiosignalModel, check_dropout, check_heads, check_positive_ints
 from biosig_lightning.models.catalog import register_backbone
-from biosig_lightning.models.modules.alignment import FBAM, HostKernelMode, aligned_layers, fbam_options
+from biosig_lightning.models.modules.alignment import (
+    FBAM,
+    HostKernelMode,
+    aligned_layers,
+    eval_is_batch_independent,
+    fbam_options,
+)
 from biosig_lightning.models.modules.attention import (
     PostNormLayer,
     merge_heads,
@@ -333,6 +339,7 @@ class Medformer(BiosignalModel):
             if fbam
             else None
         )
+        self.batch_independent_eval = eval_is_batch_independent(self.fbam)
         self.layers = nn.ModuleList(
             MultiGranularityLayer(
                 d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout, groups=groups,

@@ -34,7 +34,10 @@ every encoder layer ("FreqBandDrift blocks are inserted between successive encod
 layers"), replacing its input as in BioFormer; ``fbam_bands`` uniform bands over the
 non-DC bins of the token axis (paper: 6) and ``fbam_kernel_mode`` ``"sample"`` (binary
 tasks) or ``"batch"`` (multi-class tasks, Appendix C.3); ``"auto"`` (default) picks by ``n_outputs``. The default ``fbam=False`` builds
-exactly the plain network.
+exactly the plain network. ``fbam_kwargs`` are further FBAM options (e.g. the authors'
+operator set, ``AUTHORS_FBAM``). ``tsam=True`` inserts BioFormer's time-domain control TSAM
+(Appendix B.2) at the same places instead, with the same bands, kernel mode and options: the
+FBAM-vs-TSAM comparison inside the Transformer of Fig. 5.
 
 Domain-generalisation style site. ``style_site = "embed"`` and ``style_channel_dim = 1``
 tell :class:`biosig_lightning.robust.DGTask` to apply MixStyle/DSU to the token
@@ -56,7 +59,7 @@ domain-generalisation losses (MMD, CORAL, DANN) can use the two halves separatel
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -65,9 +68,11 @@ from biosig_lightning.models.base import BiosignalModel, check_dropout, check_he
 from biosig_lightning.models.catalog import register_backbone
 from biosig_lightning.models.modules.alignment import (
     FBAM,
+    TSAM,
     HostKernelMode,
     aligned_layers,
-    resolve_kernel_mode,
+    eval_is_batch_independent,
+    fbam_options,
 )
 from biosig_lightning.models.modules.encodings import SinusoidalPositionalEncoding
 
@@ -129,6 +134,8 @@ class TransformerClassifier(BiosignalModel):
         fbam_bands: FBAM bands per token sequence (paper: 6).
         fbam_kernel_mode: FBAM kernels per sample (``"sample"``), shared by the batch
             (``"batch"``), or ``"auto"``: batch-shared for more than two classes (Appendix C.3).
+        fbam_kwargs: further FBAM (or TSAM) keyword arguments.
+        tsam: insert a TSAM before every encoder layer instead (Fig. 5); excludes ``fbam``.
 
     Shapes: ``x`` is ``(batch, n_chans, n_times)``; ``forward`` returns logits
     ``(batch, n_outputs)`` and ``forward_features`` returns ``(batch, feature_dim)``.
@@ -147,6 +154,7 @@ class TransformerClassifier(BiosignalModel):
         patch_len: int | None = None, pooling: Pooling = "mean", embedding: Embedding = "linear",
         norm_first: bool = True, activation: Activation = "gelu",
         fbam: bool = False, fbam_bands: int = 6, fbam_kernel_mode: HostKernelMode = "auto",
+        fbam_kwargs: dict[str, Any] | None = None, tsam: bool = False,
     ) -> None:
         super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq)
         check_positive_ints("TransformerClassifier", d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff)
@@ -194,13 +202,20 @@ class TransformerClassifier(BiosignalModel):
             layer, num_layers=n_layers, norm=nn.LayerNorm(d_model), enable_nested_tensor=False
         )
         # One FBAM per encoder layer, applied before it; None keeps the plain network intact.
+        if fbam and tsam:
+            raise ValueError("TransformerClassifier: choose one aligner, fbam or tsam, not both")
         self.fbam: nn.ModuleList | None = None
-        if fbam:
+        self.tsam: nn.ModuleList | None = None
+        if fbam or tsam:
             check_positive_ints("TransformerClassifier", fbam_bands=fbam_bands)
-            self.fbam = nn.ModuleList(
-                FBAM(d_model, self.n_tokens, fbam_bands, kernel_mode=resolve_kernel_mode(fbam_kernel_mode, n_outputs))
-                for _ in range(n_layers)
-            )
+            opts = fbam_options("TransformerClassifier", fbam_kernel_mode, n_outputs, fbam_kwargs)
+            aligner = FBAM if fbam else TSAM
+            modules = nn.ModuleList(aligner(d_model, self.n_tokens, fbam_bands, **opts) for _ in range(n_layers))
+            if fbam:
+                self.fbam = modules
+            else:
+                self.tsam = modules
+        self.batch_independent_eval = eval_is_batch_independent(self.fbam if self.fbam is not None else self.tsam)
         self.flatten_act = nn.GELU() if activation == "gelu" else nn.ReLU()
         self.feature_dropout = nn.Dropout(dropout)
         self.feature_dim = d_model if pooling == "mean" else self.n_tokens * d_model
@@ -212,7 +227,8 @@ class TransformerClassifier(BiosignalModel):
         pad = self.n_tokens * self.patch_len - self.n_times
         if pad:
             x = nn.functional.pad(x, (0, pad))
-        return aligned_layers(self.positions(self.embed(x).transpose(1, 2)), self.encoder.layers, self.fbam)
+        return aligned_layers(self.positions(self.embed(x).transpose(1, 2)), self.encoder.layers,
+                              self.fbam if self.fbam is not None else self.tsam)
 
     def tokens(self, x: torch.Tensor) -> torch.Tensor:
         """Encoded tokens ``(batch, n_tokens, d_model)`` after the final LayerNorm."""

@@ -14,22 +14,32 @@ from biosig_lightning.models.bioformer.embedding import PyramidConvEmbedding
 from biosig_lightning.models.bioformer.encoder import FfnResidual, SegmentedEncoderLayer
 from biosig_lightning.models.catalog import register_backbone
 from biosig_lightning.models.modules.alignment import (
+    AUTHORS_FBAM,
+    DESCRIPTORS,
     FBAM,
     TSAM,
+    BandAttention,
+    EvalKernel,
     GainMode,
     HostKernelMode,
     PhaseMode,
     TokenInit,
     aligned_layers,
+    eval_is_batch_independent,
     resolve_kernel_mode,
 )
 from biosig_lightning.models.modules.dropout import MaskDropout
 from biosig_lightning.models.modules.scln import SampleConditionalLayerNorm
 
-__all__ = ["BioFormer"]
+__all__ = ["AUTHORS_BIOFORMER", "BioFormer"]
 
 Mixer = Literal["fbam", "tsam", "none"]
 DEFAULT_AUGMENTATIONS = ("jitter", "scale", "dropout", "identity")
+
+#: The authors' operator set (their public code, anchors/bioformer.md 1.2-1.3): FBAM's
+#: (:data:`AUTHORS_FBAM`) plus the FFN residual ``LN2(a + f)``. The training-loop part of their
+#: code (grad-norm clip 4.0, early-stopping ``min_delta`` 1e-5) lives in the YAMLs.
+AUTHORS_BIOFORMER: dict[str, object] = {**AUTHORS_FBAM, "ffn_residual": "raw"}
 
 
 @register_backbone(
@@ -65,17 +75,20 @@ class BioFormer(BiosignalModel):
     ``use_phase=False`` (magnitude only: no phase head), ``use_scln=False`` (plain
     LayerNorm, no SCLN MLP). ``mixer="tsam"`` swaps FBAM for its time-domain control
     (Appendix B.2). ``band_edges`` / ``learnable_dc`` are Appendix G.3's Variants 1 and 2,
-    ``magnitude_residual=False`` is Variant 3.
+    ``magnitude_residual=False`` is Variant 3, ``band_attention="static"`` Variant 4 and
+    ``"self"`` Variant 5; ``descriptors`` picks Table 10's band statistics.
 
     Paper vs authors' code (defaults follow the paper; the code's choice is an option):
     ``phase_mode`` ("rotate" = Eq. 7 rotation by ``beta``; "scale" = code's
     ``theta -> (1+beta) theta``), ``gain_mode`` ("tanh" = Algorithm 1; "offset" = code's
     ``clamp(1 + gamma 0.5 tanh, 0.5, 1.5)``), ``magnitude_clamp`` (None; code 0.5),
     ``token_init`` ("xavier"; code "zeros"), ``ffn_residual`` ("normed" = standard
-    post-norm layer; code "raw"). ``kernel_mode`` is a flag (paper/code: "batch" for more
-    than two classes, "sample" otherwise; ``"auto"``, the default, applies that rule); in eval mode the batch-shared kernel is the
-    running average kept during training (see :mod:`.alignment`), so eval logits never
-    depend on batch-mates.
+    post-norm layer; code "raw"); :data:`AUTHORS_BIOFORMER` lists the code's values.
+    ``kernel_mode`` is a flag (paper/code: "batch" for more than two classes, "sample"
+    otherwise; ``"auto"``, the default, applies that rule). ``eval_kernel="batch"`` (paper
+    and code) averages the kernel over the evaluated batch; ``"running"`` is our opt-in
+    BatchNorm-like running average, so eval logits never depend on batch-mates
+    (see :mod:`.alignment`).
 
     Interfaces for other code: ``forward(x) == head(forward_features(x))`` exactly;
     :attr:`feature_dim` ``= sum(seq_lens) * d_model``; :meth:`forward_tokens` returns the
@@ -96,7 +109,8 @@ class BioFormer(BiosignalModel):
         use_magnitude: bool = True, use_phase: bool = True, phase_mode: PhaseMode = "rotate",
         gain_mode: GainMode = "tanh",
         magnitude_clamp: float | None = None, magnitude_residual: bool = True,
-        token_init: TokenInit = "xavier",
+        token_init: TokenInit = "xavier", eval_kernel: EvalKernel = "batch",
+        band_attention: BandAttention = "cross", descriptors: Sequence[str] = DESCRIPTORS,
         use_scln: bool = True, alpha: float = 0.1, ffn_residual: FfnResidual = "normed",
         augmentations: Sequence[str] = DEFAULT_AUGMENTATIONS,
     ) -> None:
@@ -119,7 +133,8 @@ class BioFormer(BiosignalModel):
         self.kernel_mode = resolve_kernel_mode(kernel_mode, n_outputs)
         common = dict(
             d_token=d_token, kernel_size=kernel_size, dropout=fbam_dropout, kernel_mode=self.kernel_mode,
-            kernel_momentum=kernel_momentum, token_init=token_init,
+            kernel_momentum=kernel_momentum, token_init=token_init, eval_kernel=eval_kernel,
+            band_attention=band_attention,
         )
         self.mixers: nn.ModuleList | None
         if mixer == "fbam":
@@ -127,7 +142,7 @@ class BioFormer(BiosignalModel):
                 FBAM(
                     d_model, self.seq_lens, n_bands, band_edges, use_magnitude=use_magnitude, use_phase=use_phase,
                     phase_mode=phase_mode, gain_mode=gain_mode, magnitude_clamp=magnitude_clamp,
-                    magnitude_residual=magnitude_residual, learnable_dc=learnable_dc, **common,
+                    magnitude_residual=magnitude_residual, learnable_dc=learnable_dc, descriptors=descriptors, **common,
                 )
                 for _ in range(n_layers)
             )
@@ -135,6 +150,7 @@ class BioFormer(BiosignalModel):
             self.mixers = nn.ModuleList(TSAM(d_model, self.seq_lens, n_bands, band_edges, **common) for _ in range(n_layers))
         else:
             self.mixers = None
+        self.batch_independent_eval = eval_is_batch_independent(self.mixers)
         self.layers = nn.ModuleList(
             SegmentedEncoderLayer(d_model, n_heads, d_ff, dropout, self.seq_lens, ffn_residual) for _ in range(n_layers)
         )

@@ -15,13 +15,19 @@ module once per branch. Everything is vectorised over samples, bands and sequenc
 
 Kernel modes (Appendix C.3). ``"sample"``: each sample gets its own kernels (binary
 tasks in the paper). ``"batch"``: the kernels are averaged over the batch and shared
-(multi-class tasks). In the authors' code the batch average is also used at test time,
-so a test sample's logits depend on its batch-mates. Here the batch-shared kernel has a
-BatchNorm-like inference rule instead: during training the module keeps an exponential
-running average of the batch-shared kernel per sequence and band (``running_kernel``,
-momentum ``kernel_momentum``; ``None`` = cumulative average), and in eval mode it uses
-that buffer, so eval outputs never depend on the rest of the batch. Gains and phases
-are always per sample, as in the authors' code.
+(multi-class tasks). ``eval_kernel`` says what the batch-shared kernel is at inference:
+``"batch"`` (default) is what the paper states and the authors' code does, the average over
+the batch being evaluated, in eval mode too, so a test sample's logits depend on its
+batch-mates (anchors/bioformer.md, 5.1: up to 0.019 in logits between batch 8 and batch 1).
+``"running"`` is our option, not in the paper or the code: a BatchNorm-like inference rule,
+with an exponential running average of the batch-shared kernel per sequence and band kept in
+training (``running_kernel``, momentum ``kernel_momentum``; ``None`` = cumulative average)
+and used in eval mode, so that a prediction never depends on the rest of its batch (use it
+when test batches are small or mixed across subjects). Gains and phases are always per
+sample, as in the authors' code.
+
+The authors' operator set (their public code, anchors/bioformer.md 1.3) is
+:data:`AUTHORS_FBAM`; the paper's equations are the constructor defaults.
 """
 
 from __future__ import annotations
@@ -36,7 +42,9 @@ from torch import nn
 from biosig_lightning.models.base import check_dropout
 from biosig_lightning.models.modules.bands import BandLayout, EdgesSpec, resolve_edges
 
-__all__ = ["FBAM", "TSAM", "BandController", "aligned_layers", "fbam_options", "resolve_kernel_mode"]
+__all__ = [
+    "AUTHORS_FBAM", "DESCRIPTORS", "eval_is_batch_independent", "FBAM", "TSAM", "BandController", "aligned_layers", "fbam_options", "resolve_kernel_mode",
+]
 
 KernelMode = Literal["sample", "batch"]
 #: what a backbone hosting FBAM accepts: ``"auto"`` applies the paper's rule for its class count
@@ -44,6 +52,22 @@ HostKernelMode = Literal["auto", "sample", "batch"]
 PhaseMode = Literal["rotate", "scale"]
 GainMode = Literal["tanh", "offset"]
 TokenInit = Literal["xavier", "zeros"]
+EvalKernel = Literal["batch", "running"]
+#: how band parameters are generated: Eq. 3's cross-attention of band tokens over band contexts
+#: ("cross"), self-attention among the band contexts (Appendix G.3, Variant 5, "self"), or free
+#: per-band parameters with no conditioning on the input (Variant 4, "static")
+BandAttention = Literal["cross", "self", "static"]
+#: FBAM's band descriptors of Eq. 2 in the authors' order; Table 10 uses subsets of them
+DESCRIPTORS = ("mean", "std", "max", "energy", "argmax")
+
+#: Every FBAM setting in which the authors' public code departs from the paper's equations
+#: (anchors/bioformer.md 1.3): phase angle scaled ``theta -> (1 + beta) theta``; gain
+#: ``clamp(1 + gamma 0.5 tanh(.), 0.5, 1.5)`` with learnable ``gamma``; magnitude update clamped
+#: to ``+-0.5 A``; band tokens initialised to zero; batch-averaged kernel at eval (K > 2).
+AUTHORS_FBAM: dict[str, Any] = {
+    "phase_mode": "scale", "gain_mode": "offset", "magnitude_clamp": 0.5, "token_init": "zeros",
+    "eval_kernel": "batch",
+}
 
 
 def resolve_kernel_mode(mode: str, n_outputs: int) -> KernelMode:
@@ -70,6 +94,19 @@ def fbam_options(host: str, kernel_mode: str, n_outputs: int, extra: dict[str, A
         raise ValueError(f"{host}: set the FBAM kernel mode with fbam_kernel_mode, not fbam_kwargs.kernel_mode")
     opts["kernel_mode"] = resolve_kernel_mode(kernel_mode, n_outputs)
     return opts
+
+
+def eval_is_batch_independent(modules: Sequence[nn.Module] | None) -> bool:
+    """Whether eval outputs of a host holding these aligners depend on each sample alone.
+
+    False when any of them averages its kernel over the batch at eval (``kernel_mode="batch"``
+    with ``eval_kernel="batch"``, the paper's and the authors' rule for K > 2); hosts set their
+    ``batch_independent_eval`` from this.
+    """
+    return not any(
+        isinstance(m, _Alignment) and m.kernel_mode == "batch" and m.eval_kernel == "batch"
+        for module in (modules or []) for m in module.modules()
+    )
 
 
 def aligned_layers(z: torch.Tensor, layers: Sequence[nn.Module], aligners: Sequence[nn.Module] | None) -> torch.Tensor:
@@ -114,18 +151,34 @@ class BandController(nn.Module):
     ``token_init="xavier"`` draws the band tokens Xavier-uniform, so the bands are told
     apart from the first step; ``"zeros"`` reproduces the authors' code, where all
     queries start at zero and the attention starts uniform.
+
+    ``attention="self"`` (Appendix G.3, Variant 5) drops the band tokens: the band contexts
+    attend to each other, ``Q = c W_q``. ``attention="static"`` (Variant 4) drops everything
+    input-dependent: every head's raw output is a free parameter per sequence and band
+    ``(S, M, width)``, initialised at zero (uniform kernel, zero gain and phase before the
+    head activations).
     """
 
     def __init__(
-        self, n_stats: int, d_token: int, n_bands: int, heads: dict[str, int], dropout: float, token_init: TokenInit
+        self, n_stats: int, d_token: int, n_bands: int, heads: dict[str, int], dropout: float, token_init: TokenInit,
+        attention: BandAttention = "cross", n_segments: int = 1,
     ) -> None:
         super().__init__()
         if token_init not in ("xavier", "zeros"):
             raise ValueError(f"token_init must be 'xavier' or 'zeros', got {token_init!r}")
+        if attention not in ("cross", "self", "static"):
+            raise ValueError(f"band attention must be 'cross', 'self' or 'static', got {attention!r}")
+        self.attention = attention
+        if attention == "static":
+            self.static = nn.ParameterDict(
+                {name: nn.Parameter(torch.zeros(n_segments, n_bands, width)) for name, width in heads.items()}
+            )
+            return
         self.describe = nn.Sequential(nn.Linear(n_stats, d_token), nn.LayerNorm(d_token))
-        self.tokens = nn.Parameter(torch.zeros(n_bands, d_token))
-        if token_init == "xavier":
-            nn.init.xavier_uniform_(self.tokens)
+        if attention == "cross":
+            self.tokens = nn.Parameter(torch.zeros(n_bands, d_token))
+            if token_init == "xavier":
+                nn.init.xavier_uniform_(self.tokens)
         self.query = nn.Linear(d_token, d_token, bias=False)
         self.key = nn.Linear(d_token, d_token, bias=False)
         self.value = nn.Linear(d_token, d_token, bias=False)
@@ -134,9 +187,13 @@ class BandController(nn.Module):
         self.scale = 1.0 / math.sqrt(d_token)
 
     def forward(self, stats: torch.Tensor, valid: torch.Tensor) -> dict[str, torch.Tensor]:
+        if self.attention == "static":
+            return {name: p.expand(stats.shape[0], -1, -1, -1) for name, p in self.static.items()}
         context = self.describe(stats)  # (B, S, M, d)
-        q = self.query(self.tokens)  # (M, d)
-        scores = torch.einsum("md,bsnd->bsmn", q, self.key(context)) * self.scale
+        if self.attention == "cross":
+            scores = torch.einsum("md,bsnd->bsmn", self.query(self.tokens), self.key(context)) * self.scale
+        else:
+            scores = torch.einsum("bsmd,bsnd->bsmn", self.query(context), self.key(context)) * self.scale
         # A finite fill keeps a sequence with no non-empty band (a 1-token branch) NaN-free.
         scores = scores.masked_fill(~valid[None, :, None, :], torch.finfo(scores.dtype).min)
         out = self.attn_norm(torch.softmax(scores, dim=-1) @ self.value(context))
@@ -151,9 +208,12 @@ class _Alignment(nn.Module):
         band_edges: EdgesSpec,
         n_stats: int, heads: dict[str, int],
         d_token: int | None, kernel_size: int, dropout: float, kernel_mode: KernelMode,
-        kernel_momentum: float | None, token_init: TokenInit, eps: float,
+        kernel_momentum: float | None, token_init: TokenInit, eps: float, eval_kernel: EvalKernel = "batch",
+        band_attention: BandAttention = "cross",
     ) -> None:
         super().__init__()
+        if eval_kernel not in ("batch", "running"):
+            raise ValueError(f"eval_kernel must be 'batch' or 'running', got {eval_kernel!r}")
         if d_model < 1 or n_bands < 1:
             raise ValueError(f"d_model and n_bands must be positive, got {d_model}, {n_bands}")
         if kernel_mode not in ("sample", "batch"):
@@ -167,12 +227,14 @@ class _Alignment(nn.Module):
         self.n_bands = n_bands
         self.kernel_mode = kernel_mode
         self.kernel_momentum = kernel_momentum
+        self.eval_kernel = eval_kernel
         self.eps = eps
         self.d_token = d_token if d_token is not None else max(1, d_model // 2)
         edges = resolve_edges(band_edges, n_bins, n_bands)
         self.layout = BandLayout(n_bins, edges, n_bands, kernel_size)
-        self.controller = BandController(n_stats, self.d_token, n_bands, heads, dropout, token_init)
-        if "kernel" in heads and kernel_mode == "batch":
+        self.controller = BandController(n_stats, self.d_token, n_bands, heads, dropout, token_init, band_attention,
+                                         len(self.seq_lens))
+        if "kernel" in heads and kernel_mode == "batch" and eval_kernel == "running":
             self.register_buffer(
                 "running_kernel", torch.full((len(self.seq_lens), n_bands, kernel_size), 1.0 / kernel_size)
             )
@@ -198,9 +260,11 @@ class _Alignment(nn.Module):
         kernel = torch.softmax(raw, dim=-1)
         if self.kernel_mode == "sample":
             return kernel
-        if not self.training:
+        if not self.training and self.eval_kernel == "running":
             return self.running_kernel.unsqueeze(0)
         shared = kernel.mean(0, keepdim=True)
+        if not self.training or self.eval_kernel != "running":
+            return shared
         with torch.no_grad():
             self.num_batches_tracked += 1
             weight = self.kernel_momentum
@@ -255,7 +319,12 @@ class FBAM(_Alignment):
         d_token: controller width ``d`` (paper: 64 = ``D / 2``, the default).
         kernel_size: taps ``r`` of the band kernel (paper: 3).
         dropout: dropout inside the heads (authors: 0.1).
-        kernel_mode / kernel_momentum: see the module docstring.
+        kernel_mode / eval_kernel / kernel_momentum: see the module docstring.
+        band_attention: ``"cross"`` (Eq. 3), ``"self"`` (App. G.3 Variant 5) or ``"static"``
+            (Variant 4); see :class:`BandController`.
+        descriptors: which of Eq. 2's descriptors (:data:`DESCRIPTORS`) feed the controller
+            (Table 10: ``["mean", "std", "max"]`` is LogMom, ``+ ["argmax"]`` LogMom+PeakLoc,
+            ``+ ["energy"]`` LogMom+BandEnergy).
         eps: the ``eps`` of Algorithm 1 and of the log descriptors.
     """
 
@@ -266,8 +335,12 @@ class FBAM(_Alignment):
         use_magnitude: bool = True, use_phase: bool = True, phase_mode: PhaseMode = "rotate",
         gain_mode: GainMode = "tanh",
         magnitude_clamp: float | None = None, magnitude_residual: bool = True, learnable_dc: bool = False,
-        token_init: TokenInit = "xavier", eps: float = 1e-6,
+        token_init: TokenInit = "xavier", eval_kernel: EvalKernel = "batch",
+        band_attention: BandAttention = "cross", descriptors: Sequence[str] = DESCRIPTORS, eps: float = 1e-6,
     ) -> None:
+        unknown = [d for d in descriptors if d not in DESCRIPTORS]
+        if unknown or not descriptors or len(set(descriptors)) != len(descriptors):
+            raise ValueError(f"descriptors must be distinct names from {list(DESCRIPTORS)}, got {list(descriptors)}")
         if not (use_magnitude or use_phase):
             raise ValueError("FBAM with use_magnitude=False and use_phase=False does nothing; remove the module instead")
         if phase_mode not in ("rotate", "scale"):
@@ -287,8 +360,13 @@ class FBAM(_Alignment):
         # spectrum: floor(P / 2) non-DC bins per sequence; five band descriptors (Eq. 2)
         super().__init__(
             d_model=d_model, n_tokens=lengths, n_bins=[p // 2 for p in lengths], n_bands=n_bands,
-            band_edges=band_edges, n_stats=5, heads=heads, d_token=d_token, kernel_size=kernel_size,
+            band_edges=band_edges, n_stats=len(descriptors), heads=heads, d_token=d_token, kernel_size=kernel_size,
             dropout=dropout, kernel_mode=kernel_mode, kernel_momentum=kernel_momentum, token_init=token_init, eps=eps,
+            eval_kernel=eval_kernel, band_attention=band_attention,
+        )
+        self.descriptors = [str(d) for d in descriptors]
+        self.register_buffer(
+            "descriptor_index", torch.tensor([DESCRIPTORS.index(d) for d in descriptors]), persistent=False
         )
         self.use_magnitude = use_magnitude
         self.use_phase = use_phase
@@ -307,7 +385,10 @@ class FBAM(_Alignment):
         spectra = [torch.fft.rfft(part, dim=2, norm="ortho") for part in xt.split(self.seq_lens, dim=2)]
         z = torch.cat([s[..., 1:] for s in spectra], dim=2)  # (B, D, K) non-DC bins of all sequences
         mag = z.abs()
-        params = self.controller(self.layout.band_statistics(mag, self.eps), self.layout.valid)
+        stats = self.layout.band_statistics(mag, self.eps)
+        if len(self.descriptors) != len(DESCRIPTORS):  # Table 10: a subset of Eq. 2's descriptors
+            stats = stats.index_select(-1, self.descriptor_index)
+        params = self.controller(stats, self.layout.valid)
 
         new_mag = mag
         if self.use_magnitude:
@@ -366,7 +447,8 @@ class TSAM(_Alignment):
         self, d_model: int, n_tokens: int | Sequence[int], n_bands: int = 6, band_edges: EdgesSpec = None, *,
         d_token: int | None = None, kernel_size: int = 3, dropout: float = 0.1,
         kernel_mode: KernelMode = "sample", kernel_momentum: float | None = 0.1,
-        token_init: TokenInit = "xavier", eps: float = 1e-6,
+        token_init: TokenInit = "xavier", eval_kernel: EvalKernel = "batch",
+        band_attention: BandAttention = "cross", eps: float = 1e-6,
     ) -> None:
         lengths = _as_lengths(n_tokens)
         # the token axis itself is cut into segments; four descriptors, kernel and gain heads (B.2)
@@ -374,6 +456,7 @@ class TSAM(_Alignment):
             d_model=d_model, n_tokens=lengths, n_bins=lengths, n_bands=n_bands, band_edges=band_edges, n_stats=4,
             heads={"kernel": kernel_size, "gain": 1}, d_token=d_token, kernel_size=kernel_size, dropout=dropout,
             kernel_mode=kernel_mode, kernel_momentum=kernel_momentum, token_init=token_init, eps=eps,
+            eval_kernel=eval_kernel, band_attention=band_attention,
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

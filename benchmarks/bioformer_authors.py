@@ -1,0 +1,201 @@
+"""Our BioFormer in the authors' operator set against the authors' own model, in one run.
+
+Needs a local copy of the public ``NKU-EmbeddedSystem/BioFormer`` repository (not shipped, not
+run in CI); its ``models/BioFormer.py`` is imported from that folder as is, never copied here::
+
+    python benchmarks/bioformer_authors.py /path/to/BioFormer [--n-classes 2] [--steps 5]
+
+1. Builds their model with their APAVA flags (``--use_FBD --mag_learning --phase_learning
+   --use_ASSLN 0.1``, 6 layers, d_model 128) and ours with ``AUTHORS_BIOFORMER``; copies their
+   weights into ours (the q/k/v projections are fused into our ``qkv``; their 1x1 convolutions
+   are our linear layers).
+2. Eval mode (no dropout, no augmentation): same batch -> logits must agree (1e-4); the loss
+   gradient over all parameters must agree (relative 2e-3); one SGD step with their grad-norm
+   clip 4.0 must give the same update (relative 5e-3); one Adam step is reported.
+3. Times a training step (forward + cross-entropy + backward + clip + Adam) of both models on
+   the same batch, interleaved, and prints the median of each and their ratio.
+
+Exit status 1 when a check fails. With ``--n-classes 3`` both use the batch-averaged kernel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from biosig_lightning.models.bioformer import BioFormer
+from biosig_lightning.models.bioformer.model import AUTHORS_BIOFORMER
+
+
+def load_authors_model(repo: Path, n_chans: int, n_times: int, n_classes: int, alpha: float) -> nn.Module:
+    """Their ``models.BioFormer.Model`` imported from ``repo``, with their APAVA flags."""
+    if not (repo / "models" / "BioFormer.py").is_file():
+        raise SystemExit(f"{repo} is not a copy of NKU-EmbeddedSystem/BioFormer (no models/BioFormer.py)")
+    sys.path.insert(0, str(repo.resolve()))
+    from models.BioFormer import Model  # noqa: PLC0415  (their code, importable only from their folder)
+
+    cfg = SimpleNamespace(
+        task_name="classification", seq_len=n_times, enc_in=n_chans, num_class=n_classes, d_model=128, d_ff=256,
+        n_heads=8, e_layers=6, dropout=0.1, factor=1, activation="gelu", output_attention=False,
+        augmentations="scale0.1,drop0.25", use_FBD=True, mag_learning=True, phase_learning=True, use_ASSLN=alpha,
+    )
+    return Model(cfg)
+
+
+def authors_state_to_ours(theirs: dict[str, torch.Tensor], n_layers: int) -> dict[str, torch.Tensor]:
+    """Rename (and fuse / reshape) the authors' state dict into ours."""
+    out: dict[str, torch.Tensor] = {"embedding.token.weight": theirs["enc_embedding.value_embedding.tokenConv.weight"]}
+    for b in range(3):
+        for j in range(b + 1):
+            for ours_i, their_i in ((3 * j, 0), (3 * j + 1, 1)):
+                prefix = f"enc_embedding.stages.{b}.{j}.{their_i}."
+                for key, value in theirs.items():
+                    if key.startswith(prefix):
+                        out[f"embedding.branches.{b}.{ours_i}.{key[len(prefix):]}"] = value
+    fbam_names = {"gamma": "gain_scale", "tokens": "controller.tokens", "band_proj": "controller.describe",
+                  "q_proj": "controller.query", "k_proj": "controller.key", "v_proj": "controller.value",
+                  "attn_norm": "controller.attn_norm", "to_kernel": "controller.heads.kernel",
+                  "to_gain": "controller.heads.gain", "to_phase": "controller.heads.phase"}
+    for layer in range(n_layers):
+        prefix = f"encoder.freq_layers.{layer}."
+        for key, value in theirs.items():
+            if key.startswith(prefix):
+                head, _, rest = key[len(prefix):].partition(".")
+                out[f"mixers.{layer}.{fbam_names[head]}" + (f".{rest}" if rest else "")] = value
+        att = f"encoder.attn_layers.{layer}.attention."
+        for part in ("weight", "bias"):
+            out[f"layers.{layer}.qkv.{part}"] = torch.cat(
+                [theirs[f"{att}{name}_projection.{part}"] for name in ("query", "key", "value")])
+            out[f"layers.{layer}.out.{part}"] = theirs[f"{att}out_projection.{part}"]
+        enc = f"encoder.attn_layers.{layer}."
+        for ours_name, their_name in (("ff1", "conv1"), ("ff2", "conv2")):
+            out[f"layers.{layer}.{ours_name}.weight"] = theirs[f"{enc}{their_name}.weight"].squeeze(-1)
+            out[f"layers.{layer}.{ours_name}.bias"] = theirs[f"{enc}{their_name}.bias"]
+        for norm in ("norm1", "norm2"):
+            for part in ("weight", "bias"):
+                out[f"layers.{layer}.{norm}.{part}"] = theirs[f"{enc}{norm}.{part}"]
+    norm_names = {"ln": "norm", "pool_proj": "mlp.0", "mlp.1": "mlp.2", "mlp.3": "mlp.4"}
+    for key, value in theirs.items():
+        if key.startswith("encoder.norm."):
+            rest = key[len("encoder.norm."):]
+            for their_name, ours_name in norm_names.items():
+                if rest.startswith(their_name + "."):
+                    out[f"norm.{ours_name}{rest[len(their_name):]}"] = value
+    out["head.weight"] = theirs["projection.weight"]
+    out["head.bias"] = theirs["projection.bias"]
+    return out
+
+
+def build_pair(repo: Path, n_chans: int, n_times: int, n_classes: int, seed: int) -> tuple[nn.Module, BioFormer]:
+    """The authors' model (seeded init) and ours with its weights copied in."""
+    torch.manual_seed(seed)
+    theirs = load_authors_model(repo, n_chans, n_times, n_classes, alpha=0.1)
+    ours = BioFormer(n_chans=n_chans, n_outputs=n_classes, n_times=n_times, sfreq=256.0,
+                     augmentations=["scale0.1", "drop0.25"], **AUTHORS_BIOFORMER)
+    mapped = authors_state_to_ours(theirs.state_dict(), n_layers=6)
+    missing, unexpected = ours.load_state_dict(mapped, strict=False)
+    missing = [k for k in missing if not k.startswith("embedding.positions")]
+    if missing or unexpected:
+        raise SystemExit(f"weight mapping incomplete: missing {missing}, unexpected {unexpected}")
+    return theirs, ours
+
+
+def their_logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """Their forward takes (B, T, C) and a padding mask it ignores."""
+    return model(x.transpose(1, 2), None, None, None)
+
+
+def _train_step(step, opt: torch.optim.Optimizer, params: list[nn.Parameter], y: torch.Tensor) -> float:
+    opt.zero_grad(set_to_none=True)
+    loss = F.cross_entropy(step(), y)
+    loss.backward()
+    nn.utils.clip_grad_norm_(params, 4.0)
+    opt.step()
+    return float(loss.detach())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("authors_repo", type=Path, help="local copy of NKU-EmbeddedSystem/BioFormer")
+    parser.add_argument("--n-classes", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=5, help="timed training steps per model")
+    parser.add_argument("--seed", type=int, default=41)
+    args = parser.parse_args(argv)
+    theirs, ours = build_pair(args.authors_repo, 16, 256, args.n_classes, args.seed)
+    gen = torch.Generator().manual_seed(args.seed)
+    x = torch.randn(args.batch, 16, 256, generator=gen)
+    y = torch.randint(args.n_classes, (args.batch,), generator=gen)
+    ok = True
+
+    theirs.eval()
+    ours.eval()
+    lt, lo = their_logits(theirs, x), ours(x)
+    diff = (lt - lo).abs().max().item()
+    print(f"eval logits: max |theirs - ours| = {diff:.2e} (logit std {lt.std().item():.3f})")
+    ok &= diff < 1e-4
+
+    F.cross_entropy(lt, y).backward()
+    F.cross_entropy(lo, y).backward()
+    theirs_grads = authors_state_to_ours({k: p.grad for k, p in theirs.named_parameters()}, n_layers=6)
+    ours_grads = {k: p.grad for k, p in ours.named_parameters()}
+    keys = sorted(ours_grads)
+    g_o = torch.cat([ours_grads[k].flatten() for k in keys])
+    g_t = torch.cat([theirs_grads[k].flatten() for k in keys])
+    rel = ((g_o - g_t).norm() / g_t.norm()).item()
+    worst_key = max(keys, key=lambda k: ((ours_grads[k] - theirs_grads[k]).norm() / theirs_grads[k].norm()).item())
+    worst = ((ours_grads[worst_key] - theirs_grads[worst_key]).norm() / theirs_grads[worst_key].norm()).item()
+    print(f"gradients: |g_ours - g_theirs| / |g_theirs| over all {g_t.numel():,} entries = {rel:.2e}; "
+          f"worst tensor {worst_key} {worst:.2e} (FBAM gain heads: small gradients, eps-level forward "
+          f"differences, e.g. their A = |Z| + eps)")
+    ok &= rel < 2e-3
+
+    # One SGD step (clip 4.0) must give the same parameters; one Adam step is reported (Adam's
+    # first step is lr * sign(g), so entries whose gradient is ~0 may flip by 2 lr).
+    before = {k: v.clone() for k, v in ours.state_dict().items()}
+    for opt_cls, name in ((torch.optim.SGD, "SGD lr 1e-4"), (torch.optim.Adam, "Adam lr 1e-4")):
+        theirs_copy_state = {k: v.clone() for k, v in theirs.state_dict().items()}
+        for model in (theirs, ours):
+            nn.utils.clip_grad_norm_(list(model.parameters()), 4.0)
+            opt_cls(model.parameters(), lr=1e-4).step()
+        after = authors_state_to_ours(theirs.state_dict(), n_layers=6)
+        ours_state = ours.state_dict()
+        step_t = torch.cat([(after[k] - before[k]).flatten() for k in keys])
+        step_o = torch.cat([(ours_state[k] - before[k]).flatten() for k in keys])
+        rel_step = ((step_o - step_t).norm() / step_t.norm()).item()
+        print(f"one {name} step (clip 4.0): |update_ours - update_theirs| / |update_theirs| = {rel_step:.2e}")
+        if opt_cls is torch.optim.SGD:
+            ok &= rel_step < 5e-3
+        theirs.load_state_dict(theirs_copy_state)
+        ours.load_state_dict(before)
+    opt_t = torch.optim.Adam(theirs.parameters(), lr=1e-4)
+    opt_o = torch.optim.Adam(ours.parameters(), lr=1e-4)
+
+    theirs.train()
+    ours.train()
+    times: dict[str, list[float]] = {"authors": [], "ours": []}
+    params_t, params_o = list(theirs.parameters()), list(ours.parameters())
+    for i in range(args.steps + 1):  # the first step of each is a warm-up
+        for name, step, opt, params in (("authors", lambda: their_logits(theirs, x), opt_t, params_t),
+                                        ("ours", lambda: ours(x), opt_o, params_o)):
+            t0 = time.perf_counter()
+            _train_step(step, opt, params, y)
+            if i:
+                times[name].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"train step, batch {args.batch}, {torch.get_num_threads()} threads: authors {med['authors']:.3f} s, "
+          f"ours {med['ours']:.3f} s, ratio authors/ours {med['authors'] / med['ours']:.2f}x")
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
