@@ -3,7 +3,7 @@
 Source: IITNet's ``split_idx/idx_MASS.npy`` as the SPDTransNet authors converted it to
 ``cross_validation_folds/MASS_SS3/fold_00..30.yaml`` (0-based positions in the sorted list of the 62
 recordings), mapped here to subject ids 1..64 without 43 and 49. The test pairs partition all 62
-recordings (checked by ``tests/test_mass_ss3.py``). Caveat (the authors'): it assumes IITNet indexed
+recordings (checked by ``tests/data/corpora/test_mass_ss3.py``). Caveat (the authors'): it assumes IITNet indexed
 the recordings in the same sorted order.
 """
 

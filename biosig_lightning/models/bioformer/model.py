@@ -56,7 +56,7 @@ AUTHORS_BIOFORMER: dict[str, object] = {**AUTHORS_FBAM, "ffn_residual": "raw"}
     },
     # The authors' code has 1,364,454 trainable parameters at APAVA (anchors/bioformer.md, 1.6;
     # BioFormer Table 13: 1.36 M); ours has 6 fewer, the authors' per-FBAM gain scalars gamma, which
-    # exist here only with gain_mode="offset" (tests/test_bioformer.py pins that count too).
+    # exist here only with gain_mode="offset" (tests/models/bioformer/test_bioformer.py pins that count too).
     param_pins={"apava": 1_364_454 - 6},
     test_kwargs={"d_model": 16, "d_ff": 32, "n_heads": 2, "n_layers": 1, "d_token": 8},
 )

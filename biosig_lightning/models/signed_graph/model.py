@@ -64,7 +64,7 @@ Readings of other ambiguities:
   classified: with per-window polarities both denoisers put every input on graphs of the same signs and,
   for one block, the one with the higher cutoff has the smaller error on every input (``||y - g(L)y||^2``
   falls as ``omega`` grows), so eq. 22 could not tell the classes apart. Class polarities are what makes
-  the pair discriminative (tests/test_signed_graph_learns.py); they are buffers, saved with the weights.
+  the pair discriminative (tests/e2e/test_signed_graph_learns.py); they are buffers, saved with the weights.
 * Eq. 5's GLR is measured on the positive twin, ``sum |w_ij| (beta_i x_i - beta_j x_j)^2``; the literal
   signed GLR is minimised by a max-cut (see :func:`~biosig_lightning.features.signed_graph.refine_polarity`).
 * The Krylov dimension ``m`` is not given; ``krylov_dim = 20`` (``m << N = 210``).

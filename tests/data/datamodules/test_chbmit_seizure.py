@@ -9,7 +9,7 @@ import numpy as np
 
 from biosig_lightning.data.corpora.chb_mit import CHANNELS_18
 from biosig_lightning.data.datamodules.chb_mit import STDRO_SPLIT, CHBMITSeizureDataModule
-from tests.test_corpora_chbmit import corpus  # noqa: F401  (the real-format fixture: EDFs + summaries)
+from tests.data.corpora.test_chb_mit import corpus  # noqa: F401  (the real-format fixture: EDFs + summaries)
 
 
 def test_reader_options_on_real_format(corpus: Path, tmp_path: Path) -> None:  # noqa: F811

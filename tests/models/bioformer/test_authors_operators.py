@@ -20,7 +20,7 @@ from biosig_lightning.models.bioformer.model import AUTHORS_BIOFORMER
 from biosig_lightning.models.modules.alignment import AUTHORS_FBAM
 
 EPS = 1e-6
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _head(head: nn.Sequential, o: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,137 @@
+"""Medformer (Wang et al., 2024) and EEGNet (Lawhern et al., 2018) baseline backbones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+from biosig_lightning.cli import main
+from biosig_lightning.models.baselines import EEGNet, Medformer
+from biosig_lightning.models.bioformer import FBAM
+from tests.conftest import EXPERIMENTS
+from tests.helpers import assert_metrics_match_predictions
+
+APAVA = dict(n_chans=16, n_outputs=2, n_times=256, sfreq=256.0)
+TINY = dict(patch_lens=(4, 2, 4, 8), d_model=16, n_heads=2, e_layers=2, d_ff=32)
+
+
+def tiny_medformer(**kw: object) -> Medformer:
+    args = dict(n_chans=3, n_outputs=3, n_times=24, sfreq=100.0, **TINY)
+    args.update(kw)
+    return Medformer(**args)
+
+
+# ---------------------------------------------------------------- learning
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: tiny_medformer(n_outputs=2, e_layers=1, dropout=0.0, augmentations=("none",)),
+        lambda: tiny_medformer(n_outputs=2, e_layers=1, dropout=0.0, variant="head", fbam=True, fbam_bands=2),
+        # fast BN running statistics: 20 steps at Keras momentum 0.01 would leave them near their init
+        lambda: EEGNet(n_chans=3, n_outputs=2, n_times=64, sfreq=64.0, kernel_length=8, dropout=0.0, bn_momentum=0.5),
+    ],
+    ids=["medformer", "medformer-head-fbam", "eegnet"],
+)
+def test_tiny_models_learn_a_separable_toy_problem(make) -> None:  # noqa: ANN001
+    torch.manual_seed(0)
+    model = make()
+    n_times = model.n_times
+    t = torch.arange(n_times) / n_times
+    y = torch.arange(32) % 2
+    # class 0: slow sine on channel 0; class 1: fast sine on channel 1; plus noise
+    x = 0.3 * torch.randn(32, 3, n_times)
+    x[y == 0, 0] += torch.sin(2 * torch.pi * 2 * t)
+    x[y == 1, 1] += torch.sin(2 * torch.pi * 6 * t)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    model.train()
+    losses = []
+    for _ in range(20):
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.6 * losses[0], losses
+    model.eval()
+    assert (model(x).argmax(1) == y).float().mean() >= 0.9
+
+
+
+# ---------------------------------------------------------------- CLI
+
+
+@pytest.mark.parametrize(
+    ("backbone", "overrides"),
+    [
+        ("EEGNet", ["kernel_length=16"]),
+        ("Medformer", ["e_layers=1", "d_model=16", "n_heads=2", "d_ff=32", "patch_lens=[8,16,32]"]),
+    ],
+)
+def test_cli_smoke_fit(in_tmp: Path, capsys: pytest.CaptureFixture[str], backbone: str, overrides: list[str]) -> None:
+    args = ["fit"]
+    for name in ("demo.yaml", "synthetic.yaml", "smoke.yaml"):
+        args += ["--config", str(EXPERIMENTS / name)]
+    args += ["--trainer.enable_progress_bar=false", f"--model.init_args.backbone=biosig_lightning.models.baselines.{backbone}"]
+    args += [f"--model.init_args.backbone.init_args.{o}" for o in overrides]
+    main(args)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("results: ")
+    res = json.loads(Path(last.split("results: ", 1)[1]).read_text())
+    assert res["model"] == backbone
+    backbone_cfg = res["config"]["model"]["init_args"]["backbone"]
+    assert backbone_cfg["class_path"] == f"biosig_lightning.models.baselines.{backbone}"
+    name, value = overrides[0].split("=")
+    assert backbone_cfg["init_args"][name] == int(value)
+    assert res["num_params"] > 0
+    assert_metrics_match_predictions(res["run_dir"])
+
+
+def test_eegnet_with_fbam_between_its_stages() -> None:
+    from biosig_lightning.models.baselines import EEGNet
+
+    kw = dict(n_chans=4, n_outputs=3, n_times=64, sfreq=64.0, F1=4, D=2, F2=8, kernel_length=8, max_norm=False)
+    plain, with_fbam = EEGNet(**kw), EEGNet(**kw, fbam=True)  # 3 classes: "auto" -> batch-shared kernels
+    assert with_fbam.fbam[0].fbam.kernel_mode == "batch"
+    extra = sum(p.numel() for p in FBAM(16, 64, 6).parameters()) + sum(p.numel() for p in FBAM(8, 16, 6).parameters())
+    assert sum(p.numel() for p in with_fbam.parameters()) == sum(p.numel() for p in plain.parameters()) + extra
+    x = torch.randn(5, 4, 64)
+    out = with_fbam(x)
+    assert out.shape == (5, 3)
+    out.sum().backward()
+    grads = [p.grad for p in with_fbam.fbam.parameters() if p.requires_grad]
+    assert grads and all(g is not None for g in grads) and any(g.abs().sum() > 0 for g in grads)
+    with_fbam.eval()
+    assert torch.allclose(with_fbam(x[:1]), with_fbam(x)[:1], atol=1e-5)  # batch-shared kernels: eval rule
+
+
+@pytest.mark.parametrize("n_outputs,expected", [(2, "sample"), (3, "batch"), (5, "batch")])
+def test_fbam_hosts_pick_the_papers_kernel_mode(n_outputs: int, expected: str) -> None:
+    # Appendix C.3: batch-shared kernels for multi-class tasks, sample-specific for binary ones
+    from biosig_lightning.models.baselines import TransformerClassifier
+    from biosig_lightning.models.bioformer import BioFormer
+
+    shape = dict(n_chans=3, n_outputs=n_outputs, n_times=32, sfreq=32.0)
+    hosts = [
+        TransformerClassifier(**shape, d_model=8, n_layers=1, n_heads=2, d_ff=8, fbam=True).fbam[0],
+        Medformer(**shape, patch_lens=[4, 8], d_model=8, n_heads=2, e_layers=1, d_ff=8, fbam=True).fbam[0],
+        EEGNet(**shape, F1=2, D=1, F2=2, kernel_length=4, fbam=True).fbam[0].fbam,
+        BioFormer(**shape, d_model=8, d_ff=8, n_heads=2, n_layers=1).mixers[0],
+    ]
+    assert [m.kernel_mode for m in hosts] == [expected] * 4
+    forced = TransformerClassifier(**shape, d_model=8, n_layers=1, n_heads=2, d_ff=8, fbam=True,
+                                   fbam_kernel_mode="sample")
+    assert forced.fbam[0].kernel_mode == "sample"
+
+
+def test_fbam_kernel_mode_is_set_in_one_place() -> None:
+    with pytest.raises(ValueError, match="fbam_kernel_mode"):
+        tiny_medformer(fbam=True, fbam_kwargs={"kernel_mode": "batch"})
+    with pytest.raises(ValueError, match="'auto', 'sample' or 'batch'"):
+        tiny_medformer(fbam=True, fbam_kernel_mode="shared")
+
