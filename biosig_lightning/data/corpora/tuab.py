@@ -22,7 +22,6 @@ Layouts read (``root`` is the release folder holding ``edf/``, or ``edf/`` itsel
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -32,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from biosig_lightning.data.corpora.edf import files_fingerprint, read_header, read_signals
+from biosig_lightning.data.corpora.tuh import patient_id
 from biosig_lightning.data.spec import CorpusSpec, DataError, WindowBlock
 
 __all__ = ["CHANNELS", "TUAB", "patient_id"]
@@ -40,17 +40,6 @@ CHANNELS = ("FP1", "FP2", "F3", "F4", "C3", "C4", "P3", "P4", "O1", "O2", "F7", 
             "A1", "A2", "FZ", "CZ", "PZ")
 CLASSES = ("normal", "abnormal")
 
-
-def patient_id(name: str) -> int:
-    """Integer id of a TUH patient code: 8 digits as a number, 8 letters in base 26 (a = 0)."""
-    if re.fullmatch(r"[0-9]{8}", name):
-        return int(name)
-    if re.fullmatch(r"[a-z]{8}", name):
-        value = 0
-        for ch in name:
-            value = value * 26 + (ord(ch) - ord("a"))
-        return value
-    raise DataError(f"tuab: {name!r} is not a TUH patient code (8 digits in v2, 8 letters in v3)")
 
 
 @dataclass(frozen=True)
@@ -95,7 +84,7 @@ class TUAB:
                 if not base.is_dir():
                     continue
                 for path in sorted(base.rglob("*.edf")):
-                    patient = patient_id(path.stem.split("_")[0])
+                    patient = patient_id(path.stem.split("_")[0], "tuab")
                     recs.append(Recording(path, patient, label, folder))
         if not recs:
             raise DataError(f"tuab: no .edf files under {self.root}/{{train,eval}}/{{normal,abnormal}}")

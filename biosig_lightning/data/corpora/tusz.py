@@ -72,6 +72,7 @@ from typing import Any, Literal
 import numpy as np
 
 from biosig_lightning.data.corpora.edf import SkippedFile, files_fingerprint, read_header, read_signals
+from biosig_lightning.data.corpora.tuh import patient_id
 from biosig_lightning.data.spec import CorpusSpec, DataError, WindowBlock
 
 __all__ = ["CHANNELS", "CLASSIFICATION_CLASSES", "DETECTION_CLASSES", "SEIZURE_TYPE_CLASS", "SFREQ", "TUSZ",
@@ -106,17 +107,6 @@ class Event:
     stop: float
     label: str
 
-
-def patient_id(name: str) -> int:
-    """Integer subject id of a TUSZ patient: 8 digits as a number, 8 letters in base 26 (a = 0)."""
-    if re.fullmatch(r"[0-9]{8}", name):
-        return int(name)
-    if re.fullmatch(r"[a-z]{8}", name):
-        value = 0
-        for ch in name:
-            value = value * 26 + (ord(ch) - ord("a"))
-        return value
-    raise DataError(f"tusz: {name!r} is not a TUSZ patient id (8 digits in v1.5.2, 8 letters in v2.x)")
 
 
 def _check_event(path: Path, lineno: int, start: float, stop: float, label: str) -> Event:
@@ -267,7 +257,7 @@ class TUSZ:
                 if m is None:
                     raise DataError(f"{edf}: not a TUSZ file name (<patient>_sSSS_tTTT.edf with an 8-digit or "
                                     "8-letter patient id)")
-                rec = Recording(edf=edf, folder=folder, patient=m.group(1), subject=patient_id(m.group(1)))
+                rec = Recording(edf=edf, folder=folder, patient=m.group(1), subject=patient_id(m.group(1), "tusz"))
                 for fmt, suffixes in _FORMATS.items():
                     for suffix in suffixes:
                         path = edf.with_suffix(suffix)

@@ -256,22 +256,14 @@ class DCRNN(BiosignalModel):
 
     def __init__(
         self,
-        n_chans: int,
-        n_outputs: int,
-        n_times: int,
-        sfreq: float,
+        n_chans: int, n_outputs: int, n_times: int, sfreq: float,
         chs_info: Sequence[dict[str, Any]] | None = None,
-        graph: Literal["distance", "correlation"] = "distance",
-        step_bins: int = 0,
-        ch_names: Sequence[str] | None = None,
-        adj: Sequence[Sequence[float]] | None = None,
-        rnn_units: int = 64,
-        num_rnn_layers: int = 2,
-        max_diffusion_step: int = 2,
-        top_k: int = 3,
-        dropout: float = 0.0,
-        activation: Literal["tanh", "relu"] = "tanh",
-        single_logit: bool = True,
+        # the graph: which one, and what it is built from
+        graph: Literal["distance", "correlation"] = "distance", step_bins: int = 0,
+        ch_names: Sequence[str] | None = None, adj: Sequence[Sequence[float]] | None = None,
+        # the recurrent encoder and its read-out
+        rnn_units: int = 64, num_rnn_layers: int = 2, max_diffusion_step: int = 2, top_k: int = 3,
+        dropout: float = 0.0, activation: Literal["tanh", "relu"] = "tanh", single_logit: bool = True,
         dist_threshold: float = 0.9,
         pretrained: str | None = None,
     ) -> None:

@@ -106,8 +106,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_patient_ids() -> None:
     assert patient_id("00000258") == 258
     assert patient_id("aaaaaajy") == 9 * 26 + 24
-    with pytest.raises(DataError, match="not a TUSZ patient id"):
-        patient_id("chb01")
+    with pytest.raises(DataError, match="tusz: 'chb01' is not a TUH patient code"):
+        patient_id("chb01", "tusz")
 
 
 def test_detection_clips_channels_and_resampling(corpus: Path) -> None:
