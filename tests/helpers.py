@@ -192,7 +192,8 @@ def _ece_numpy(probs: Any, y: Any, n_bins: int = 15) -> float:
 
 
 def metrics_from_predictions(probs: Any, y: Any) -> dict[str, float]:
-    """The eight test metrics recomputed with scikit-learn from saved probabilities and targets,
+    """The eight test metrics (and, for two classes, sensitivity, specificity and G-mean) recomputed with
+    scikit-learn from saved probabilities and targets,
     following the definitions of ``biosig_lightning.metrics`` (absent classes left out of the
     AUROC/AUPRC means)."""
     import numpy as np
@@ -215,6 +216,10 @@ def metrics_from_predictions(probs: Any, y: Any) -> dict[str, float]:
     auprc = [skm.average_precision_score(onehot[:, c], probs[:, c]) for c in range(k) if onehot[:, c].sum() > 0]
     out["test/auroc"] = float(np.mean(auroc)) if auroc else float("nan")
     out["test/auprc"] = float(np.mean(auprc)) if auprc else float("nan")
+    if k == 2:  # class 1 positive; a rate whose class has no target is undefined
+        sens = skm.recall_score(y, pred, pos_label=1, zero_division=0) if (y == 1).any() else float("nan")
+        spec = skm.recall_score(y, pred, pos_label=0, zero_division=0) if (y == 0).any() else float("nan")
+        out |= {"test/sensitivity": sens, "test/specificity": spec, "test/gmean": float(np.sqrt(sens * spec))}
     return {key: float(v) for key, v in out.items()}
 
 

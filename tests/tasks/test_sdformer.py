@@ -321,7 +321,7 @@ def test_bad_arguments_are_clear_errors() -> None:
 def test_resume_restores_phase_optimizer_and_schedule(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = [EXPERIMENTS / "sdformer_sleepedf.yaml"]
     args = ("--trainer.max_epochs", "3", "--model.init_args.phase1_epochs", "1", "--model.init_args.phase2_epochs",
-            "2", "--trainer.logger.init_args.name", "resume", "--trainer.callbacks+=tests.test_sdformer_task.RecordPhase")
+            "2", "--trainer.logger.init_args.name", "resume", "--trainer.callbacks+=tests.tasks.test_sdformer.RecordPhase")
     with pytest.raises((SystemExit, KeyboardInterrupt)):
         cli_fit(capsys, cfg, *args, "--trainer.callbacks+=tests.helpers.InterruptAfterEpoch",
                 "--trainer.callbacks.init_args.epoch", "1")
