@@ -33,8 +33,10 @@ def build_results(trainer: Trainer, model: LightningModule, dm: LightningDataMod
         "model": type(backbone).__name__,
         "task": type(model).__name__,
         "experiment": experiment_of(trainer),
-        # what `biosig report` puts in the row beside the model: the result-changing override files
-        "variant": variant_of([str(p) for p in cfg.get("config") or []]),
+        # what `biosig report` puts in the row beside the model: the recipe, when it is one that wraps any
+        # backbone as its own method (STDRO), then the result-changing override files
+        "variant": "+".join(filter(None, [getattr(model, "recipe_label", None),
+                                          variant_of([str(p) for p in cfg.get("config") or []])])),
         "dataset": described.get("dataset", type(dm).__name__),
         "seed": int(cfg.get("seed_everything") or 0),
         "metrics": metrics,

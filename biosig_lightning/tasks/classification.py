@@ -80,6 +80,10 @@ class ClassificationTask(LightningModule):
             improvement for early stopping (BioFormer's authors' code: 1e-5).
     """
 
+    #: a recipe that is its own method around any backbone names itself here, so ``biosig report`` keeps
+    #: its rows apart from the plain backbone's (``DCRNN +STDRO`` beside ``DCRNN``); None for plain training
+    recipe_label: str | None = None
+
     def __init__(
         self,
         backbone: nn.Module,

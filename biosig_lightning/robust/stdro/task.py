@@ -155,6 +155,8 @@ class STDROTask(DGTask):
         graph_max_windows: build ``W_t`` from at most this many training windows (``None``: all).
     """
 
+    recipe_label = "STDRO"
+
     def __init__(
         self,
         backbone: nn.Module,
