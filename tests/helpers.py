@@ -283,3 +283,32 @@ def val_row_of_epoch(metrics_csv: Path, epoch: int) -> dict[str, float]:
         rows = [r for r in csv.DictReader(fh) if r.get("val/loss") and int(float(r["epoch"])) == epoch]
     assert len(rows) == 1, (metrics_csv, epoch, len(rows))
     return {k: float(v) for k, v in rows[0].items() if k.startswith("val/") and v != ""}
+
+
+#: CHB-MIT's 23 bipolar channel labels as its EDFs name them, and the 12 ECG leads (montage graph tests)
+CHB_MIT = [
+    "FP1-F7",
+    "F7-T7",
+    "T7-P7",
+    "P7-O1",
+    "FP1-F3",
+    "F3-C3",
+    "C3-P3",
+    "P3-O1",
+    "FP2-F4",
+    "F4-C4",
+    "C4-P4",
+    "P4-O2",
+    "FP2-F8",
+    "F8-T8",
+    "T8-P8-0",
+    "P8-O2",
+    "FZ-CZ",
+    "CZ-PZ",
+    "P7-T7",
+    "T7-FT9",
+    "FT9-FT10",
+    "FT10-T8",
+    "T8-P8-1",
+]
+ECG = ["I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6"]

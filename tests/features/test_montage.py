@@ -11,34 +11,7 @@ from biosig_lightning.features.montage import (
     electrode_positions,
     gaussian_distance_adjacency,
 )
-
-CHB_MIT = [
-    "FP1-F7",
-    "F7-T7",
-    "T7-P7",
-    "P7-O1",
-    "FP1-F3",
-    "F3-C3",
-    "C3-P3",
-    "P3-O1",
-    "FP2-F4",
-    "F4-C4",
-    "C4-P4",
-    "P4-O2",
-    "FP2-F8",
-    "F8-T8",
-    "T8-P8-0",
-    "P8-O2",
-    "FZ-CZ",
-    "CZ-PZ",
-    "P7-T7",
-    "T7-FT9",
-    "FT9-FT10",
-    "FT10-T8",
-    "T8-P8-1",
-]
-ECG = ["I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6"]
-
+from tests.helpers import CHB_MIT, ECG
 
 # --------------------------------------------------------------------------- montage
 
