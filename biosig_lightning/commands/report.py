@@ -45,7 +45,23 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from biosig_lightning.analysis.run_stats import (
+    TABLE1_METRICS,
+    RunStatsError,
+    metric_values,
+    paired_values,
+    run_key,
+    subject_accuracy,
+    subject_anova,
+    subject_outcomes,
+    table1_metrics,
+)
+from biosig_lightning.analysis.stats import one_way_anova, paired_t_test, spread
+from biosig_lightning.analysis.tables import gain_stability, rank_summary, welch_t_test
+
 LOWER_IS_BETTER = {"ece", "loss"}
+#: columns that are no score: never marked best, left out of --baseline and --ranks, shown as integers
+NOT_SCORES = {"params"}
 DEFAULT_METRICS = ("acc", "f1", "auroc", "ece")
 
 
@@ -144,10 +160,11 @@ def group_runs(found: list[tuple[Path, dict[str, Any]]]) -> Groups:
         row = Row(*k, base_experiment(res) if k in split else "")
         groups[(row, dataset(res))].append((path, res))
     for (row, ds), runs in groups.items():
+        # keyed by split and seed: LOSO folds share a seed but test other subjects, so they are not copies
         by_seed: dict[Any, list[Path]] = defaultdict(list)
         for path, res in runs:
-            by_seed[res.get("seed")].append(path)
-        for seed, paths in by_seed.items():
+            by_seed[run_key(res)].append(path)
+        for (_, seed), paths in by_seed.items():
             if len(paths) > 1:
                 _warn(f"warning: {row.label} / {ds} holds seed {seed} {len(paths)} times "
                       f"({', '.join(str(p) for p in paths)}); copies of one run would inflate n")
@@ -186,10 +203,10 @@ def best_cells(stats: Stats, digits: int = 3) -> set[tuple[Row, str, str]]:
     """
     columns: dict[tuple[str, str], list[tuple[float, Row]]] = defaultdict(list)
     for (row, ds, m), (mean, _, _) in stats.items():
-        columns[(ds, m)].append((float(f"{mean:.{digits}f}"), row))  # the number the reader sees
+        columns[(ds, m)].append((float(f"{mean:.{_digits(m, digits)}f}"), row))  # the number the reader sees
     best: set[tuple[Row, str, str]] = set()
     for (ds, m), vals in columns.items():
-        if len(vals) < 2:
+        if len(vals) < 2 or _short(m) in NOT_SCORES:
             continue
         pick = min if _short(m) in LOWER_IS_BETTER else max
         target = pick(v for v, _ in vals)
@@ -198,6 +215,11 @@ def best_cells(stats: Stats, digits: int = 3) -> set[tuple[Row, str, str]]:
 
 
 # ---- rendering --------------------------------------------------------------------------------------
+def _digits(metric: str, digits: int) -> int:
+    """Decimals shown for ``metric``: parameter counts are whole numbers."""
+    return 0 if _short(metric) in NOT_SCORES else digits
+
+
 def _cell(stat: tuple[float, float, int] | None, digits: int, pm: str) -> str:
     if stat is None:
         return "–"
@@ -216,7 +238,7 @@ def render(groups: Groups, metrics: list[str], fmt: str, digits: int = 3) -> str
     cols = [(d, m) for d in datasets for m in metrics]
 
     def cell(row: Row, ds: str, m: str, pm: str) -> tuple[str, bool]:
-        return _cell(stats.get((row, ds, m)), digits, pm), (row, ds, m) in best
+        return _cell(stats.get((row, ds, m)), _digits(m, digits), pm), (row, ds, m) in best
 
     if fmt == "markdown":
         lines = ["| model | " + " | ".join(f"{d}: {_short(m)}" for d, m in cols) + " |",
@@ -264,6 +286,253 @@ def render(groups: Groups, metrics: list[str], fmt: str, digits: int = 3) -> str
         lines += [r"\bottomrule", r"\end{tabular}"]
         return "\n".join(lines)
     raise ReportError(f"--format must be markdown, csv or latex, got {fmt!r}")
+
+
+# ---- statistics sections (--per-subject, --anova, --ttest, --welch, --baseline, --ranks) ------------
+class Section(NamedTuple):
+    """A table printed below the main one: ``header``/``rows`` as shown (markdown, LaTeX), and
+    ``csv_header``/``csv_rows`` with one number per column at full precision (CSV)."""
+
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    csv_header: list[str]
+    csv_rows: list[list[Any]]
+
+
+def _num(value: float, digits: int) -> str:
+    return "–" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def _p(value: float) -> str:
+    """p-values at three significant digits (``2.31e-05``), as the papers' tables give them."""
+    return "–" if not math.isfinite(value) else f"{value:.3g}"
+
+
+def _raw(value: Any) -> Any:
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else ""
+    return "" if value is None else value
+
+
+def render_section(section: Section, fmt: str) -> str:
+    """One section as markdown (title line + table), csv (header + rows) or latex (``%`` title + tabular)."""
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(section.csv_header)
+        w.writerows([[_raw(v) for v in r] for r in section.csv_rows])
+        return buf.getvalue().rstrip("\n")
+    if fmt == "markdown":
+        return "\n".join([section.title, "", "| " + " | ".join(section.header) + " |",
+                          "|" + "---|" * len(section.header),
+                          *("| " + " | ".join(r) + " |" for r in section.rows)])
+
+    def esc(s: str) -> str:
+        return (re.sub(r"([&%$#_{}])", r"\\\1", s).replace(" ± ", r" $\pm$ ").replace("–", "--")
+                .replace("Δ", r"$\Delta$"))
+
+    return "\n".join([f"% {section.title}", r"\begin{tabular}{l" + "c" * (len(section.header) - 1) + "}",
+                      r"\toprule", " & ".join(esc(h) for h in section.header) + r" \\", r"\midrule",
+                      *(" & ".join(esc(c) for c in r) + r" \\" for r in section.rows),
+                      r"\bottomrule", r"\end{tabular}"])
+
+
+def _row_of(groups: Groups, label: str, option: str) -> Row:
+    rows = list(dict.fromkeys(r for r, _ in groups))
+    for row in rows:
+        if row.label == label:
+            return row
+    raise ReportError(f"{option}: no row {label!r} (rows: {', '.join(repr(r.label) for r in rows)})")
+
+
+class _Subjects:
+    """Per-subject test outcomes of each (row, dataset) cell, read from the runs' predictions once."""
+
+    def __init__(self, groups: Groups) -> None:
+        self.groups = groups
+        self._cache: dict[tuple[Row, str], dict[int, list[np.ndarray]]] = {}
+
+    def outcomes(self, row: Row, ds: str) -> dict[int, list[np.ndarray]]:
+        if (row, ds) not in self._cache:
+            try:
+                self._cache[(row, ds)] = subject_outcomes(self.groups[(row, ds)])
+            except RunStatsError as err:
+                raise ReportError(f"{row.label} / {ds}: {err}") from None
+        return self._cache[(row, ds)]
+
+    def accuracy(self, row: Row, ds: str, scale: float) -> dict[int, float]:
+        return {s: scale * a for s, a in subject_accuracy(self.outcomes(row, ds)).items()}
+
+
+def per_subject_section(groups: Groups, subjects: _Subjects, scale: float, digits: int) -> Section:
+    """Per-subject test accuracy per row x dataset: mean ± std (ddof 1), min, max over subjects, n subjects."""
+    rows = list(dict.fromkeys(r for r, _ in groups))
+    datasets = list(dict.fromkeys(d for _, d in groups))
+    shown, raw = [], []
+    for row in rows:
+        cells, nums = [], []
+        for ds in datasets:
+            if (row, ds) not in groups:
+                cells.append("–")
+                nums += [None] * 5
+                continue
+            sp = spread(subjects.accuracy(row, ds, scale))
+            cells.append(f"{sp['mean']:.{digits}f} ± {sp['std']:.{digits}f} "
+                         f"[{sp['min']:.{digits}f}, {sp['max']:.{digits}f}] (n={int(sp['n'])})")
+            nums += [sp["mean"], sp["std"], sp["min"], sp["max"], int(sp["n"])]
+        shown.append([row.label, *cells])
+        raw.append([row.model, row.variant, row.experiment, *nums])
+    unit = " (%)" if scale == 100 else ""
+    return Section(f"Per-subject test accuracy{unit}: mean ± std [min, max] over subjects (n subjects); "
+                   "each subject's windows pooled over the runs that tested it",
+                   ["model", *(f"{d}: per-subject acc" for d in datasets)], shown,
+                   ["model", "variant", "experiment",
+                    *(f"{d}/subject_acc/{part}" for d in datasets for part in ("mean", "std", "min", "max", "n"))], raw)
+
+
+def anova_subjects_section(groups: Groups, subjects: _Subjects, scale: float, digits: int) -> Section:
+    """Table 9 per row x dataset: one-way ANOVA between the subjects' accuracies (are some subjects worse?)."""
+    shown, raw = [], []
+    for row, ds in groups:
+        outcomes = subjects.outcomes(row, ds)
+        try:
+            res, unit = subject_anova(outcomes)
+        except RunStatsError as err:
+            raise ReportError(f"--anova: {row.label} / {ds}: {err}") from None
+        sp = spread(subjects.accuracy(row, ds, scale))
+        shown.append([row.label, ds, f"{sp['mean']:.{digits}f} ± {sp['std']:.{digits}f} (n={int(sp['n'])})",
+                      _num(res.f, 3), _p(res.p), f"({res.df_between}, {res.df_within})", unit])
+        raw.append([row.model, row.variant, row.experiment, ds, sp["mean"], sp["std"], int(sp["n"]), res.f, res.p,
+                    res.df_between, res.df_within, unit])
+    return Section("One-way ANOVA between subjects of each row (signed-graph paper, Table 9): groups are the "
+                   "subjects, observations their per-run accuracies (runs) or their windows' 0/1 correctness "
+                   "(windows)", ["model", "dataset", "per-subject acc", "F", "p", "df", "observations"], shown,
+                   ["model", "variant", "experiment", "dataset", "mean", "std", "n_subjects", "F", "p", "df_between",
+                    "df_within", "observations"], raw)
+
+
+def anova_rows_section(groups: Groups, subjects: _Subjects) -> Section:
+    """Per dataset: one-way ANOVA between the rows, each row's observations its per-subject accuracies."""
+    shown, raw = [], []
+    for ds in dict.fromkeys(d for _, d in groups):
+        rows = [r for r, d in groups if d == ds]
+        if len(rows) < 2:
+            continue
+        values = [list(subjects.accuracy(r, ds, 1.0).values()) for r in rows]
+        try:
+            res = one_way_anova(values)
+        except ValueError as err:
+            raise ReportError(f"--anova-rows: {ds}: {err}") from None
+        n = sum(len(v) for v in values)
+        shown.append([ds, str(len(rows)), str(n), _num(res.f, 3), _p(res.p), f"({res.df_between}, {res.df_within})"])
+        raw.append([ds, len(rows), n, res.f, res.p, res.df_between, res.df_within])
+    if not shown:
+        raise ReportError("--anova-rows: no dataset has two rows to compare")
+    return Section("One-way ANOVA between the rows of each dataset: groups are the rows, observations their "
+                   "per-subject test accuracies", ["dataset", "rows", "observations", "F", "p", "df"], shown,
+                   ["dataset", "rows", "observations", "F", "p", "df_between", "df_within"], raw)
+
+
+def _two_rows(groups: Groups, labels: list[str], option: str) -> tuple[Row, Row, list[str]]:
+    a, b = (_row_of(groups, label, option) for label in labels)
+    if a == b:
+        raise ReportError(f"{option}: name two different rows, got {labels[0]!r} twice")
+    datasets = [d for d in dict.fromkeys(d for _, d in groups) if (a, d) in groups and (b, d) in groups]
+    if not datasets:
+        raise ReportError(f"{option}: {a.label!r} and {b.label!r} share no dataset")
+    return a, b, datasets
+
+
+def _ms(values: list[float], digits: int) -> str:
+    arr = np.asarray(values)
+    return f"{arr.mean():.{digits}f} ± {arr.std(ddof=1):.{digits}f}" if arr.size > 1 else f"{arr.mean():.{digits}f}"
+
+
+def ttest_section(groups: Groups, labels: list[str], metric: str, digits: int) -> Section:
+    """Table 8: paired two-sided t-test of ``metric`` between two rows, runs paired by (split, seed), per dataset."""
+    a, b, datasets = _two_rows(groups, labels, "--ttest")
+    key = _metric_key(metric)
+    shown, raw = [], []
+    for ds in datasets:
+        try:
+            _, xa, xb = paired_values(groups[(a, ds)], groups[(b, ds)], key, (a.label, b.label))
+        except RunStatsError as err:
+            raise ReportError(f"--ttest: {ds}: {err}") from None
+        res = paired_t_test(xa, xb)
+        shown.append([ds, _ms(xa, digits), _ms(xb, digits), _num(res.mean_difference, digits), _num(res.t, 3),
+                      str(res.df), _p(res.p), str(len(xa))])
+        raw.append([ds, float(np.mean(xa)), float(np.mean(xb)), res.mean_difference, res.t, res.df, res.p, len(xa)])
+    return Section(f"Paired t-test of {_short(metric)}, {a.label} vs {b.label}, runs paired by seed and split "
+                   "(signed-graph paper, Table 8; two-sided)",
+                   ["dataset", a.label, b.label, "mean Δ", "t", "df", "p", "pairs"], shown,
+                   ["dataset", "mean_a", "mean_b", "mean_difference", "t", "df", "p", "pairs"], raw)
+
+
+def welch_section(groups: Groups, labels: list[str], metric: str, digits: int) -> Section:
+    """BioFormer Sec. 5.3: Welch's two-sided t-test of ``metric`` between two rows over their seeds, per dataset."""
+    a, b, datasets = _two_rows(groups, labels, "--welch")
+    key = _metric_key(metric)
+    shown, raw = [], []
+    for ds in datasets:
+        xa, xb = metric_values(groups[(a, ds)], key), metric_values(groups[(b, ds)], key)
+        try:
+            res = welch_t_test(xa, xb)
+        except ValueError as err:
+            raise ReportError(f"--welch: {ds}: {err} ({a.label}: {len(xa)} runs, {b.label}: {len(xb)} runs)") from None
+        diff = float(np.mean(xa) - np.mean(xb))
+        shown.append([ds, _ms(xa, digits), _ms(xb, digits), _num(diff, digits), _num(res.t, 3), _num(res.df, 2),
+                      _p(res.p), f"{len(xa)} + {len(xb)}"])
+        raw.append([ds, float(np.mean(xa)), float(np.mean(xb)), diff, res.t, res.df, res.p, len(xa), len(xb)])
+    return Section(f"Welch t-test of {_short(metric)}, {a.label} vs {b.label}, over seeds (BioFormer Sec. 5.3; "
+                   "two-sided, unequal variances)",
+                   ["dataset", a.label, b.label, "mean Δ", "t", "df", "p", "runs"], shown,
+                   ["dataset", "mean_a", "mean_b", "mean_difference", "t", "df", "p", "n_a", "n_b"], raw)
+
+
+def _score_cells(groups: Groups, metrics: list[str]) -> tuple[dict[tuple[str, str, str], float], list[str]]:
+    """Mean per (row label, dataset, metric) over the higher-is-better score columns: Tables 2 and 3 rank
+    scores only (ECE, loss and parameter counts are left out). Keyed by label so errors name rows as shown."""
+    scores = [m for m in metrics if _short(m) not in LOWER_IS_BETTER | NOT_SCORES]
+    if not scores:
+        raise ReportError(f"--baseline / --ranks need a higher-is-better metric among {[_short(m) for m in metrics]}")
+    stats = summarize(groups, scores)
+    return {(row.label, ds, _short(m)): mean for (row, ds, m), (mean, _, _) in stats.items()}, scores
+
+
+def gains_section(groups: Groups, metrics: list[str], label: str, digits: int) -> Section:
+    """BioFormer Table 3: Pos. Rate and Worst Δ of every other row against the baseline row."""
+    base = _row_of(groups, label, "--baseline")
+    cells, scores = _score_cells(groups, metrics)
+    try:
+        gains = gain_stability(cells, base.label)
+    except ValueError as err:
+        raise ReportError(f"--baseline {label!r}: {err}") from None
+    rows = [r for r in dict.fromkeys(r for r, _ in groups) if r.label in gains]
+    shown = [[r.label, _num(g.pos_rate, 1), _num(g.worst_delta, digits), str(g.n_settings)]
+             for r in rows for g in [gains[r.label]]]
+    raw = [[r.model, r.variant, r.experiment, g.pos_rate, g.worst_delta, g.n_settings]
+           for r in rows for g in [gains[r.label]]]
+    return Section(f"Gain over {base.label} in each dataset x metric setting ({', '.join(_short(m) for m in scores)}; "
+                   "BioFormer Table 3): Pos. Rate = % of settings with Δ > 0, Worst Δ = the smallest Δ",
+                   ["model", "Pos. Rate (%)", "Worst Δ", "settings"], shown,
+                   ["model", "variant", "experiment", "pos_rate", "worst_delta", "settings"], raw)
+
+
+def ranks_section(groups: Groups, metrics: list[str]) -> Section:
+    """BioFormer Table 2: average rank over dataset x metric cells (1 = best) and wins over datasets."""
+    cells, scores = _score_cells(groups, metrics)
+    try:
+        ranks = rank_summary(cells)
+    except ValueError as err:
+        raise ReportError(f"--ranks: {err}; Table 2 ranks complete rows") from None
+    rows = list(dict.fromkeys(r for r, _ in groups))
+    shown = [[r.label, _num(k.avg_rank, 3), str(k.wins), str(k.n_cells)] for r in rows for k in [ranks[r.label]]]
+    raw = [[r.model, r.variant, r.experiment, k.avg_rank, k.wins, k.n_cells] for r in rows for k in [ranks[r.label]]]
+    return Section(f"Average rank over dataset x metric cells ({', '.join(_short(m) for m in scores)}; 1 = best, "
+                   "ties share the mean rank) and wins = datasets where the row has the best mean of those metrics "
+                   "(BioFormer Table 2)", ["model", "Avg. Rank", "Wins", "cells"], shown,
+                   ["model", "variant", "experiment", "avg_rank", "wins", "cells"], raw)
 
 
 # ---- figures ----------------------------------------------------------------------------------------
@@ -421,16 +690,35 @@ def write_figures(groups: Groups, fig_dir: Path, spread_metric: str) -> list[Pat
 
 
 # ---- command ----------------------------------------------------------------------------------------
+def _table1_groups(groups: Groups) -> Groups:
+    """The runs with Table 1's columns (``table1/accuracy`` ... in %, ``table1/params``) added to their metrics."""
+    return {k: [(p, {**r, "metrics": {**r.get("metrics", {}), **table1_metrics(r)}}) for p, r in runs]
+            for k, runs in groups.items()}
+
+
 def report(dirs: list[Path], fmt: str = "markdown", out: Path | None = None, metrics: list[str] | None = None,
-           figures: Path | None = None, spread_metric: str | None = None, digits: int = 3) -> tuple[str, list[Path]]:
-    """Build the table (written to ``out`` if given) and the figures; returns ``(table, figure paths)``.
+           figures: Path | None = None, spread_metric: str | None = None, digits: int = 3, *,
+           table1: bool = False, per_subject: bool = False, anova: bool = False, anova_rows: bool = False,
+           ttest: list[str] | None = None, welch: list[str] | None = None, baseline: str | None = None,
+           ranks: bool = False) -> tuple[str, list[Path]]:
+    """Build the table and the statistics sections below it (all written to ``out`` if given) and the
+    figures; returns ``(text, figure paths)``.
 
     ``metrics=None`` reports those of :data:`DEFAULT_METRICS` that any run has; named metrics must
-    all be in some run.
+    all be in some run. ``table1`` swaps them for Table 1's columns. The sections, in this order:
+    ``per_subject``, ``anova`` (between subjects), ``anova_rows``, ``ttest`` and ``welch`` (two row
+    labels; the first metric), ``baseline`` (a row label), ``ranks`` (see the module docstring).
     """
     if fmt not in ("markdown", "csv", "latex"):
         raise ReportError(f"--format must be markdown, csv or latex, got {fmt!r}")
     groups = group_runs(find_results([Path(d) for d in dirs]))
+    if table1:
+        if metrics is not None:
+            raise ReportError("--table1 sets the columns itself (accuracy ... params); drop --metrics")
+        groups = _table1_groups(groups)
+        if not any(m in r["metrics"] for runs in groups.values() for _, r in runs for m in TABLE1_METRICS):
+            raise ReportError("--table1: no run has any of test/acc, precision, recall, specificity, f1 or num_params")
+        metrics = list(TABLE1_METRICS)
     known = {k for runs in groups.values() for _, r in runs for k in r.get("metrics", {})}
     if metrics is None:
         metrics = [m for m in DEFAULT_METRICS if _metric_key(m) in known]
@@ -439,9 +727,28 @@ def report(dirs: list[Path], fmt: str = "markdown", out: Path | None = None, met
     if not metrics:
         raise ReportError("--metrics: name at least one test metric, e.g. --metrics acc,f1")
     unknown = [m for m in metrics if _metric_key(m) not in known]
-    if unknown:
+    if unknown and not table1:  # Table 1 keeps its six columns; a column no run has shows "–"
         raise ReportError(f"--metrics: {unknown} not in any run's test metrics (have: {sorted(known)})")
-    table = render(groups, list(metrics), fmt, digits)
+    metrics = list(metrics)
+    sections: list[Section] = []
+    subjects = _Subjects(groups)
+    scale = 100.0 if table1 else 1.0  # per-subject accuracy in the unit of the table's accuracy column
+    if per_subject:
+        sections.append(per_subject_section(groups, subjects, scale, digits))
+    if anova:
+        sections.append(anova_subjects_section(groups, subjects, scale, digits))
+    if anova_rows:
+        sections.append(anova_rows_section(groups, subjects))
+    if ttest:
+        sections.append(ttest_section(groups, ttest, metrics[0], digits))
+    if welch:
+        sections.append(welch_section(groups, welch, metrics[0], digits))
+    if baseline is not None:
+        sections.append(gains_section(groups, metrics, baseline, digits))
+    if ranks:
+        sections.append(ranks_section(groups, metrics))
+    # one blank line between blocks: for CSV each block starts with its own header row
+    table = "\n\n".join([render(groups, metrics, fmt, digits), *(render_section(s, fmt) for s in sections)])
     if out is not None:
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -455,19 +762,42 @@ def report(dirs: list[Path], fmt: str = "markdown", out: Path | None = None, met
 def run(argv: list[str]) -> str:
     """Entry point of ``biosig report`` (argv without the command word)."""
     ap = argparse.ArgumentParser(prog="biosig report", allow_abbrev=False,
-                                 description="mean ± std table and figures over results.json files")
+                                 description="mean ± std table, statistics and figures over results.json files")
     ap.add_argument("dirs", nargs="+", type=Path, help="directories searched recursively for results.json")
     ap.add_argument("--format", default="markdown", choices=("markdown", "csv", "latex"))
-    ap.add_argument("--out", type=Path, default=None, help="write the table here too")
+    ap.add_argument("--out", type=Path, default=None, help="write the table (and sections) here too")
     ap.add_argument("--metrics", default=None,
-                    help=f"comma-separated test metrics (default: those of {','.join(DEFAULT_METRICS)} the runs have)")
+                    help=f"comma-separated test metrics (default: those of {','.join(DEFAULT_METRICS)} the runs have); "
+                         "the first is the one --ttest and --welch test")
     ap.add_argument("--figures", type=Path, default=None, help="figure directory")
     ap.add_argument("--spread-metric", default=None, help="metric of the per-seed spread plot (default: first)")
     ap.add_argument("--digits", type=int, default=3, help="decimals shown; best cells are compared at this precision")
+    st = ap.add_argument_group("statistics (sections printed below the table)")
+    st.add_argument("--table1", action="store_true",
+                    help="Table 1 columns (signed-graph paper): accuracy, precision, recall, specificity, F1 in %%, "
+                         "params (num_params)")
+    st.add_argument("--per-subject", action="store_true",
+                    help="per-subject test accuracy from each run's test_predictions.npz: mean ± std [min, max] "
+                         "over subjects (n) per row x dataset (the LOSO spread)")
+    st.add_argument("--anova", action="store_true",
+                    help="one-way ANOVA between the subjects of each row x dataset (Table 9: does accuracy differ "
+                         "between subjects?)")
+    st.add_argument("--anova-rows", action="store_true",
+                    help="one-way ANOVA between the rows of each dataset, over their per-subject accuracies")
+    st.add_argument("--ttest", nargs=2, metavar=("ROW_A", "ROW_B"), default=None,
+                    help="paired t-test of the first metric between two rows, runs paired by seed and split (Table 8)")
+    st.add_argument("--welch", nargs=2, metavar=("ROW_A", "ROW_B"), default=None,
+                    help="Welch t-test of the first metric between two rows over seeds (BioFormer Sec. 5.3)")
+    st.add_argument("--baseline", metavar="ROW", default=None,
+                    help="Pos. Rate and Worst Δ of every other row against this row (BioFormer Table 3)")
+    st.add_argument("--ranks", action="store_true", help="average rank and wins across datasets (BioFormer Table 2)")
     a = ap.parse_args(argv)
     metrics = [m.strip() for m in a.metrics.split(",") if m.strip()] if a.metrics is not None else None
     try:
-        table, figs = report(a.dirs, a.format, a.out, metrics, a.figures, a.spread_metric, a.digits)
+        table, figs = report(a.dirs, a.format, a.out, metrics, a.figures, a.spread_metric, a.digits,
+                             table1=a.table1, per_subject=a.per_subject, anova=a.anova, anova_rows=a.anova_rows,
+                             ttest=a.ttest, welch=a.welch,
+                             baseline=a.baseline, ranks=a.ranks)
     except ReportError as err:
         raise SystemExit(f"biosig report: error: {err}") from None
     print(table, flush=True)
