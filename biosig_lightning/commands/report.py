@@ -1,7 +1,8 @@
-"""``biosig report``: a paper-style results table and figures from many ``results.json`` files.
+"""``biosig report``: a paper-style results table, its statistics and figures from many ``results.json`` files.
 
 ``biosig report DIR... [--format markdown|csv|latex] [--out FILE] [--metrics acc,f1,auroc,ece]
-[--figures DIR]`` gathers every ``results.json`` below the given directories (e.g. the seed runs of
+[--figures DIR] [--table1] [--per-subject] [--anova] [--anova-rows] [--ttest A B] [--welch A B]
+[--baseline ROW] [--ranks]`` gathers every ``results.json`` below the given directories (e.g. the seed runs of
 ``biosig repeat``; a file reached through two of the given directories counts once) and groups
 them into the table a paper prints:
 
@@ -18,7 +19,40 @@ them into the table a paper prints:
 
 CSV is for other programs: per metric separate ``mean``, ``std``, ``n`` and ``best`` columns (full
 precision), and ``model`` and ``variant`` columns. Status lines go to stderr, so ``--format csv > t.csv``
-holds the table only.
+holds the table only (plus the statistics blocks below, when asked for).
+
+Statistics (the maths is :mod:`biosig_lightning.analysis.stats` and :mod:`~biosig_lightning.analysis.tables`,
+the run reading :mod:`~biosig_lightning.analysis.run_stats`). ``--table1`` changes the table's columns;
+every other option adds a section below the table, in this order, in the same format (markdown: a
+title line and a table; LaTeX: a ``%`` title and a tabular; CSV: a block with its own header row, one
+blank line between blocks; numbers at full precision):
+
+* ``--table1``: Table 1 of the signed-graph paper (Yao et al.): accuracy, precision, recall,
+  specificity and F1 in % and ``params`` (``results["num_params"]``, shown as an integer and never
+  marked best), ``mean ± std (n)`` over runs as above; a column a run lacks (specificity of a
+  multiclass task) is ``–``.
+* ``--per-subject``: the LOSO spread: per-subject test accuracy from each run's
+  ``test_predictions.npz`` (``argmax(probs)`` against ``y``, grouped by ``subject``), each
+  subject's windows pooled over the runs of the cell that tested it (seeds on one split: every run;
+  LOSO folds: the one fold that held it out), shown as ``mean ± std [min, max] (n=subjects)``.
+* ``--anova``: Table 9: per row × dataset a one-way ANOVA *between subjects* (the paper: "no
+  significant differences between subjects"), F, p, df = (subjects - 1, N - subjects); a
+  subject's observations are its per-run accuracies when every subject was tested at least twice,
+  else its windows' 0/1 correctness. ``--anova-rows``: per dataset a one-way ANOVA *between rows*,
+  each row's observations its per-subject accuracies.
+* ``--ttest A B``: Table 8: two-sided paired t-test of the first metric between rows ``A`` and
+  ``B`` (their labels as printed), runs paired by ``(split_id, seed)``, per dataset both have.
+* ``--welch A B``: BioFormer Sec. 5.3: Welch's two-sided t-test of the first metric over seeds.
+* ``--baseline ROW``: BioFormer Table 3: Pos. Rate (% of settings with Δ > 0) and Worst Δ of
+  every other row against ``ROW``, a setting being each dataset × metric cell (means over seeds).
+* ``--ranks``: BioFormer Table 2: average rank over dataset × metric cells (1 = best, ties share)
+  and wins (datasets where the row has the best mean over the metrics; tied rows all win).
+  ``--baseline`` and ``--ranks`` use the higher-is-better columns only (not ``ece``, ``loss`` or
+  ``params``), and ``--ranks`` needs every row on every dataset.
+
+Each problem is a one-line error: an unknown row label (the message lists the rows), a run without
+``test_predictions.npz``, runs of ``A`` and ``B`` that do not pair (or pair twice), fewer than two
+pairs or two runs per row, a single test subject for ``--anova``.
 
 Figures (PNG, matplotlib Agg) go to ``--figures`` (default ``<FILE stem>_figures`` beside ``--out``,
 else ``<first DIR>/report_figures``): per row × dataset the test confusion matrix summed over runs,
@@ -772,7 +806,8 @@ def run(argv: list[str]) -> str:
     ap.add_argument("--figures", type=Path, default=None, help="figure directory")
     ap.add_argument("--spread-metric", default=None, help="metric of the per-seed spread plot (default: first)")
     ap.add_argument("--digits", type=int, default=3, help="decimals shown; best cells are compared at this precision")
-    st = ap.add_argument_group("statistics (sections printed below the table)")
+    st = ap.add_argument_group("statistics", "--table1 changes the columns; the others add a section below the table. "
+                               "ROW: a row label as printed in the first column (quote it: 'Medformer +mmd')")
     st.add_argument("--table1", action="store_true",
                     help="Table 1 columns (signed-graph paper): accuracy, precision, recall, specificity, F1 in %%, "
                          "params (num_params)")
@@ -785,7 +820,7 @@ def run(argv: list[str]) -> str:
     st.add_argument("--anova-rows", action="store_true",
                     help="one-way ANOVA between the rows of each dataset, over their per-subject accuracies")
     st.add_argument("--ttest", nargs=2, metavar=("ROW_A", "ROW_B"), default=None,
-                    help="paired t-test of the first metric between two rows, runs paired by seed and split (Table 8)")
+                    help="paired t-test of the first metric (accuracy with --table1) between two rows, runs paired by seed and split (Table 8)")
     st.add_argument("--welch", nargs=2, metavar=("ROW_A", "ROW_B"), default=None,
                     help="Welch t-test of the first metric between two rows over seeds (BioFormer Sec. 5.3)")
     st.add_argument("--baseline", metavar="ROW", default=None,
@@ -801,7 +836,7 @@ def run(argv: list[str]) -> str:
     except ReportError as err:
         raise SystemExit(f"biosig report: error: {err}") from None
     print(table, flush=True)
-    # status on stderr: stdout is the table alone, so `--format csv > table.csv` is a clean CSV
+    # status on stderr: stdout is the table (and the asked-for sections) alone, so `--format csv > table.csv` is clean
     if a.out is not None:
         print(f"table: {a.out}", file=sys.stderr)
     where = sorted({str(p.parent) for p in figs})

@@ -336,3 +336,23 @@ def test_variant_leaves_out_what_the_row_and_column_already_say() -> None:
     assert variant_of(configs[:1]) == ""
     assert variant_of([EXPERIMENTS / "sdformer_sleepedf.yaml", EXPERIMENTS / "sdformer" / "ablations" / "no_dag.yaml"]) \
         == "no_dag"
+
+
+def test_report_per_subject_reads_real_test_predictions(repeated: Path, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """``--per-subject`` on runs written by ``biosig fit``: the npz keys and subject ids as a real run saves them."""
+    main(["report", str(repeated / "demo"), "--metrics", "acc", "--per-subject", "--format", "csv",
+          "--figures", str(tmp_path / "f")])
+    _, block = capsys.readouterr().out.strip().split("\n\n")
+    (row,) = list(csv.DictReader(io.StringIO(block)))
+    correct: dict[int, list[np.ndarray]] = {}
+    for seed in (3, 4):
+        with np.load(repeated / "demo" / f"seed_{seed}" / "test_predictions.npz") as z:
+            hit = z["probs"].argmax(1) == z["y"]
+            for s in np.unique(z["subject"]):
+                correct.setdefault(int(s), []).append(hit[z["subject"] == s])
+    acc = np.array([np.concatenate(parts).mean() for parts in correct.values()])
+    assert len(acc) >= 2 and row["synthetic/subject_acc/n"] == str(len(acc))
+    assert float(row["synthetic/subject_acc/mean"]) == pytest.approx(acc.mean(), abs=1e-12)
+    assert float(row["synthetic/subject_acc/std"]) == pytest.approx(acc.std(ddof=1), abs=1e-12)
+    assert float(row["synthetic/subject_acc/min"]) == acc.min() and float(row["synthetic/subject_acc/max"]) == acc.max()
