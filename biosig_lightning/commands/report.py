@@ -334,7 +334,7 @@ class Section(NamedTuple):
     csv_rows: list[list[Any]]
 
 
-def _num(value: float, digits: int) -> str:
+def _num(value: float | None, digits: int) -> str:
     return "–" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
 
 
