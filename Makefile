@@ -6,6 +6,8 @@ BIN := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
+# pytest-xdist workers; modules stay whole on one worker (their module fixtures run once)
+TEST_WORKERS ?= 2
 
 .PHONY: install demo test lint bench clean help
 
@@ -28,7 +30,7 @@ demo: $(STAMP)
 	$(BIN)/biosig fit --config experiments/bioformer_apava.yaml --config experiments/synthetic.yaml
 
 test: $(STAMP)
-	$(BIN)/python -m pytest tests $(PYTEST_ARGS)
+	$(BIN)/python -m pytest tests -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check biosig_lightning tests benchmarks

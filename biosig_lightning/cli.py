@@ -39,7 +39,8 @@ USAGE = """usage: biosig {fit,validate,test,predict,profile,repeat,tune,report,t
   profile    print params, FLOPs per sample and train-step speed as JSON
   repeat     one fit per seed (--seeds 1,2,3 [--out DIR] [--workers N]) into DIR/seed_<s>/
   tune       Optuna search (--search-space SPACE.yaml --study-name S --n-trials N [--storage URL])
-  report     biosig report RUN_DIR... [--format markdown|csv|latex] [--out FILE]: mean ± std table + figures
+  report     biosig report RUN_DIR... [--format markdown|csv|latex] [--out FILE] [--table1] [--per-subject] [--anova]
+             [--ttest A B] [--welch A B] [--baseline ROW] [--ranks]: mean ± std table, statistics, figures
   transfer   linear probe of a trained run's frozen backbone on another corpus (--source RUN --target-config Y)
   graphs     SD-Former's learned graphs per class, and their stability across runs (RUN_DIR...)
   fbd        BioFormer's frequency-band discriminability of a run's embeddings (RUN_DIR)

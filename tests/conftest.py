@@ -12,6 +12,16 @@ EXPERIMENTS = REPO / "experiments"
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 
+# `make test` runs `pytest -n 2` (pytest-xdist): each worker gets its share of the cores, else two workers
+# running torch's default thread count each oversubscribe the machine and every test slows down several times
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+if _WORKERS > 1 and "OMP_NUM_THREADS" not in os.environ:
+    import torch
+
+    _threads = max(1, (os.cpu_count() or 1) // _WORKERS)
+    os.environ["OMP_NUM_THREADS"] = str(_threads)  # the subprocesses a test starts (console script, DDP spawn)
+    torch.set_num_threads(_threads)
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _cache_dir(tmp_path_factory: pytest.TempPathFactory) -> None:

@@ -7,11 +7,10 @@ stand-in (``synthetic.yaml`` + ``smoke.yaml``, backbones shrunk by command-line 
 change neither the experiment's name nor its report row). One ``biosig report`` then covers all of
 them: each config must have its own row (model + variant) with an ``n=1`` cell in its dataset's
 column, and its figures. The logging overlays (``wandb.yaml``, ``tensorboard.yaml``) must leave a
-finished experiment's folder alone (its seed is skipped). ``biosig tune`` runs one trial on every
-complete experiment, scored by the experiment's own ``monitor`` (no ``--metric`` given).
+finished experiment's folder alone (its seed is skipped). (``biosig tune`` on every complete experiment:
+``test_tune_every_experiment.py``.)
 
-Cost on 2 shared cores: one smoke fit per config (~50, ~45 s), one report with its figures (~15 s),
-one tune trial per complete experiment (~22, ~30 s).
+Cost on 2 shared cores: one smoke fit per config (~50, ~45 s), one report with its figures (~15 s).
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import optuna
 import pytest
 import torch
 import yaml
@@ -264,23 +262,8 @@ def test_logging_overlays_resume_a_finished_experiment(overlay: Path, root: Path
 
 
 def test_every_yaml_is_covered() -> None:
-    # the pre-training experiments are covered by the tune test below (one trial each)
+    # the pre-training experiments are covered by test_tune_every_experiment.py (one trial each)
     covered = {c for configs in CASES.values() for c in configs} | set(MODIFIERS) | set(filter(_is_pretext, ALL))
     missing = [p for p in ALL if SPACES not in p.parents and p not in covered]
     assert not missing, missing
     assert {p.stem for p in MODIFIERS} == {"smoke", "synthetic", "wandb", "tensorboard"}
-
-
-# ---- one tune trial per complete experiment -------------------------------------------------------------
-@pytest.mark.parametrize("path", EXPERIMENT_FILES, ids=_rel)
-def test_tune_runs_a_trial_on_every_experiment(path: Path, in_tmp: Path) -> None:
-    space = in_tmp / "space.yaml"
-    space.write_text("model.init_args.lr: {type: float, low: 1.0e-4, high: 1.0e-3, log: true}\n")
-    with contextlib.redirect_stdout(io.StringIO()):
-        main(["tune", *_fit_args([path]), "--search-space", str(space), "--study-name", "t", "--n-trials", "1"])
-    study = optuna.load_study(study_name="t", storage="sqlite:///t.db")
-    assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE]
-    init = _merged([path])["model"]["init_args"]
-    assert study.user_attrs["metric"] == init.get("monitor", "val/f1")  # the experiment's own, by default
-    assert study.direction.name == ("MINIMIZE" if init.get("mode") == "min" else "MAXIMIZE")
-    assert (in_tmp / "runs" / "tune" / "t" / "best.yaml").exists()
