@@ -3,6 +3,7 @@
 from biosig_lightning.robust.stdro.cost import (
     clip_spd,
     correlation_graphs,
+    cost_gradient,
     in_feasible_set,
     period_bounds,
     period_columns,
@@ -17,6 +18,7 @@ __all__ = [
     "STDROTask",
     "clip_spd",
     "correlation_graphs",
+    "cost_gradient",
     "in_feasible_set",
     "period_bounds",
     "period_columns",

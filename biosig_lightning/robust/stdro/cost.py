@@ -42,6 +42,7 @@ __all__ = [
     "Projection",
     "clip_spd",
     "correlation_graphs",
+    "cost_gradient",
     "in_feasible_set",
     "period_columns",
     "period_bounds",
@@ -92,6 +93,26 @@ def transport_cost(x_new: torch.Tensor, x: torch.Tensor, a: torch.Tensor, bounds
     return cost
 
 
+def cost_gradient(delta: torch.Tensor, sym: torch.Tensor, bounds: list[tuple[int, int]]) -> torch.Tensor:
+    """``d c_w / d X~`` of eq. 2 at ``X~ = X + delta``: ``(A_t + A_t^T) delta_s`` on every column ``s`` of
+    period ``t``; ``sym`` is ``(N, C, C)``, ``A_t + A_t^T``. Labels do not move, so this is the whole
+    gradient of the cost the inner maximisation (eq. 4) subtracts.
+
+    Periods of one length (the usual case, e.g. 12 steps in 4 periods) are one batched matmul over a
+    ``(..., N, C, L)`` view; unequal ones (:func:`period_bounds` with ``n_steps % N != 0``) one
+    matmul each. Each output column is the same ``C``-term product either way.
+    """
+    lengths = {stop - start for start, stop in bounds}
+    n, t = len(bounds), delta.shape[-1]
+    if len(lengths) == 1 and bounds[0][0] == 0 and bounds[-1][1] == t and sym.shape[0] == n:
+        d = delta.unflatten(-1, (n, t // n)).movedim(-2, -3)  # (..., N, C, L)
+        return (sym @ d).movedim(-3, -2).flatten(-2)
+    out = torch.empty_like(delta)
+    for k, (start, stop) in enumerate(bounds):
+        out[..., start:stop] = sym[k] @ delta[..., start:stop]
+    return out
+
+
 def smoothness(a: torch.Tensor, squared: bool = True) -> torch.Tensor:
     """Temporal continuity ``sum_t ||A_{t+1} - A_t||_F^(2)`` (eq. 3 / Algorithm 1 squared, eq. 5 not)."""
     if a.shape[0] < 2:
@@ -120,8 +141,9 @@ def correlation_graphs(windows: Iterable[torch.Tensor], bounds: list[tuple[int, 
     gram: torch.Tensor | None = None
     for xb in windows:
         xb = xb.double()
-        per = torch.stack([period_columns(xb, s, e).transpose(0, 1).reshape(xb.shape[-2], -1) for s, e in bounds])
-        g = per @ per.transpose(-1, -2)  # (N, C, C)
+        # one Gram matrix per period (periods may differ in length when N does not divide the steps)
+        cols = [period_columns(xb, s, e).transpose(0, 1).reshape(xb.shape[-2], -1) for s, e in bounds]
+        g = torch.stack([c @ c.T for c in cols])  # (N, C, C)
         gram = g if gram is None else gram + g
     if gram is None:
         raise ValueError("STDRO: no training windows to build the period graphs W_t from")

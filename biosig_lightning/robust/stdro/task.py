@@ -83,7 +83,8 @@ from __future__ import annotations
 
 import io
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -98,6 +99,7 @@ from biosig_lightning.robust.dg import DGTask
 from biosig_lightning.robust.stdro.cost import (
     Projection,
     correlation_graphs,
+    cost_gradient,
     period_bounds,
     period_columns,
     project_m,
@@ -305,30 +307,31 @@ class STDROTask(DGTask):
 
     # ---- inner maximisation (eq. 4, Appendix A) ---------------------------------------------
     def inner_maximisation(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(X~_m, D)`` with ``D = sum_{k<m} (X~_k - X)`` (the sum eq. 8 needs); labels never move."""
+        """``(X~_m, D)`` with ``D = sum_{k<m} (X~_k - X)`` (the sum eq. 8 needs); labels never move.
+
+        Cost (Appendix C: an STDRO step is about ``m + 1`` ERM steps): each ascent step is one
+        forward and one backward to the input only. The backbone's parameters are frozen for the
+        loop (:func:`_input_gradients_only`), so no parameter graph is recorded and no weight
+        gradient formed; the input gradient is the same computation, bit for bit.
+        """
         hp = self.hparams
         a = self.covariate_weight().detach()
         bounds = self._bounds_for(x)
         x = x.detach()
         x_adv = x.clone()
         d_sum = torch.zeros_like(x)
-        was_training = self.backbone.training
-        self.backbone.eval()
-        try:
-            with torch.enable_grad():
-                sym = a + a.transpose(-1, -2)
-                for _ in range(hp.ascent_steps):
-                    delta = x_adv - x
+        sym = a + a.transpose(-1, -2)
+        with _input_gradients_only(self.backbone), torch.enable_grad():
+            for k in range(hp.ascent_steps):
+                x_adv.requires_grad_(True)
+                loss = F.cross_entropy(self.backbone(x_adv), y, reduction="sum")
+                (grad,) = torch.autograd.grad(loss, x_adv)
+                if k > 0:  # X~_0 = X: delta and its cost gradient are zero on the first step
+                    delta = x_adv.detach() - x
                     d_sum += delta
-                    x_adv.requires_grad_(True)
-                    loss = F.cross_entropy(self.backbone(x_adv), y, reduction="sum")
-                    (grad,) = torch.autograd.grad(loss, x_adv)
                     # d/dX~ of lambda c_w (eq. 2) in closed form: lambda (A_t + A_t^T) delta on each period
-                    for t, (start, stop) in enumerate(bounds):
-                        grad[..., start:stop] -= hp.penalty * (sym[t] @ delta[..., start:stop])
-                    x_adv = (x_adv + hp.ascent_lr * grad).detach()
-        finally:
-            self.backbone.train(was_training)
+                    grad -= hp.penalty * cost_gradient(delta, sym, bounds)
+                x_adv = (x_adv + hp.ascent_lr * grad).detach()
         return x_adv, d_sum
 
     # ---- theta step ----------------------------------------------------------------------------------
@@ -416,7 +419,7 @@ class STDROTask(DGTask):
         x_adv = rec["x_adv"].detach().requires_grad_(True)
 
         def input_grad() -> torch.Tensor:
-            with torch.enable_grad():
+            with _input_gradients_only(self.backbone, eval_mode=False), torch.enable_grad():
                 loss = F.cross_entropy(self.backbone(x_adv), rec["y"])
                 return torch.autograd.grad(loss, x_adv)[0]
 
@@ -545,6 +548,33 @@ def weights_npz(task: STDROTask) -> bytes:
              history=np.stack([np.asarray(h["a"]) for h in history]),
              epochs=np.asarray([int(h["epoch"]) for h in history]), variant=np.asarray(task.variant))
     return buf.getvalue()
+
+
+@contextmanager
+def _input_gradients_only(module: nn.Module, eval_mode: bool = True) -> Iterator[None]:
+    """Within: ``module``'s trainable parameters have ``requires_grad`` off (and, with ``eval_mode``,
+    the module is in eval mode); both are restored on exit, also on an error.
+
+    Why: the ascent steps and the finite-difference HVP need ``d loss / d input`` only. With the
+    parameters trainable, autograd records every op's parameter side (saved inputs of each weight
+    matmul, views of the weights) although ``torch.autograd.grad(loss, x)`` never uses it; frozen,
+    the forward records the input path alone. The input gradient is the same computation. Under
+    DDP the parameters' gradient accumulators (which hold DDP's hooks) are untouched: toggling
+    ``requires_grad`` of a leaf keeps its accumulator.
+    """
+    params = [p for p in module.parameters() if p.requires_grad]
+    was_training = module.training
+    try:
+        for p in params:
+            p.requires_grad_(False)
+        if eval_mode and was_training:
+            module.eval()
+        yield
+    finally:
+        for p in params:
+            p.requires_grad_(True)
+        if eval_mode and was_training:
+            module.train(True)
 
 
 def _stack_x(items: Any) -> torch.Tensor:

@@ -14,6 +14,7 @@ from biosig_lightning.data.datamodules.tusz import TUSZDataModule
 from biosig_lightning.data.feature_reader import PAD_LOG
 from biosig_lightning.data.spec import DataError
 from biosig_lightning.features.spectral import log_fft_steps
+from tests.tusz_fixture import write_tse
 
 SECONDS = 36
 # channel i of CHANNELS carries a sine at FREQS[i] Hz: channel matching and resampling show in the output
@@ -37,23 +38,6 @@ def write_edf(path: Path, suffix: str, fs: int, seconds: int = SECONDS, drop: st
     headers.insert(3, highlevel.make_signal_header("EEG EKG1-REF", sample_frequency=fs, physical_min=-100,
                                                    physical_max=100))
     highlevel.write_edf(str(path), signals, headers)
-
-
-def write_tse(stem: Path, events: list[tuple[float, float, str]], seconds: float = SECONDS) -> None:
-    """``.tse`` (types) and ``.tse_bi`` (seiz/bckg) exactly as TUSZ v1.5.2 publishes them."""
-    def body(evs: list[tuple[float, float, str]]) -> str:
-        lines, t = [], 0.0
-        for s, e, lab in evs:
-            if s > t:
-                lines.append(f"{t:.4f} {s:.4f} bckg 1.0000")
-            lines.append(f"{s:.4f} {e:.4f} {lab} 1.0000")
-            t = e
-        if t < seconds:
-            lines.append(f"{t:.4f} {seconds:.4f} bckg 1.0000")
-        return "version = tse_v1.0.0\n\n" + "\n".join(lines) + "\n"
-
-    stem.with_suffix(".tse").write_text(body(events))
-    stem.with_suffix(".tse_bi").write_text(body([(s, e, "seiz") for s, e, _ in events]))
 
 
 def write_csv(stem: Path, events: list[tuple[float, float, str]], seconds: float = SECONDS) -> None:
@@ -86,7 +70,7 @@ def v152(root: Path, name: str, folder: str, montage: str, fs: int, events: list
     session = name.split("_")[1]
     edf = root / "edf" / folder / montage / patient[-3:] / patient / f"{session}_2003_07_21" / f"{name}.edf"
     write_edf(edf, suffix, fs, drop=drop)
-    write_tse(edf.with_suffix(""), events)
+    write_tse(edf.with_suffix(""), events, SECONDS)
     return edf
 
 

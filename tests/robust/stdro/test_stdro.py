@@ -12,6 +12,7 @@ from torch import nn
 from biosig_lightning.robust.stdro import (
     STDROTask,
     correlation_graphs,
+    cost_gradient,
     in_feasible_set,
     period_bounds,
     project_m,
@@ -72,6 +73,21 @@ def test_cost_matches_the_block_quadratic_form_of_eq_2() -> None:
     assert torch.allclose(transport_cost(x2, x, a, bounds), expected, atol=1e-4)
 
 
+@pytest.mark.parametrize("n_periods", [4, 3])  # 8 steps: 4 periods of 2 steps; 3 periods of 3, 3, 2
+def test_cost_gradient_is_the_gradient_of_the_cost(n_periods: int) -> None:
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(3, N_CHANS, N_TIMES, generator=g)
+    delta = torch.randn(3, N_CHANS, N_TIMES, generator=g).requires_grad_(True)
+    a = torch.randn(n_periods, N_CHANS, N_CHANS, generator=g)
+    bounds = period_bounds(N_TIMES, n_periods, STEP_BINS)
+    (expected,) = torch.autograd.grad(transport_cost(x + delta, x, a, bounds).sum(), delta)
+    got = cost_gradient(delta.detach(), a + a.transpose(-1, -2), bounds)
+    assert torch.allclose(got, expected, atol=1e-5)
+    # extra leading axes (sequence context) are more columns of the same periods
+    wide = delta.detach().unsqueeze(1).expand(3, 2, N_CHANS, N_TIMES)
+    assert torch.allclose(cost_gradient(wide, a + a.transpose(-1, -2), bounds)[:, 1], got, atol=1e-6)
+
+
 def test_a_label_change_has_infinite_cost_and_no_move_costs_nothing() -> None:
     x = torch.randn(4, N_CHANS, N_TIMES)
     a = torch.eye(N_CHANS).expand(4, -1, -1)
@@ -106,6 +122,15 @@ def test_correlation_graphs_are_abs_normalised_xcorr_per_period() -> None:
     assert torch.allclose(w, w.transpose(-1, -2)) and (torch.linalg.eigvalsh(w) >= 1e-6 - 1e-6).all()
 
 
+def test_correlation_graphs_with_periods_of_unequal_length() -> None:
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(6, N_CHANS, N_TIMES, generator=g)
+    bounds = period_bounds(N_TIMES, 3, STEP_BINS)  # 3, 3 and 2 steps
+    w = correlation_graphs([x], bounds, floor=1e-6)
+    for t, (s, e) in enumerate(bounds):
+        assert torch.allclose(w[t], correlation_graphs([x[..., s:e]], [(0, e - s)], floor=1e-6)[0], atol=1e-6)
+
+
 # ---- inner maximisation (eq. 4) ---------------------------------------------------------------------------
 def test_inner_maximisation_increases_the_loss_and_the_lagrangian() -> None:
     t = task(ascent_steps=10, ascent_lr=0.5, penalty=0.1, w=random_spd_graphs())
@@ -117,6 +142,36 @@ def test_inner_maximisation_increases_the_loss_and_the_lagrangian() -> None:
         lagrangian = after - 0.1 * transport_cost(x_adv, b["x"], t.covariate_weight(), t.bounds).sum()
     assert after > before * 1.05
     assert lagrangian > before  # the ascent climbed l - lambda c, not just l
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_ascent_takes_input_gradients_only_and_restores_the_backbone(training: bool) -> None:
+    """The ascent records no parameter graph (Appendix C's m + 1 cost: no weight gradients formed);
+    afterwards the parameters are trainable again, untouched, with no .grad, and the mode is back."""
+    t = task(ascent_steps=3, w=random_spd_graphs())
+    t.backbone.train(training)
+    frozen = [p for p in t.backbone.parameters()][-1]
+    frozen.requires_grad_(False)  # a parameter the user froze stays frozen
+    seen: list[tuple[bool, bool]] = []
+    t.backbone.register_forward_hook(
+        lambda mod, args, out: seen.append((any(p.requires_grad for p in mod.parameters()), mod.training)))
+    before = copy.deepcopy(t.backbone.state_dict())
+    b = toy_batch()
+    x_adv, _ = t.inner_maximisation(b["x"], b["y"])
+    assert seen == [(False, False)] * 3
+    assert [p.requires_grad for p in t.backbone.parameters()] == [True] * 3 + [False]
+    assert all(p.grad is None for p in t.backbone.parameters()) and t.backbone.training == training
+    assert all(torch.equal(v, before[k]) for k, v in t.backbone.state_dict().items())
+    assert not torch.equal(x_adv, b["x"])
+
+    def fail(mod: nn.Module, args: object) -> None:
+        raise RuntimeError("boom")
+
+    t.backbone.register_forward_pre_hook(fail)
+    with pytest.raises(RuntimeError, match="boom"):
+        t.inner_maximisation(b["x"], b["y"])
+    assert [p.requires_grad for p in t.backbone.parameters()] == [True] * 3 + [False]
+    assert t.backbone.training == training
 
 
 def test_a_stiffer_cost_weight_moves_the_adversary_less() -> None:
