@@ -47,8 +47,13 @@ class RunStatsError(ValueError):
 
 
 def table1_metrics(results: dict[str, Any]) -> dict[str, float]:
-    """``{"table1/accuracy": %, ..., "table1/params": count}`` of one run; columns the run lacks are left out."""
-    row = table1_row(results.get("metrics", {}), results.get("num_params"))
+    """``{"table1/accuracy": %, ..., "table1/params": count}`` of one run; columns the run lacks are left out.
+
+    A binary run's precision, recall and F1 are those of class 1, from its ``confusion_matrix`` (see
+    :func:`.stats.table1_row`).
+    """
+    row = table1_row(results.get("metrics", {}), results.get("num_params"),
+                     confusion=results.get("confusion_matrix"))
     return {f"table1/{col}": float(v) for col, v in row.items() if v is not None and math.isfinite(v)}
 
 

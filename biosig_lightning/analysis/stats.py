@@ -3,7 +3,8 @@
 Pure functions over numbers and arrays (no run loading, no I/O), so ``biosig report`` (or any caller)
 feeds them what it collected from ``results.json`` / ``test_predictions.npz`` files:
 
-* :func:`table1_row`: Table 1's columns from a run's ``metrics`` and ``num_params``.
+* :func:`table1_row`: Table 1's columns from a run's ``metrics`` and ``num_params`` (precision, recall
+  and F1 of the positive class from the test confusion matrix of a binary run).
 * :func:`per_subject_accuracy` / :func:`per_subject_correct`: test windows grouped by subject.
 * :func:`spread`: mean, std (ddof 1), min, max, n of per-subject (or per-run) values.
 * :func:`one_way_anova` (Table 9) and :func:`paired_t_test` (Table 8), written out and tested
@@ -53,15 +54,29 @@ class TTestResult:
     mean_difference: float
 
 
-def table1_row(metrics: Mapping[str, float], num_params: int | None, prefix: str = "test/") -> dict[str, float | None]:
+def table1_row(metrics: Mapping[str, float], num_params: int | None, prefix: str = "test/",
+               confusion: Sequence[Sequence[float]] | np.ndarray | None = None) -> dict[str, float | None]:
     """Table 1's columns (accuracy, precision, recall, specificity, F1 in %, params) from a run's metrics.
 
+    Table 1's precision, recall and F1 are those of the positive class (epilepsy, class 1): its baseline
+    rows satisfy ``F1 = 2PR / (P + R)`` and have recall far below specificity (EEGNet 53.25 / 93.11). The
+    metric collection's ``precision``/``recall``/``f1`` are macro means over both classes (the macro
+    recall is (sensitivity + specificity) / 2), so when ``confusion`` is a run's 2 x 2 test confusion
+    matrix (rows true, columns predicted, as ``results.json`` stores it) the three come from it:
+    ``P = TP / (TP + FP)``, ``R = TP / (TP + FN)``, ``F1 = 2 TP / (2 TP + FP + FN)`` (0 where undefined,
+    as ``zero_division=0``). Otherwise (multiclass, or no matrix) they are the logged metrics.
     A missing metric (e.g. specificity of a multiclass run) is ``None``.
     """
     row: dict[str, float | None] = {}
     for col, key in _TABLE1_KEYS.items():
         value = metrics.get(prefix + key)
         row[col] = None if value is None else 100.0 * float(value)
+    cm = None if confusion is None else np.asarray(confusion, dtype=float)
+    if cm is not None and cm.shape == (2, 2):
+        tp, fp, fn = cm[1, 1], cm[0, 1], cm[1, 0]
+        row["precision"] = 100.0 * tp / (tp + fp) if tp + fp else 0.0
+        row["recall"] = 100.0 * tp / (tp + fn) if tp + fn else 0.0
+        row["f1"] = 100.0 * 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else 0.0
     row["params"] = None if num_params is None else float(num_params)
     return row
 

@@ -29,7 +29,8 @@ blank line between blocks; numbers at full precision):
 
 * ``--table1``: Table 1 of the signed-graph paper (Yao et al.): accuracy, precision, recall,
   specificity and F1 in % and ``params`` (``results["num_params"]``, shown as an integer and never
-  marked best), ``mean ± std (n)`` over runs as above; a column a run lacks (specificity of a
+  marked best); a binary run's precision, recall and F1 are those of class 1 (the paper's positive
+  class), from its ``confusion_matrix``, not the macro means the run logs, ``mean ± std (n)`` over runs as above; a column a run lacks (specificity of a
   multiclass task) is ``–``.
 * ``--per-subject``: the LOSO spread: per-subject test accuracy from each run's
   ``test_predictions.npz`` (``argmax(probs)`` against ``y``, grouped by ``subject``), each

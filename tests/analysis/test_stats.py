@@ -7,7 +7,9 @@ import math
 import numpy as np
 import pytest
 from scipy import stats
+from sklearn.metrics import f1_score, precision_score, recall_score
 
+from biosig_lightning.analysis.run_stats import table1_metrics
 from biosig_lightning.analysis.stats import (
     one_way_anova,
     paired_t_test,
@@ -61,3 +63,29 @@ def test_per_subject_and_table1() -> None:
     assert row == pytest.approx({"accuracy": 97.57, "precision": 98.58, "recall": 95.98, "specificity": 97.45,
                                  "f1": 98.01, "params": 14787.0})
     assert table1_row({"test/acc": 0.5}, None)["specificity"] is None
+
+
+def test_table1_binary_precision_recall_f1_are_of_class_1() -> None:
+    # Table 1 (EEGNet: recall 53.25, specificity 93.11, F1 = 2PR/(P+R)) reports the positive class;
+    # the logged precision/recall/f1 are macro means, which differ whenever the classes do
+    target = np.array([0] * 18 + [1] * 6)
+    pred = np.array([0] * 12 + [1] * 6 + [1] * 5 + [0] * 1)
+    cm = np.zeros((2, 2), dtype=int)
+    np.add.at(cm, (target, pred), 1)
+    macro = {f"test/{k}": float(f(target, pred, average="macro")) for k, f in
+             (("precision", precision_score), ("recall", recall_score), ("f1", f1_score))}
+    results = {"metrics": {"test/acc": float((pred == target).mean()), "test/specificity": 12 / 18, **macro},
+               "num_params": 498, "confusion_matrix": cm.tolist()}
+    row = table1_metrics(results)
+    assert row["table1/precision"] == pytest.approx(100 * precision_score(target, pred)) == pytest.approx(500 / 11)
+    assert row["table1/recall"] == pytest.approx(100 * recall_score(target, pred)) == pytest.approx(250 / 3)
+    assert row["table1/f1"] == pytest.approx(100 * f1_score(target, pred)) == pytest.approx(1000 / 17)
+    assert 100 * macro["test/recall"] == pytest.approx(75.0)  # what the column showed before
+    assert row["table1/specificity"] == pytest.approx(200 / 3) and row["table1/accuracy"] == pytest.approx(100 * 17 / 24)
+    # one class predicted throughout: precision 6 / 24, recall 1, F1 2*6 / (12 + 18); none predicted: 0
+    always = table1_row({}, None, confusion=[[0, 18], [0, 6]])
+    assert always["precision"] == pytest.approx(25.0) and always["recall"] == 100.0 and always["f1"] == pytest.approx(40.0)
+    assert table1_row({}, None, confusion=[[18, 0], [6, 0]])["precision"] == 0.0
+    # multiclass or no matrix: the logged metrics, unchanged
+    three = table1_row({"test/precision": 0.5}, None, confusion=np.eye(3))
+    assert three["precision"] == 50.0 and table1_row({"test/precision": 0.5}, None)["precision"] == 50.0
