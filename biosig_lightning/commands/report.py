@@ -98,6 +98,14 @@ LOWER_IS_BETTER = {"ece", "loss"}
 #: columns that are no score: never marked best, left out of --baseline and --ranks, shown as integers
 NOT_SCORES = {"params"}
 DEFAULT_METRICS = ("acc", "f1", "auroc", "ece")
+#: the papers' own columns, the default when every run was evaluated that way (``eval_metrics`` of the
+#: task): seizure detection at the validation-chosen threshold (STDRO Tables 1, 2, 4), seizure typing
+#: (Table 3), sleep staging (Table 5, SPDTransNet Table 1)
+PROTOCOL_METRICS = (
+    ("det_f1", ("auroc", "det_f1", "det_acc", "det_recall", "det_precision")),
+    ("weighted_f1", ("weighted_f1", "acc")),
+    ("macro_f1", ("macro_f1", "kappa", "acc")),
+)
 
 
 class ReportError(ValueError):
@@ -731,6 +739,16 @@ def _table1_groups(groups: Groups) -> Groups:
             for k, runs in groups.items()}
 
 
+def default_metrics(groups: Groups) -> tuple[str, ...]:
+    """The columns when ``--metrics`` is not given: a protocol's own (:data:`PROTOCOL_METRICS`) when every
+    run has its marker key, else :data:`DEFAULT_METRICS`."""
+    runs = [r for rs in groups.values() for _, r in rs]
+    for marker, columns in PROTOCOL_METRICS:
+        if runs and all(_metric_key(marker) in r.get("metrics", {}) for r in runs):
+            return columns
+    return DEFAULT_METRICS
+
+
 def report(dirs: list[Path], fmt: str = "markdown", out: Path | None = None, metrics: list[str] | None = None,
            figures: Path | None = None, spread_metric: str | None = None, digits: int = 3, *,
            table1: bool = False, per_subject: bool = False, anova: bool = False, anova_rows: bool = False,
@@ -739,7 +757,7 @@ def report(dirs: list[Path], fmt: str = "markdown", out: Path | None = None, met
     """Build the table and the statistics sections below it (all written to ``out`` if given) and the
     figures; returns ``(text, figure paths)``.
 
-    ``metrics=None`` reports those of :data:`DEFAULT_METRICS` that any run has; named metrics must
+    ``metrics=None`` reports those of :func:`default_metrics` that any run has; named metrics must
     all be in some run. ``table1`` swaps them for Table 1's columns. The sections, in this order:
     ``per_subject``, ``anova`` (between subjects), ``anova_rows``, ``ttest`` and ``welch`` (two row
     labels; the first metric), ``baseline`` (a row label), ``ranks`` (see the module docstring).
@@ -756,9 +774,10 @@ def report(dirs: list[Path], fmt: str = "markdown", out: Path | None = None, met
         metrics = list(TABLE1_METRICS)
     known = {k for runs in groups.values() for _, r in runs for k in r.get("metrics", {})}
     if metrics is None:
-        metrics = [m for m in DEFAULT_METRICS if _metric_key(m) in known]
+        metrics = [m for m in default_metrics(groups) if _metric_key(m) in known]
         if not metrics:
-            raise ReportError(f"no run has any of the test metrics {list(DEFAULT_METRICS)} (have: {sorted(known)})")
+            raise ReportError(f"no run has any of the test metrics {list(default_metrics(groups))} "
+                              f"(have: {sorted(known)})")
     if not metrics:
         raise ReportError("--metrics: name at least one test metric, e.g. --metrics acc,f1")
     unknown = [m for m in metrics if _metric_key(m) not in known]
@@ -802,7 +821,9 @@ def run(argv: list[str]) -> str:
     ap.add_argument("--format", default="markdown", choices=("markdown", "csv", "latex"))
     ap.add_argument("--out", type=Path, default=None, help="write the table (and sections) here too")
     ap.add_argument("--metrics", default=None,
-                    help=f"comma-separated test metrics (default: those of {','.join(DEFAULT_METRICS)} the runs have); "
+                    help=f"comma-separated test metrics (default: those of {','.join(DEFAULT_METRICS)} the runs have, or "
+                         "the protocol's own columns when every run has them: "
+                         f"{'; '.join(','.join(c) for _, c in PROTOCOL_METRICS)}); "
                          "the first is the one --ttest and --welch test")
     ap.add_argument("--figures", type=Path, default=None, help="figure directory")
     ap.add_argument("--spread-metric", default=None, help="metric of the per-seed spread plot (default: first)")

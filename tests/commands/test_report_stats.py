@@ -311,3 +311,26 @@ def test_errors_are_one_line_and_name_the_problem(tmp_path: Path) -> None:
     _write(one, "a", "A", "d", 1, {"acc": 0.5}, subjects={7: [1, 0, 1]})
     root = one
     assert "A / d: 1 subject(s) in the test predictions" in error("--anova")
+
+
+# ---- default columns --------------------------------------------------------------------------------
+def test_default_columns_follow_the_runs_protocol(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    detection = dict(acc=0.6, f1=0.5, auroc=0.77, ece=0.1, det_f1=0.41, det_acc=0.69, det_recall=0.73,
+                     det_precision=0.29, det_threshold=0.4)
+    root = tmp_path / "det"
+    _write(root, "a", "DCRNN", "tusz", 1, detection)
+    out, _ = _report(capsys, root, "--format", "csv")
+    (row,) = _csv_blocks(out)[0]
+    # STDRO's Tables 1, 2, 4: AUROC and the seizure-class scores at the validation-chosen threshold
+    assert [k[len("tusz/"):-len("/mean")] for k in row if k.endswith("/mean")] == [
+        "auroc", "det_f1", "det_acc", "det_recall", "det_precision"]
+    assert float(row["tusz/det_f1/mean"]) == 0.41
+    # a run of another protocol among them: the common columns again
+    _write(root, "b", "EEGNet", "apava", 1, dict(acc=0.7, f1=0.6, auroc=0.8, ece=0.05))
+    out, _ = _report(capsys, root, "--format", "csv")
+    assert [k.split("/")[1] for k in _csv_blocks(out)[0][0] if k.startswith("apava/") and k.endswith("/mean")] == [
+        "acc", "f1", "auroc", "ece"]
+    sleep = tmp_path / "sleep"
+    _write(sleep, "a", "SPDTransNet", "mass", 1, dict(acc=0.8, f1=0.7, macro_f1=0.7, kappa=0.72, ece=0.1))
+    out, _ = _report(capsys, sleep, "--format", "csv")
+    assert [k.split("/")[1] for k in _csv_blocks(out)[0][0] if k.endswith("/mean")] == ["macro_f1", "kappa", "acc"]
