@@ -110,20 +110,21 @@ class ClassificationTask(LightningModule):
         self.save_hyperparameters(ignore=["backbone"])
         self.backbone = backbone
         self.n_outputs = n_outputs
-        self.val_metrics = build_metrics(n_outputs, prefix="val/")
-        # test metrics are computed once from every rank's gathered, de-duplicated windows (never synced)
+        # validation and test metrics are computed once per epoch from every rank's gathered,
+        # de-duplicated windows (:meth:`_score_epoch`), so they are never synced again
+        self.val_metrics = build_metrics(n_outputs, prefix="val/", sync_on_compute=False)
         self.test_metrics = build_metrics(n_outputs, prefix="test/", sync_on_compute=False)
         self._init_eval_metrics(eval_metrics, n_outputs)
-        self._test_outputs: list[dict[str, torch.Tensor]] = []
+        self._eval_outputs: list[dict[str, torch.Tensor]] = []
         self.test_predictions: dict[str, torch.Tensor] | None = None
 
     def _init_eval_metrics(self, kind: str, n_outputs: int) -> None:
         self.eval_metrics = kind
-        self.val_extra = build_extra_metrics(kind, n_outputs, prefix="val/")
-        # the test side is filled once from the gathered, de-duplicated windows: never synced again
+        # filled once per epoch from the gathered, de-duplicated windows: never synced again
+        self.val_extra = build_extra_metrics(kind, n_outputs, prefix="val/", sync_on_compute=False)
         self.test_extra = build_extra_metrics(kind, n_outputs, prefix="test/", sync_on_compute=False)
         if kind == "detection":
-            self.val_scores, self.test_scores = PositiveScores(), PositiveScores(sync_on_compute=False)
+            self.val_scores, self.test_scores = PositiveScores(sync_on_compute=False), PositiveScores(sync_on_compute=False)
             # part of the state dict, so the best checkpoint carries the threshold of its own validation
             self.register_buffer("decision_threshold", torch.tensor(DEFAULT_THRESHOLD, dtype=torch.float64))
 
@@ -153,30 +154,76 @@ class ClassificationTask(LightningModule):
     def _eval_step(self, batch: dict[str, torch.Tensor], stage: str) -> torch.Tensor:
         logits = self(batch["x"])
         losses = F.cross_entropy(logits.float(), batch["y"], reduction="none")
-        loss = losses.mean()
-        probs = logits.float().softmax(-1)
-        if stage == "test":
-            # scored once per window at the epoch's end (on_test_epoch_end): under DDP the
-            # DistributedSampler pads uneven shards with repeated windows, which must not count twice
-            self._test_outputs.append({"probs": probs.detach(), "y": batch["y"], "subject": batch["subject"],
-                                       "index": batch["index"], "loss": losses.detach()})
-            return loss
-        self.val_metrics.update(probs, batch["y"])
-        if self.val_extra is not None:
-            self.val_extra.update(probs, batch["y"])
-        if self.eval_metrics == "detection":
-            self.val_scores.update(probs[:, 1], batch["y"])
-        self.log(f"{stage}/loss", loss, prog_bar=stage == "val", on_epoch=True, sync_dist=True,
-                 batch_size=batch["y"].shape[0])
-        return loss
+        # scored once per window at the epoch's end (_score_epoch): under DDP the DistributedSampler pads
+        # uneven shards with repeated windows, which must count once in validation (checkpoint selection,
+        # early stopping, the detection threshold) as in test
+        self._eval_outputs.append({"probs": logits.detach().float().softmax(-1), "y": batch["y"],
+                                   "subject": batch["subject"], "index": batch["index"], "loss": losses.detach()})
+        return losses.mean()
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         return self._eval_step(batch, "val")
 
+    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        return self._eval_step(batch, "test")
+
+    def on_validation_epoch_start(self) -> None:
+        self._eval_outputs = []
+
+    def on_test_epoch_start(self) -> None:
+        self._eval_outputs = []
+
     def on_validation_epoch_end(self) -> None:
-        self.log_dict(self.val_metrics.compute(), prog_bar=False)
-        self.val_metrics.reset()
-        self._log_extra("val")
+        self._score_epoch("val")
+
+    def on_test_epoch_end(self) -> None:
+        windows = self._score_epoch("test")
+        if windows is not None:
+            self.test_predictions = {k: v.cpu() for k, v in windows.items()}
+            self._save_test_predictions()
+
+    def _epoch_windows(self) -> dict[str, torch.Tensor] | None:
+        """This epoch's scored windows, every rank's, each window once (in index order under DDP)."""
+        if not self._eval_outputs:
+            return None
+        local = {k: torch.cat([o[k] for o in self._eval_outputs]) for k in self._eval_outputs[0]}
+        self._eval_outputs = []
+        if self.trainer.world_size > 1:
+            # every rank gets every rank's windows (the padded shards are of equal length)
+            gathered = {k: self.all_gather(v) for k, v in local.items()}
+            local = _first_of_each_window({k: v.reshape(-1, *v.shape[2:]) for k, v in gathered.items()})
+        return local
+
+    def _score_epoch(self, stage: str) -> dict[str, torch.Tensor] | None:
+        """Log ``stage``'s metrics from the epoch's windows; returns them (without the losses).
+
+        Every rank holds the same windows, so the metrics are computed locally and never synced
+        (that would count them world_size times): one process and N processes log the same numbers.
+        """
+        windows = self._epoch_windows()
+        if windows is None:
+            return None
+        losses = windows.pop("loss")
+        metrics = self.val_metrics if stage == "val" else self.test_metrics
+        metrics.reset()
+        metrics.update(windows["probs"], windows["y"])
+        self.log_dict(metrics.compute())
+        metrics.reset()
+        self.log(f"{stage}/loss", losses.mean(), prog_bar=stage == "val")
+        extra = self.val_extra if stage == "val" else self.test_extra
+        if extra is not None:
+            extra.update(windows["probs"], windows["y"])
+        if self.eval_metrics == "detection":
+            (self.val_scores if stage == "val" else self.test_scores).update(windows["probs"][:, 1], windows["y"])
+        self._log_extra(stage)
+        extra_values = self.epoch_metrics(windows["probs"], windows["y"])
+        if extra_values:
+            self.log_dict({f"{stage}/{k}": v for k, v in extra_values.items()})
+        return windows
+
+    def epoch_metrics(self, probs: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Recipe-specific metrics of one epoch's de-duplicated windows (keys without the stage prefix)."""
+        return {}
 
     def _log_extra(self, stage: str) -> None:
         """Log the opt-in metrics of ``stage``; on validation, tune the detection threshold first."""
@@ -187,42 +234,13 @@ class ClassificationTask(LightningModule):
         if self.eval_metrics != "detection":
             return
         store = self.val_scores if stage == "val" else self.test_scores
-        scores, target = store.compute()  # gathered over ranks: every rank finds the same threshold
+        scores, target = store.compute()
         store.reset()
         trainer = self._trainer
         if stage == "val" and not (trainer is not None and trainer.sanity_checking):
             self.decision_threshold.fill_(best_f1_threshold(scores, target))
         values = threshold_metrics(scores, target, float(self.decision_threshold))
         self.log_dict({f"{stage}/{k}": float(v) for k, v in values.items()})
-
-    def on_test_epoch_start(self) -> None:
-        self._test_outputs = []
-
-    def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        return self._eval_step(batch, "test")
-
-    def on_test_epoch_end(self) -> None:
-        if self._test_outputs:
-            local = {k: torch.cat([o[k] for o in self._test_outputs]) for k in self._test_outputs[0]}
-            if self.trainer.world_size > 1:
-                # every rank gets every rank's windows (the padded shards are of equal length)
-                gathered = {k: self.all_gather(v) for k, v in local.items()}
-                local = _first_of_each_window({k: v.reshape(-1, *v.shape[2:]) for k, v in gathered.items()})
-            losses = local.pop("loss")
-            # every rank now holds the same windows: computed locally, never synced (that would count
-            # them world_size times), so one process and N processes report the same numbers
-            self.test_metrics.reset()
-            self.test_metrics.update(local["probs"], local["y"])
-            self.log_dict({**self.test_metrics.compute(), "test/loss": losses.mean()})
-            if self.test_extra is not None:
-                self.test_extra.update(local["probs"], local["y"])
-            if self.eval_metrics == "detection":
-                self.test_scores.update(local["probs"][:, 1], local["y"])
-            self._log_extra("test")
-            self.test_predictions = {k: v.cpu() for k, v in local.items()}
-            self._save_test_predictions()
-        self.test_metrics.reset()
-        self._test_outputs = []
 
     def _save_test_predictions(self) -> None:
         # written from inside the (possibly spawned) rank 0 so the CLI can build the confusion

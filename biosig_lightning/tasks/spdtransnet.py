@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import torch
 from torch import nn
-from torchmetrics.classification import MulticlassF1Score, MulticlassRecall
+from torchmetrics.functional.classification import multiclass_f1_score, multiclass_recall
 
 from biosig_lightning.tasks.classification import ClassificationTask
 
@@ -40,37 +40,13 @@ class SPDTransNetTask(ClassificationTask):
                          scheduler="none", label_smoothing=label_smoothing, monitor=monitor, mode=mode,
                          early_stopping_patience=early_stopping_patience, **kwargs)
         self.gamma, self.adam_eps, self.n1_class = gamma, adam_eps, n1_class
-        self.extra = nn.ModuleDict({
-            s: nn.ModuleDict({"f1": MulticlassF1Score(num_classes=n_outputs, average=None),
-                              "recall": MulticlassRecall(num_classes=n_outputs, average="macro")})
-            for s in ("val", "test")})
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        logits = super().forward(x)
-        self._last_logits = logits.detach()  # the eval step's logits, reused for the extra metrics
-        return logits
-
-    def _eval_step(self, batch: dict[str, torch.Tensor], stage: str) -> torch.Tensor:
-        loss = super()._eval_step(batch, stage)
-        pred = self._last_logits.float().argmax(-1)
-        for metric in self.extra[stage].values():
-            metric.update(pred, batch["y"])
-        return loss
-
-    def _log_extra(self, stage: str) -> None:
-        per_class = self.extra[stage]["f1"].compute()
-        self.log(f"{stage}/f1_n1", per_class[self.n1_class], sync_dist=False)
-        self.log(f"{stage}/macro_acc", self.extra[stage]["recall"].compute(), sync_dist=False)
-        for metric in self.extra[stage].values():
-            metric.reset()
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_extra("val")
-        super().on_validation_epoch_end()
-
-    def on_test_epoch_end(self) -> None:
-        self._log_extra("test")
-        super().on_test_epoch_end()
+    def epoch_metrics(self, probs: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Table 1's N1 F1 and macro accuracy (mean per-class recall) of the epoch's windows, each once."""
+        k = self.n_outputs
+        pred = probs.argmax(-1)
+        per_class = multiclass_f1_score(pred, y, num_classes=k, average=None)
+        return {"f1_n1": per_class[self.n1_class], "macro_acc": multiclass_recall(pred, y, num_classes=k, average="macro")}
 
     def build_optimizer(self) -> torch.optim.Optimizer:
         params = [p for p in self.parameters() if p.requires_grad]

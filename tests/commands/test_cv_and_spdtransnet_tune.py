@@ -11,13 +11,16 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import optuna
 import pytest
 from optuna.trial import TrialState
+from sklearn import metrics as skm
 
 from biosig_lightning.commands import cv
 from biosig_lightning.commands.tune import load_search_space, open_storage
 from tests.conftest import EXPERIMENTS, REPO
+from tests.helpers import assert_metrics_match_predictions
 
 TINY = ["--model.init_args.backbone.init_args.d_model", "21", "--model.init_args.backbone.init_args.tokens_per_epoch",
         "7", "--model.init_args.backbone.init_args.intra_heads", "3", "--model.init_args.backbone.init_args.intra_layers",
@@ -45,6 +48,12 @@ def test_cv_runs_each_fold_once_and_summarises(in_tmp: Path, env: dict[str, str]
     f1 = [summary["folds"][str(k)]["test/f1"] for k in (0, 1)]
     assert summary["test/f1"]["mean"] == pytest.approx(sum(f1) / 2)
     assert {"test/macro_acc", "test/f1_n1"} <= set(summary)
+    for k in (0, 1):  # Table 1's N1 F1 and macro accuracy are those of the saved test windows, each once
+        got = assert_metrics_match_predictions(out / f"fold_0{k}")["metrics"]
+        with np.load(out / f"fold_0{k}" / "test_predictions.npz", allow_pickle=False) as z:
+            y, pred = z["y"], z["probs"].argmax(1)
+        assert got["test/f1_n1"] == pytest.approx(skm.f1_score(y, pred, labels=[1], average=None)[0], abs=1e-6)
+        assert got["test/macro_acc"] == pytest.approx(skm.recall_score(y, pred, average="macro"), abs=1e-6)
     # resumable: a second call finds both folds finished and runs nothing
     capsys.readouterr()
     cv.run([*STAND_IN, *TINY, "--folds", "0-1", "--out", "runs/cv/spd"])
@@ -82,8 +91,9 @@ def test_two_workers_share_a_postgres_study_with_ddp_trials(in_tmp: Path, env: d
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
              for _ in range(2)]
     outs = [p.communicate(timeout=600)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], [o[-3000:] for o in outs]
     study = optuna.load_study(study_name=study_name, storage=open_storage(postgres_url))
+    errors = [f"trial {t.number}: {t.user_attrs.get('error')}" for t in study.trials if t.state == TrialState.FAIL]
+    assert [p.returncode for p in procs] == [0, 0], "\n".join([*errors, *(o[-4000:] for o in outs)])
     complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
     assert len(complete) == 2
     assert {t.user_attrs["worker"] for t in complete} == {f"{socket.gethostname()}:{p.pid}" for p in procs}

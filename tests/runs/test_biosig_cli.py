@@ -194,6 +194,21 @@ def test_ddp_test_run_scores_like_one_process(in_tmp: Path, capsys: pytest.Captu
     cm = [np.bincount(2 * p["y"] + p["probs"].argmax(1), minlength=4) for p in (a, b)]
     np.testing.assert_array_equal(cm[1], cm[0])
 
+    # validation too (it picks the checkpoint, stops early, sets a detection threshold): the 21 val
+    # windows are also padded to 11 + 11, and the duplicate must not count twice
+    val = ["validate", *test[1:]]
+    main([*val, "--trainer.logger.init_args.name", "one_val"])
+    one_val = printed_metrics(capsys.readouterr().out, "val")
+    proc = subprocess.run(
+        [sys.executable, "-m", "biosig_lightning.cli", *val, "--trainer.logger.init_args.name", "two_val",
+         "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp"],
+        capture_output=True, text=True, env=_env(), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    two_val = printed_metrics(proc.stdout, "val")
+    assert set(one_val) == set(two_val) and len(one_val) >= 9
+    for key, value in one_val.items():
+        assert two_val[key] == pytest.approx(value, rel=1e-5, abs=1e-6), (key, value, two_val[key])
+
 
 def _write_apava(root: Path, n_windows: int = 4) -> None:
     """A tiny APAVA in the Medformer layout: Feature/feature_XX.npy (n, T, C) + Label/label.npy."""
