@@ -29,6 +29,24 @@ def _cache_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
     os.environ["BIOSIG_CACHE"] = str(tmp_path_factory.mktemp("biosig-cache"))
 
 
+#: what an in-process DDP run (Lightning's launcher) leaves in os.environ: a later test that starts
+#: subprocesses with a copy of the environment would hand every one of them the same MASTER_PORT, and two
+#: process groups then fight over it (EADDRINUSE); which test ran first on a worker decides, so restore them
+_PROCESS_GROUP_ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "NODE_RANK", "LOCAL_RANK", "RANK", "GROUP_RANK",
+                      "LOCAL_WORLD_SIZE")
+
+
+@pytest.fixture(autouse=True)
+def _restore_process_group_env() -> Iterator[None]:
+    before = {k: os.environ.get(k) for k in _PROCESS_GROUP_ENV}
+    yield
+    for key, value in before.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 @pytest.fixture
 def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Run in a temporary directory (runs/ lands there)."""
