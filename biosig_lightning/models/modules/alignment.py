@@ -53,6 +53,11 @@ PhaseMode = Literal["rotate", "scale"]
 GainMode = Literal["tanh", "offset"]
 TokenInit = Literal["xavier", "zeros"]
 EvalKernel = Literal["batch", "running"]
+#: where FBAM's ``eps`` goes: "paper" is Algorithm 1 (``A = |Z|``, ``P = Z / (A + eps)``, log
+#: descriptors ``log(. + eps)``); "shift" is the authors' code (``A = |Z| + eps`` is the magnitude
+#: that is described, smoothed, clamped and recombined; no ``eps`` in the logs of its mean and
+#: max; the kernel renormalised by ``sum + eps``)
+EpsMode = Literal["paper", "shift"]
 #: how band parameters are generated: Eq. 3's cross-attention of band tokens over band contexts
 #: ("cross"), self-attention among the band contexts (Appendix G.3, Variant 5, "self"), or free
 #: per-band parameters with no conditioning on the input (Variant 4, "static")
@@ -63,10 +68,14 @@ DESCRIPTORS = ("mean", "std", "max", "energy", "argmax")
 #: Every FBAM setting in which the authors' public code departs from the paper's equations
 #: (anchors/bioformer.md 1.3): phase angle scaled ``theta -> (1 + beta) theta``; gain
 #: ``clamp(1 + gamma 0.5 tanh(.), 0.5, 1.5)`` with learnable ``gamma``; magnitude update clamped
-#: to ``+-0.5 A``; band tokens initialised to zero; batch-averaged kernel at eval (K > 2).
+#: to ``+-0.5 A``; band tokens initialised to zero; batch-averaged kernel at eval (K > 2); and
+#: their ``eps`` placement (``A = |Z| + eps``, :data:`EpsMode`), a 1e-6-level difference that
+#: matters only for bit-level parity: the scaled phase ``(1 + beta) theta`` jumps by
+#: ``2 pi beta`` where a bin crosses the negative real axis, so eps-level differences upstream
+#: can move a bin across it (benchmarks/bioformer_parity.md, section 1).
 AUTHORS_FBAM: dict[str, Any] = {
     "phase_mode": "scale", "gain_mode": "offset", "magnitude_clamp": 0.5, "token_init": "zeros",
-    "eval_kernel": "batch",
+    "eval_kernel": "batch", "eps_mode": "shift",
 }
 
 
@@ -293,7 +302,13 @@ class FBAM(_Alignment):
     * phase (Eq. 7): ``P' = P e^{j beta} / (|P e^{j beta}| + eps)``, ``beta = tanh(MLP_p(o))``,
       a rotation of every bin of the band by ``beta`` radians (``phase_mode="rotate"``).
       ``phase_mode="scale"`` is the authors' code: the phase angle is scaled,
-      ``theta -> (1 + beta) theta``.
+      ``theta -> (1 + beta) theta`` with ``theta = angle(Z)`` in ``(-pi, pi]``; unlike the
+      rotation this is discontinuous where a bin crosses the negative real axis (the output
+      bin jumps by ``A' |e^{2 pi j beta} - 1|``), as in their code.
+    * ``eps_mode="shift"`` (the authors' code) uses ``A = |Z| + eps`` as the magnitude
+      throughout (descriptors without a further ``eps`` in the logs of mean and max, smoothing,
+      clamp bound, recombination) and renormalises the kernel by ``sum + eps``; ``"paper"``
+      (default) is Algorithm 1's ``A = |Z|``. ``P`` is ``Z / (|Z| + eps)`` in both.
 
     Then ``Z' = [Z_DC, A' P']`` and the inverse rFFT of length ``P`` (Eq. 8). Because
     ``|e^{j beta}| = 1``, Eq. 7 is evaluated in closed form as
@@ -337,6 +352,7 @@ class FBAM(_Alignment):
         magnitude_clamp: float | None = None, magnitude_residual: bool = True, learnable_dc: bool = False,
         token_init: TokenInit = "xavier", eval_kernel: EvalKernel = "batch",
         band_attention: BandAttention = "cross", descriptors: Sequence[str] = DESCRIPTORS, eps: float = 1e-6,
+        eps_mode: EpsMode = "paper",
     ) -> None:
         unknown = [d for d in descriptors if d not in DESCRIPTORS]
         if unknown or not descriptors or len(set(descriptors)) != len(descriptors):
@@ -347,6 +363,8 @@ class FBAM(_Alignment):
             raise ValueError(f"phase_mode must be 'rotate' or 'scale', got {phase_mode!r}")
         if gain_mode not in ("tanh", "offset"):
             raise ValueError(f"gain_mode must be 'tanh' or 'offset', got {gain_mode!r}")
+        if eps_mode not in ("paper", "shift"):
+            raise ValueError(f"eps_mode must be 'paper' or 'shift', got {eps_mode!r}")
         if magnitude_clamp is not None and magnitude_clamp <= 0:
             raise ValueError(f"magnitude_clamp must be positive or None, got {magnitude_clamp}")
         heads: dict[str, int] = {}
@@ -372,6 +390,7 @@ class FBAM(_Alignment):
         self.use_phase = use_phase
         self.phase_mode = phase_mode
         self.gain_mode = gain_mode
+        self.eps_mode = eps_mode
         self.magnitude_clamp = magnitude_clamp
         self.magnitude_residual = magnitude_residual
         self.gain_scale = nn.Parameter(torch.tensor(0.5)) if use_magnitude and magnitude_residual and gain_mode == "offset" else None
@@ -384,15 +403,20 @@ class FBAM(_Alignment):
         xt = x.transpose(1, 2)
         spectra = [torch.fft.rfft(part, dim=2, norm="ortho") for part in xt.split(self.seq_lens, dim=2)]
         z = torch.cat([s[..., 1:] for s in spectra], dim=2)  # (B, D, K) non-DC bins of all sequences
-        mag = z.abs()
-        stats = self.layout.band_statistics(mag, self.eps)
+        abs_z = z.abs()
+        shift = self.eps_mode == "shift"
+        mag = abs_z + self.eps if shift else abs_z
+        stats = self.layout.band_statistics(mag, self.eps, log_guard=not shift)
         if len(self.descriptors) != len(DESCRIPTORS):  # Table 10: a subset of Eq. 2's descriptors
             stats = stats.index_select(-1, self.descriptor_index)
         params = self.controller(stats, self.layout.valid)
 
         new_mag = mag
         if self.use_magnitude:
-            smoothed = self.layout.convolve(mag, self._kernel(params["kernel"]))
+            kernel = self._kernel(params["kernel"])
+            if shift:  # the authors renormalise the (already normalised) kernel by sum + eps
+                kernel = kernel / (kernel.sum(-1, keepdim=True) + self.eps)
+            smoothed = self.layout.convolve(mag, kernel)
             if not self.magnitude_residual:
                 new_mag = smoothed
             else:
@@ -412,9 +436,9 @@ class FBAM(_Alignment):
             if self.phase_mode == "scale":
                 angle = angle * torch.angle(z)  # theta -> theta + beta * theta
             rotation = torch.polar(torch.ones_like(angle), angle)
-            z_new = z * rotation * (new_mag / (mag + self.eps * (mag + self.eps)))
+            z_new = z * rotation * (new_mag / (abs_z + self.eps * (abs_z + self.eps)))
         else:
-            z_new = z * (new_mag / (mag + self.eps))
+            z_new = z * (new_mag / (abs_z + self.eps))
 
         out = []
         for part, spec, n in zip(z_new.split(self.layout.n_bins, dim=2), spectra, self.seq_lens, strict=True):

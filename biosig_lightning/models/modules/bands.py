@@ -106,8 +106,9 @@ class BandLayout(nn.Module):
     * ``band_mask`` ``(S*M, W)`` bool: which entries of ``band_bins`` are real;
     * ``band_count`` ``(S*M,)`` float: bins per band, at least 1 (empty bands are masked);
     * ``valid`` ``(S, M)`` bool: non-empty bands;
-    * ``averaging`` ``(S*M, K)`` float: row ``b`` averages the bins of band ``b`` (zero row
-      for an empty band), so per-band means of all channels are one matmul;
+    * ``membership`` ``(S*M, K)`` float: row ``b`` is 1 on the bins of band ``b`` (zero row
+      for an empty band), so per-band sums of all channels are one matmul (means divide by
+      ``band_count``: both exact in any dtype, so a float64 copy computes exact float64 means);
     * ``bin_band`` ``(K,)`` long: the flat band index of each of the ``K`` bins;
     * ``neighbours`` ``(K, r)`` long: for a kernel of odd size ``r``, the bins read by tap
       ``t`` at bin ``k`` (offset ``t - r // 2``). Outside its band a tap is reflected at
@@ -161,9 +162,9 @@ class BandLayout(nn.Module):
         self.register_buffer("valid", valid, persistent=False)
         self.register_buffer("bin_band", bin_band, persistent=False)
         self.register_buffer("neighbours", neighbours, persistent=False)
-        averaging = torch.zeros(n_flat, self.total_bins)
-        averaging[torch.arange(n_flat).unsqueeze(1).expand_as(band_bins)[band_mask], band_bins[band_mask]] = 1.0
-        self.register_buffer("averaging", averaging / self.band_count.unsqueeze(1), persistent=False)
+        membership = torch.zeros(n_flat, self.total_bins)
+        membership[torch.arange(n_flat).unsqueeze(1).expand_as(band_bins)[band_mask], band_bins[band_mask]] = 1.0
+        self.register_buffer("membership", membership, persistent=False)
 
     def to_bins(self, per_band: torch.Tensor) -> torch.Tensor:
         """``(B, S, M)`` per-band values -> ``(B, K)`` per-bin values (extra trailing dims are kept)."""
@@ -171,9 +172,11 @@ class BandLayout(nn.Module):
 
     def band_means(self, values: torch.Tensor) -> torch.Tensor:
         """Per-band means ``(B, D, S*M)`` of channel-first per-bin ``values`` ``(B, D, K)`` (0 if empty)."""
-        return torch.matmul(values, self.averaging.t())
+        return torch.matmul(values, self.membership.t()) / self.band_count
 
-    def band_statistics(self, values: torch.Tensor, eps: float, signed: torch.Tensor | None = None) -> torch.Tensor:
+    def band_statistics(
+        self, values: torch.Tensor, eps: float, signed: torch.Tensor | None = None, *, log_guard: bool = True
+    ) -> torch.Tensor:
         """Log band descriptors ``(B, S, M, 5)`` of non-negative channel-first ``values`` ``(B, D, K)``.
 
         Eq. 2, in the authors' order ``[log mean, log std, log max, log energy, argmax]``;
@@ -184,8 +187,12 @@ class BandLayout(nn.Module):
         finite for one-bin bands. The argmax is the 0-based bin index inside the band, as
         the authors compute it (not differentiable, not normalised). Empty bands get zeros.
 
+        ``log_guard=False`` drops the ``eps`` inside the logs of the mean and the max, as the
+        authors' code does (its magnitudes already carry ``+ eps``, FBAM's ``eps_mode="shift"``);
+        the std and energy logs keep theirs in both cases, as there.
+
         Means, variances and energies are segment sums done as one matmul with the
-        band-averaging matrix; the max is read at the argmax position, which is found
+        band-membership matrix; the max is read at the argmax position, which is found
         without autograd on the padded band rows.
         """
         batch, channels, _ = values.shape
@@ -193,17 +200,18 @@ class BandLayout(nn.Module):
         spread = values if signed is None else signed
         spread_mean = mean if signed is None else self.band_means(signed)
         var = self.band_means((spread - spread_mean.index_select(2, self.bin_band)).square())
-        energy = self.band_means(values.square()) * self.band_count
+        energy = torch.matmul(values.square(), self.membership.t())  # per-band sums
         with torch.no_grad():
             rows = values[..., self.band_bins].masked_fill(~self.band_mask, -1.0)  # (B, D, SM, W)
             where = rows.argmax(-1)  # values >= 0, so the -1 padding never wins; ties -> first bin
             peak_bin = self.band_bins.expand(batch, channels, -1, -1).gather(3, where.unsqueeze(-1)).squeeze(-1)
         peak = values.gather(2, peak_bin)  # (B, D, SM), differentiable
+        guard = eps if log_guard else 0.0
         stats = torch.stack(
             [
-                torch.log(mean.mean(1) + eps),
+                torch.log(mean.mean(1) + guard),
                 torch.log(torch.sqrt(var + eps).mean(1) + eps),
-                torch.log(peak.mean(1) + eps),
+                torch.log(peak.mean(1) + guard),
                 torch.log(energy.mean(1) + eps),
                 where.to(values.dtype).mean(1),
             ],

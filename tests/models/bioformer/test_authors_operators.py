@@ -16,7 +16,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from biosig_lightning.models.bioformer import FBAM, BioFormer
-from biosig_lightning.models.bioformer.model import AUTHORS_BIOFORMER
+from biosig_lightning.models.bioformer.model import AUTHORS_BIOFORMER, BIT_PARITY_ONLY
 from biosig_lightning.models.modules.alignment import AUTHORS_FBAM
 
 EPS = 1e-6
@@ -79,6 +79,10 @@ def _reference_branch(fbam: FBAM, x: torch.Tensor, batch_kernel: bool) -> torch.
 
 @pytest.mark.parametrize("kernel_mode", ["sample", "batch"])
 def test_fbam_authors_mode_matches_the_anchor_formulas(kernel_mode: str) -> None:
+    """In float64, to 1e-10: eps-level departures (the authors' ``A = |Z| + eps``, their kernel
+    renormalisation by ``sum + eps``) change the output by ~1e-6 and fail this, as they should:
+    the authors' scaled phase is discontinuous, so eps-level differences do not stay eps-level
+    in a deep stack (benchmarks/bioformer_parity.md, section 1)."""
     torch.manual_seed(0)
     lens = [64, 32, 16]  # every band non-empty (as at APAVA: 128, 64, 32)
     fbam = FBAM(16, lens, n_bands=6, d_token=8, kernel_mode=kernel_mode, **AUTHORS_FBAM).eval()
@@ -86,12 +90,13 @@ def test_fbam_authors_mode_matches_the_anchor_formulas(kernel_mode: str) -> None
         for p in fbam.parameters():
             p.add_(0.7 * torch.randn_like(p))
         fbam.gain_scale.fill_(3.0)  # 1 + 1.5 tanh(.) reaches past 1.5, so the gain clamp acts
-    x = torch.randn(5, sum(lens), 16)
+    fbam.double()
+    x = torch.randn(5, sum(lens), 16, dtype=torch.float64)
     with torch.no_grad():
         ours = fbam(x)
         ref = torch.cat([_reference_branch(fbam, part, kernel_mode == "batch") for part in x.split(lens, 1)], 1)
     assert (ours - x).abs().max() > 0.05  # the module really changes its input
-    torch.testing.assert_close(ours, ref, atol=2e-5, rtol=1e-4)
+    torch.testing.assert_close(ours, ref, atol=1e-10, rtol=1e-9)
 
 
 def test_authors_fbam_starts_with_zero_band_tokens() -> None:
@@ -127,7 +132,8 @@ def test_default_yamls_carry_every_authors_switch(name: str) -> None:
     cfg = yaml.safe_load((ROOT / f"experiments/bioformer_{name}.yaml").read_text())
     backbone = cfg["model"]["init_args"]["backbone"]["init_args"]
     for key, value in AUTHORS_BIOFORMER.items():
-        assert backbone.get(key) == value, (name, key)
+        if key not in BIT_PARITY_ONLY or key in backbone:
+            assert backbone.get(key) == value, (name, key)
     assert cfg["trainer"]["gradient_clip_val"] == 4.0
     assert cfg["model"]["init_args"]["early_stopping_min_delta"] == 1e-5
 
