@@ -113,6 +113,12 @@ def test_batch_kernel_at_eval_uses_the_batch_and_running_is_opt_in() -> None:
     torch.testing.assert_close(fbam._kernel(raw)[0], torch.softmax(raw, -1).mean(0))
     running = FBAM(8, 32, n_bands=2, kernel_mode="batch", eval_kernel="running").eval()
     torch.testing.assert_close(running._kernel(raw)[0], torch.full((1, 2, 3), 1 / 3))
+    # the EMA is off unless asked for: FBAM's and BioFormer's defaults average over the batch at eval
+    default = FBAM(8, 32, n_bands=2, kernel_mode="batch").eval()
+    assert default.eval_kernel == "batch" and not hasattr(default, "running_kernel")
+    model = BioFormer(n_chans=2, n_outputs=3, n_times=32, sfreq=32.0, d_model=8, d_ff=16, n_heads=2, n_layers=1,
+                      d_token=4)
+    assert not any(hasattr(m, "running_kernel") for m in model.mixers)
 
 
 def test_authors_ffn_residual_adds_the_unnormalised_input() -> None:
