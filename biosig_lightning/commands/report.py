@@ -11,11 +11,14 @@ them into the table a paper prints:
   shares a row. Should two different experiments (``results["experiment"]`` up to its first ``+``)
   put the same model and variant on the same dataset, their rows are kept apart by that name in
   parentheses, never averaged together;
-* column group: ``results["dataset"]``, one column per test metric;
-* cell: ``mean ± std (n=k)`` over the k runs (seeds); std is the sample standard deviation
-  (ddof=1), and a single run shows ``mean (n=1)``. The best mean of each column is marked (bold in
-  markdown/LaTeX, a ``best`` column in CSV) when at least two rows have a value; means are compared
-  as displayed (``--digits``), so ties are all marked. For ``ece`` and ``loss`` lower is better.
+* column group: ``results["dataset"]``, one column per test metric (default: the runs' protocol's
+  columns, :data:`PROTOCOL_METRICS`; SPDTransNet runs get Table 1's ``f1`` (MF1), ``macro_acc``
+  (MAcc) and ``f1_n1`` (N1 F1));
+* cell: ``mean ± std (n=k)`` over the k runs (seeds, or the folds of a ``biosig cv`` directory:
+  ``biosig report runs/cv/NAME`` gives mean ± std over its folds, the numbers of its ``cv.json``);
+  std is the sample standard deviation (ddof=1), and a single run shows ``mean (n=1)``. The best
+  mean of each column is marked (bold in markdown/LaTeX, a ``best`` column in CSV) when at least two
+  rows have a value; means are compared as displayed (``--digits``), so ties are all marked. For ``ece`` and ``loss`` lower is better.
 
 CSV is for other programs: per metric separate ``mean``, ``std``, ``n`` and ``best`` columns (full
 precision), and ``model`` and ``variant`` columns. Status lines go to stderr, so ``--format csv > t.csv``
@@ -98,12 +101,15 @@ LOWER_IS_BETTER = {"ece", "loss"}
 #: columns that are no score: never marked best, left out of --baseline and --ranks, shown as integers
 NOT_SCORES = {"params"}
 DEFAULT_METRICS = ("acc", "f1", "auroc", "ece")
-#: the papers' own columns, the default when every run was evaluated that way (``eval_metrics`` of the
-#: task): seizure detection at the validation-chosen threshold (STDRO Tables 1, 2, 4), seizure typing
-#: (Table 3), sleep staging (Table 5, SPDTransNet Table 1)
+#: the papers' own columns, the default when every run was evaluated that way (the first entry whose
+#: marker metric every run has): seizure detection at the validation-chosen threshold (STDRO Tables 1,
+#: 2, 4), seizure typing (Table 3), SPDTransNet's Table 1 (macro-F1, macro accuracy = mean per-class
+#: recall, N1 F1; logged by ``SPDTransNetTask``, so a ``biosig cv`` directory of its folds gets them as
+#: mean ± std over folds), sleep staging (``eval_metrics: sleep``, STDRO Table 5)
 PROTOCOL_METRICS = (
     ("det_f1", ("auroc", "det_f1", "det_acc", "det_recall", "det_precision")),
     ("weighted_f1", ("weighted_f1", "acc")),
+    ("f1_n1", ("f1", "macro_acc", "f1_n1")),
     ("macro_f1", ("macro_f1", "kappa", "acc")),
 )
 

@@ -334,3 +334,35 @@ def test_default_columns_follow_the_runs_protocol(tmp_path: Path, capsys: pytest
     _write(sleep, "a", "SPDTransNet", "mass", 1, dict(acc=0.8, f1=0.7, macro_f1=0.7, kappa=0.72, ece=0.1))
     out, _ = _report(capsys, sleep, "--format", "csv")
     assert [k.split("/")[1] for k in _csv_blocks(out)[0][0] if k.endswith("/mean")] == ["macro_f1", "kappa", "acc"]
+
+
+def test_cv_directory_gives_table1_of_spdtransnet_over_folds(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """``biosig report runs/cv/NAME``: SPDTransNet's Table 1 columns (MF1, MAcc, N1 F1) by default, each
+    the mean ± std (ddof=1) over the folds, the same numbers as ``biosig cv``'s ``cv.json``."""
+    from biosig_lightning.commands.cv import summarise
+
+    root = tmp_path / "cv"
+    folds = {0: dict(f1=0.71, macro_acc=0.74, f1_n1=0.35), 1: dict(f1=0.66, macro_acc=0.70, f1_n1=0.22),
+             2: dict(f1=0.80, macro_acc=0.79, f1_n1=0.51)}
+    for k, m in folds.items():  # biosig cv's layout: one fit per fold, same seed, another split
+        _write(root, f"fold_{k:02d}", "SPDTransNet", "mass_ss3", 42, {**m, "acc": 0.8, "kappa": 0.7, "auroc": 0.9,
+                                                                     "ece": 0.05}, split_id=f"fold{k}")
+    out, err = _report(capsys, root, "--format", "csv")
+    assert "holds seed" not in err  # folds are not copies of one run
+    (row,) = _csv_blocks(out)[0]
+    assert [k.split("/")[1] for k in row if k.endswith("/mean")] == ["f1", "macro_acc", "f1_n1"]
+    cv_json = summarise(root, sorted(folds), ("test/f1", "test/macro_acc", "test/f1_n1"))
+    for m in ("f1", "macro_acc", "f1_n1"):
+        vals = np.array([f[m] for f in folds.values()])
+        assert float(row[f"mass_ss3/{m}/mean"]) == pytest.approx(vals.mean(), abs=1e-12)
+        assert float(row[f"mass_ss3/{m}/std"]) == pytest.approx(vals.std(ddof=1), abs=1e-12)
+        assert row[f"mass_ss3/{m}/n"] == "3"
+        assert float(row[f"mass_ss3/{m}/mean"]) == pytest.approx(cv_json[f"test/{m}"]["mean"], abs=1e-12)
+        assert float(row[f"mass_ss3/{m}/std"]) == pytest.approx(cv_json[f"test/{m}"]["std"], abs=1e-12)
+    # markdown, as README shows it: 0.723 ± 0.071 (n=3) for MF1
+    md, _ = _report(capsys, root)
+    assert _md_rows(md)["SPDTransNet"][0] == "0.723 ± 0.071 (n=3)"
+    # the other sleep protocol's columns stay reachable by name
+    out, _ = _report(capsys, root, "--format", "csv", "--metrics", "f1,macro_acc,f1_n1,kappa,acc")
+    assert float(_csv_blocks(out)[0][0]["mass_ss3/kappa/mean"]) == pytest.approx(0.7)
