@@ -366,3 +366,29 @@ def test_cv_directory_gives_table1_of_spdtransnet_over_folds(tmp_path: Path,
     # the other sleep protocol's columns stay reachable by name
     out, _ = _report(capsys, root, "--format", "csv", "--metrics", "f1,macro_acc,f1_n1,kappa,acc")
     assert float(_csv_blocks(out)[0][0]["mass_ss3/kappa/mean"]) == pytest.approx(0.7)
+
+
+def test_sleep_table1_columns_from_predictions_of_a_run_that_did_not_log_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A sleep baseline trained by another task (no macro_acc / f1_n1 logged) gets them from its
+    test_predictions.npz when asked by name; a logged value is kept as logged."""
+    from sklearn.metrics import f1_score, recall_score
+
+    root = tmp_path / "runs"
+    y = np.array([0, 0, 1, 1, 1, 2, 2, 3, 4, 4, 4, 4])
+    pred = np.array([0, 1, 1, 2, 1, 2, 2, 3, 4, 0, 4, 1])
+    run = _write(root, "base", "CNN1D", "sleep", 1, dict(f1=0.6))
+    res = json.loads((run / "results.json").read_text())
+    (run / "results.json").write_text(json.dumps({**res, "classes": ["W", "N1", "N2", "N3", "REM"]}))
+    np.savez(run / "test_predictions.npz", probs=np.eye(5)[pred], y=y, subject=np.zeros_like(y), index=np.arange(12))
+    _write(root, "spd", "SPDTransNet", "sleep", 1, dict(f1=0.7, macro_acc=0.75, f1_n1=0.4))
+    out, _ = _report(capsys, root, "--format", "csv", "--metrics", "f1,macro_acc,f1_n1")
+    rows = {r["model"]: r for r in _csv_blocks(out)[0]}
+    assert float(rows["CNN1D"]["sleep/macro_acc/mean"]) == pytest.approx(recall_score(y, pred, average="macro"))
+    assert float(rows["CNN1D"]["sleep/f1_n1/mean"]) == pytest.approx(f1_score(y, pred, labels=[1], average=None)[0])
+    assert float(rows["CNN1D"]["sleep/f1_n1/mean"]) == pytest.approx(4 / 7)  # N1: 2 of 3 found, 2 false alarms
+    assert float(rows["SPDTransNet"]["sleep/f1_n1/mean"]) == 0.4
+    # without predictions the column cannot be filled: one error naming the run
+    (run / "test_predictions.npz").unlink()
+    with pytest.raises(SystemExit, match=r"base/test_predictions\.npz: no test predictions.*macro accuracy and N1 F1"):
+        _report(capsys, root, "--metrics", "f1,f1_n1")
