@@ -1,7 +1,7 @@
 """SPDTransNet learns sleep stages through the whole SPD pipeline and its experiment YAMLs (``biosig fit
 --config experiments/spdtransnet_{mass,sleepedf}.yaml`` with small-model overrides): on a MASS SS3 corpus
-and a Sleep-EDF (Sleep Cassette) corpus written in their real formats by pyedflib, and on the MASS
-stand-in, clearly above the majority class on an unseen subject."""
+and a Sleep-EDF (Sleep Cassette) corpus written in their real formats by pyedflib, and on both corpora's
+synthetic stand-ins, clearly above the majority class on unseen subjects."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import pytest
 from sklearn.metrics import f1_score
 
 from biosig_lightning.cli import main
-from biosig_lightning.data.datamodules import MASSSS3DataModule
+from biosig_lightning.data.datamodules import MASSSS3DataModule, SleepEDFSPDDataModule
+from biosig_lightning.data.spd import SPDDataModule
 from tests.conftest import EXPERIMENTS
 from tests.mass_fixture import write_corpus as write_mass
 from tests.sleep_edf_fixture import write_corpus as write_sleep_edf
@@ -71,15 +72,20 @@ def test_learns_on_a_sleep_edf_layout_corpus(in_tmp: Path, capsys: pytest.Captur
     assert f1 > baseline + 0.4, (f1, baseline)
 
 
-def test_learns_on_the_mass_stand_in(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("experiment", "datamodule", "dataset"), [
+    ("spdtransnet_mass.yaml", MASSSS3DataModule, "mass_ss3-synthetic"),
+    ("spdtransnet_sleepedf.yaml", SleepEDFSPDDataModule, "sleep_edf-synthetic"),
+])
+def test_learns_on_the_stand_in(in_tmp: Path, capsys: pytest.CaptureFixture[str], experiment: str,
+                                datamodule: type[SPDDataModule], dataset: str) -> None:
     # the stand-in's per-subject drift needs three training subjects; two unseen ones steady the score
     options = {"n_subjects": 6, "windows_per_subject": 60}
-    res = _fit(capsys, "spdtransnet_mass.yaml", {"train": [1, 2, 3], "val": [4], "test": [5, 6]},
+    res = _fit(capsys, experiment, {"train": [1, 2, 3], "val": [4], "test": [5, 6]},
                "--config", str(EXPERIMENTS / "synthetic.yaml"), "--data.init_args.synthetic_options",
                json.dumps(options), epochs=6)
-    assert res["dataset"] == "mass_ss3-synthetic" and res["subjects"]["test"] == [5, 6]
+    assert res["dataset"] == dataset and res["subjects"]["test"] == [5, 6]
     # the training subjects' labels, read back from the run's own token cache
-    dm = MASSSS3DataModule(synthetic=True, synthetic_options=options, context=3, cache_dir="cache")
+    dm = datamodule(synthetic=True, synthetic_options=options, context=3, cache_dir="cache")
     train = np.asarray(dm.cache.labels[dm.cache.indices_for_subjects([1, 2, 3])])
     f1, baseline = _scores(res, train)
     print(f"test macro-F1 {f1:.3f}, majority class {baseline:.3f}")
