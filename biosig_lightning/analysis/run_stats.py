@@ -14,6 +14,8 @@
   classified worse than others?). The observations of a subject are its per-run accuracies when
   every subject was tested by at least two runs (LOSO repeated over seeds), else the 0/1
   correctness of its test windows (one LOSO study): see :mod:`.stats`.
+* :func:`sleep_table1_metrics`: SPDTransNet Table 1's macro accuracy and N1 F1 of a run that did not log
+  them (any sleep-staging task), from its ``test_predictions.npz``, the way ``SPDTransNetTask`` logs them.
 * :func:`run_key` / :func:`paired_values`: runs of two rows paired by ``(split_id, seed)``, Table 8's
   "10 partitions x 10 runs" (a partition is a subject split, named by its ``split_id``).
 
@@ -32,14 +34,18 @@ import numpy as np
 
 from biosig_lightning.analysis.stats import AnovaResult, one_way_anova, per_subject_correct, table1_row
 
-__all__ = ["TABLE1_METRICS", "RunStatsError", "metric_values", "paired_values", "run_key", "subject_accuracy",
-           "subject_anova", "subject_outcomes", "table1_metrics"]
+__all__ = ["SLEEP_TABLE1_DERIVED", "TABLE1_METRICS", "RunStatsError", "metric_values", "paired_values", "run_key",
+           "sleep_table1_metrics", "subject_accuracy", "subject_anova", "subject_outcomes", "table1_metrics"]
 
 Run = tuple[Path, dict[str, Any]]
 
 #: the report metric names of Table 1's columns, in the paper's order
 TABLE1_METRICS = ("table1/accuracy", "table1/precision", "table1/recall", "table1/specificity", "table1/f1",
                   "table1/params")
+
+
+#: SPDTransNet Table 1's columns besides macro-F1 that :func:`sleep_table1_metrics` derives from predictions
+SLEEP_TABLE1_DERIVED = ("test/macro_acc", "test/f1_n1")
 
 
 class RunStatsError(ValueError):
@@ -57,7 +63,30 @@ def table1_metrics(results: dict[str, Any]) -> dict[str, float]:
     return {f"table1/{col}": float(v) for col, v in row.items() if v is not None and math.isfinite(v)}
 
 
-def predictions_path(path: Path, results: dict[str, Any]) -> Path:
+def sleep_table1_metrics(path: Path, results: dict[str, Any]) -> dict[str, float]:
+    """``{"test/macro_acc": ..., "test/f1_n1": ...}`` of one run from its ``test_predictions.npz``.
+
+    SPDTransNet Table 1 (MAcc, N1 F1): the mean per-class recall over the classes present in ``y`` or
+    the predictions, and the F1 of the class named ``N1`` in ``results["classes"]`` (left out when
+    no class has that name), of ``argmax(probs)`` against ``y``: what ``SPDTransNetTask`` logs, for
+    runs of other sleep tasks. An error naming the run when it saved no predictions.
+    """
+    from sklearn.metrics import f1_score, recall_score
+
+    npz = predictions_path(path, results, "macro accuracy and N1 F1")
+    with np.load(npz, allow_pickle=False) as z:
+        if "probs" not in z.files or "y" not in z.files:
+            raise RunStatsError(f"{npz}: no probs / y array (has {', '.join(z.files)})")
+        pred, y = z["probs"].argmax(1), z["y"]
+    out = {"test/macro_acc": float(recall_score(y, pred, average="macro", zero_division=0))}
+    classes = [str(c) for c in results.get("classes") or []]
+    if "N1" in classes:
+        n1 = classes.index("N1")
+        out["test/f1_n1"] = float(f1_score(y, pred, labels=[n1], average=None, zero_division=0)[0])
+    return out
+
+
+def predictions_path(path: Path, results: dict[str, Any], purpose: str = "per-subject accuracy") -> Path:
     """The run's ``test_predictions.npz``: beside its ``results.json`` (run folders get copied and moved),
     else where ``results["test_predictions"]`` says; an error naming the run when neither exists."""
     beside = Path(path).parent / "test_predictions.npz"
@@ -67,7 +96,7 @@ def predictions_path(path: Path, results: dict[str, Any]) -> Path:
     if recorded and Path(recorded).is_file():
         return Path(recorded)
     raise RunStatsError(f"{beside}: no test predictions (the run saved no test_predictions.npz), "
-                        "needed for per-subject accuracy")
+                        f"needed for {purpose}")
 
 
 def subject_outcomes(runs: Sequence[Run]) -> dict[int, list[np.ndarray]]:

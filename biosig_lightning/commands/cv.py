@@ -10,7 +10,9 @@ Resumable: a fold with a ``results.json`` is skipped; one interrupted after a ch
 ``last.ckpt``; one without either starts again. Rerun the same command after a crash or to add folds.
 
 At the end ``DIR/cv.json`` holds every finished fold's metrics and, per metric, the mean and standard
-deviation (ddof = 1) over folds (SPDTransNet Table 1: macro-F1, macro accuracy, N1 F1), also printed.
+deviation (ddof = 1) over folds (SPDTransNet Table 1: macro-F1, macro accuracy, N1 F1), also printed;
+``biosig report DIR`` (several such directories to compare models on the same folds) prints the same
+mean +- std as a table with these columns.
 Folds are independent runs, so ``--folds`` splits the work over machines: run disjoint ranges with the
 same ``--out`` on a shared filesystem.
 """

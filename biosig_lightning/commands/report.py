@@ -11,11 +11,15 @@ them into the table a paper prints:
   shares a row. Should two different experiments (``results["experiment"]`` up to its first ``+``)
   put the same model and variant on the same dataset, their rows are kept apart by that name in
   parentheses, never averaged together;
-* column group: ``results["dataset"]``, one column per test metric;
-* cell: ``mean ± std (n=k)`` over the k runs (seeds); std is the sample standard deviation
-  (ddof=1), and a single run shows ``mean (n=1)``. The best mean of each column is marked (bold in
-  markdown/LaTeX, a ``best`` column in CSV) when at least two rows have a value; means are compared
-  as displayed (``--digits``), so ties are all marked. For ``ece`` and ``loss`` lower is better.
+* column group: ``results["dataset"]``, one column per test metric (default: the runs' protocol's
+  columns, :data:`PROTOCOL_METRICS`; SPDTransNet runs get Table 1's ``f1`` (MF1), ``macro_acc``
+  (MAcc) and ``f1_n1`` (N1 F1); named in ``--metrics``, these two come from the saved test
+  predictions of a run that did not log them, so another sleep task's runs share the columns);
+* cell: ``mean ± std (n=k)`` over the k runs (seeds, or the folds of a ``biosig cv`` directory:
+  ``biosig report runs/cv/NAME`` gives mean ± std over its folds, the numbers of its ``cv.json``);
+  std is the sample standard deviation (ddof=1), and a single run shows ``mean (n=1)``. The best
+  mean of each column is marked (bold in markdown/LaTeX, a ``best`` column in CSV) when at least two
+  rows have a value; means are compared as displayed (``--digits``), so ties are all marked. For ``ece`` and ``loss`` lower is better.
 
 CSV is for other programs: per metric separate ``mean``, ``std``, ``n`` and ``best`` columns (full
 precision), and ``model`` and ``variant`` columns. Status lines go to stderr, so ``--format csv > t.csv``
@@ -81,11 +85,13 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from biosig_lightning.analysis.run_stats import (
+    SLEEP_TABLE1_DERIVED,
     TABLE1_METRICS,
     RunStatsError,
     metric_values,
     paired_values,
     run_key,
+    sleep_table1_metrics,
     subject_accuracy,
     subject_anova,
     subject_outcomes,
@@ -98,12 +104,15 @@ LOWER_IS_BETTER = {"ece", "loss"}
 #: columns that are no score: never marked best, left out of --baseline and --ranks, shown as integers
 NOT_SCORES = {"params"}
 DEFAULT_METRICS = ("acc", "f1", "auroc", "ece")
-#: the papers' own columns, the default when every run was evaluated that way (``eval_metrics`` of the
-#: task): seizure detection at the validation-chosen threshold (STDRO Tables 1, 2, 4), seizure typing
-#: (Table 3), sleep staging (Table 5, SPDTransNet Table 1)
+#: the papers' own columns, the default when every run was evaluated that way (the first entry whose
+#: marker metric every run has): seizure detection at the validation-chosen threshold (STDRO Tables 1,
+#: 2, 4), seizure typing (Table 3), SPDTransNet's Table 1 (macro-F1, macro accuracy = mean per-class
+#: recall, N1 F1; logged by ``SPDTransNetTask``, so a ``biosig cv`` directory of its folds gets them as
+#: mean ± std over folds), sleep staging (``eval_metrics: sleep``, STDRO Table 5)
 PROTOCOL_METRICS = (
     ("det_f1", ("auroc", "det_f1", "det_acc", "det_recall", "det_precision")),
     ("weighted_f1", ("weighted_f1", "acc")),
+    ("f1_n1", ("f1", "macro_acc", "f1_n1")),
     ("macro_f1", ("macro_f1", "kappa", "acc")),
 )
 
@@ -739,6 +748,28 @@ def _table1_groups(groups: Groups) -> Groups:
             for k, runs in groups.items()}
 
 
+def _sleep_table1_groups(groups: Groups, keys: list[str]) -> Groups:
+    """Runs that lack SPDTransNet Table 1's ``macro_acc`` / ``f1_n1`` asked for in ``keys`` get them from
+    their saved test predictions (:func:`~biosig_lightning.analysis.run_stats.sleep_table1_metrics`), so a
+    sleep baseline trained by another task shares those columns; logged values are never replaced."""
+    wanted = [k for k in keys if k in SLEEP_TABLE1_DERIVED]
+    if not wanted:
+        return groups
+    out: Groups = {}
+    for k, runs in groups.items():
+        out[k] = []
+        for path, res in runs:
+            metrics = res.get("metrics", {})
+            if any(w not in metrics for w in wanted):
+                try:
+                    derived = sleep_table1_metrics(path, res)
+                except RunStatsError as err:
+                    raise ReportError(str(err)) from None
+                res = {**res, "metrics": {**derived, **metrics}}
+            out[k].append((path, res))
+    return out
+
+
 def default_metrics(groups: Groups) -> tuple[str, ...]:
     """The columns when ``--metrics`` is not given: a protocol's own (:data:`PROTOCOL_METRICS`) when every
     run has its marker key, else :data:`DEFAULT_METRICS`."""
@@ -772,6 +803,8 @@ def report(dirs: list[Path], fmt: str = "markdown", out: Path | None = None, met
         if not any(m in r["metrics"] for runs in groups.values() for _, r in runs for m in TABLE1_METRICS):
             raise ReportError("--table1: no run has any of test/acc, precision, recall, specificity, f1 or num_params")
         metrics = list(TABLE1_METRICS)
+    if metrics is not None:
+        groups = _sleep_table1_groups(groups, [_metric_key(m) for m in metrics])
     known = {k for runs in groups.values() for _, r in runs for k in r.get("metrics", {})}
     if metrics is None:
         metrics = [m for m in default_metrics(groups) if _metric_key(m) in known]

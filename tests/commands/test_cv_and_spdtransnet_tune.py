@@ -3,6 +3,8 @@ paper's Optuna search with two workers sharing a PostgreSQL study, each trial a 
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import socket
@@ -17,6 +19,7 @@ import pytest
 from optuna.trial import TrialState
 from sklearn import metrics as skm
 
+from biosig_lightning.cli import main
 from biosig_lightning.commands import cv
 from biosig_lightning.commands.tune import load_search_space, open_storage
 from tests.conftest import EXPERIMENTS, REPO
@@ -54,8 +57,19 @@ def test_cv_runs_each_fold_once_and_summarises(in_tmp: Path, env: dict[str, str]
             y, pred = z["y"], z["probs"].argmax(1)
         assert got["test/f1_n1"] == pytest.approx(skm.f1_score(y, pred, labels=[1], average=None)[0], abs=1e-6)
         assert got["test/macro_acc"] == pytest.approx(skm.recall_score(y, pred, average="macro"), abs=1e-6)
-    # resumable: a second call finds both folds finished and runs nothing
+    # `biosig report runs/cv/spd`: Table 1's columns by default, mean +- std over the folds, as in cv.json
     capsys.readouterr()
+    main(["report", str(out), "--format", "csv", "--figures", str(in_tmp / "figures")])
+    (row,) = list(csv.DictReader(io.StringIO(capsys.readouterr().out.strip().split("\n\n")[0])))
+    ds = json.loads((out / "fold_00" / "results.json").read_text())["dataset"]
+    assert [k.split("/")[1] for k in row if k.endswith("/mean")] == ["f1", "macro_acc", "f1_n1"]
+    for m in ("f1", "macro_acc", "f1_n1"):
+        folds = [json.loads((out / f"fold_0{k}" / "results.json").read_text())["metrics"][f"test/{m}"] for k in (0, 1)]
+        assert float(row[f"{ds}/{m}/mean"]) == pytest.approx(np.mean(folds), abs=1e-9)
+        assert float(row[f"{ds}/{m}/std"]) == pytest.approx(np.std(folds, ddof=1), abs=1e-9)
+        assert float(row[f"{ds}/{m}/std"]) == pytest.approx(summary[f"test/{m}"]["std"], abs=1e-9)
+        assert row[f"{ds}/{m}/n"] == "2"
+    # resumable: a second call finds both folds finished and runs nothing
     cv.run([*STAND_IN, *TINY, "--folds", "0-1", "--out", "runs/cv/spd"])
     printed = capsys.readouterr().out
     assert printed.count("exists, skipped") == 2 and "fitting" not in printed

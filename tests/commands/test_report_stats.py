@@ -334,3 +334,61 @@ def test_default_columns_follow_the_runs_protocol(tmp_path: Path, capsys: pytest
     _write(sleep, "a", "SPDTransNet", "mass", 1, dict(acc=0.8, f1=0.7, macro_f1=0.7, kappa=0.72, ece=0.1))
     out, _ = _report(capsys, sleep, "--format", "csv")
     assert [k.split("/")[1] for k in _csv_blocks(out)[0][0] if k.endswith("/mean")] == ["macro_f1", "kappa", "acc"]
+
+
+def test_cv_directory_gives_table1_of_spdtransnet_over_folds(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """``biosig report runs/cv/NAME``: SPDTransNet's Table 1 columns (MF1, MAcc, N1 F1) by default, each
+    the mean ± std (ddof=1) over the folds, the same numbers as ``biosig cv``'s ``cv.json``."""
+    from biosig_lightning.commands.cv import summarise
+
+    root = tmp_path / "cv"
+    folds = {0: dict(f1=0.71, macro_acc=0.74, f1_n1=0.35), 1: dict(f1=0.66, macro_acc=0.70, f1_n1=0.22),
+             2: dict(f1=0.80, macro_acc=0.79, f1_n1=0.51)}
+    for k, m in folds.items():  # biosig cv's layout: one fit per fold, same seed, another split
+        _write(root, f"fold_{k:02d}", "SPDTransNet", "mass_ss3", 42, {**m, "acc": 0.8, "kappa": 0.7, "auroc": 0.9,
+                                                                     "ece": 0.05}, split_id=f"fold{k}")
+    out, err = _report(capsys, root, "--format", "csv")
+    assert "holds seed" not in err  # folds are not copies of one run
+    (row,) = _csv_blocks(out)[0]
+    assert [k.split("/")[1] for k in row if k.endswith("/mean")] == ["f1", "macro_acc", "f1_n1"]
+    cv_json = summarise(root, sorted(folds), ("test/f1", "test/macro_acc", "test/f1_n1"))
+    for m in ("f1", "macro_acc", "f1_n1"):
+        vals = np.array([f[m] for f in folds.values()])
+        assert float(row[f"mass_ss3/{m}/mean"]) == pytest.approx(vals.mean(), abs=1e-12)
+        assert float(row[f"mass_ss3/{m}/std"]) == pytest.approx(vals.std(ddof=1), abs=1e-12)
+        assert row[f"mass_ss3/{m}/n"] == "3"
+        assert float(row[f"mass_ss3/{m}/mean"]) == pytest.approx(cv_json[f"test/{m}"]["mean"], abs=1e-12)
+        assert float(row[f"mass_ss3/{m}/std"]) == pytest.approx(cv_json[f"test/{m}"]["std"], abs=1e-12)
+    # markdown, as README shows it: 0.723 ± 0.071 (n=3) for MF1
+    md, _ = _report(capsys, root)
+    assert _md_rows(md)["SPDTransNet"][0] == "0.723 ± 0.071 (n=3)"
+    # the other sleep protocol's columns stay reachable by name
+    out, _ = _report(capsys, root, "--format", "csv", "--metrics", "f1,macro_acc,f1_n1,kappa,acc")
+    assert float(_csv_blocks(out)[0][0]["mass_ss3/kappa/mean"]) == pytest.approx(0.7)
+
+
+def test_sleep_table1_columns_from_predictions_of_a_run_that_did_not_log_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A sleep baseline trained by another task (no macro_acc / f1_n1 logged) gets them from its
+    test_predictions.npz when asked by name; a logged value is kept as logged."""
+    from sklearn.metrics import f1_score, recall_score
+
+    root = tmp_path / "runs"
+    y = np.array([0, 0, 1, 1, 1, 2, 2, 3, 4, 4, 4, 4])
+    pred = np.array([0, 1, 1, 2, 1, 2, 2, 3, 4, 0, 4, 1])
+    run = _write(root, "base", "CNN1D", "sleep", 1, dict(f1=0.6))
+    res = json.loads((run / "results.json").read_text())
+    (run / "results.json").write_text(json.dumps({**res, "classes": ["W", "N1", "N2", "N3", "REM"]}))
+    np.savez(run / "test_predictions.npz", probs=np.eye(5)[pred], y=y, subject=np.zeros_like(y), index=np.arange(12))
+    _write(root, "spd", "SPDTransNet", "sleep", 1, dict(f1=0.7, macro_acc=0.75, f1_n1=0.4))
+    out, _ = _report(capsys, root, "--format", "csv", "--metrics", "f1,macro_acc,f1_n1")
+    rows = {r["model"]: r for r in _csv_blocks(out)[0]}
+    assert float(rows["CNN1D"]["sleep/macro_acc/mean"]) == pytest.approx(recall_score(y, pred, average="macro"))
+    assert float(rows["CNN1D"]["sleep/f1_n1/mean"]) == pytest.approx(f1_score(y, pred, labels=[1], average=None)[0])
+    assert float(rows["CNN1D"]["sleep/f1_n1/mean"]) == pytest.approx(4 / 7)  # N1: 2 of 3 found, 2 false alarms
+    assert float(rows["SPDTransNet"]["sleep/f1_n1/mean"]) == 0.4
+    # without predictions the column cannot be filled: one error naming the run
+    (run / "test_predictions.npz").unlink()
+    with pytest.raises(SystemExit, match=r"base/test_predictions\.npz: no test predictions.*macro accuracy and N1 F1"):
+        _report(capsys, root, "--metrics", "f1,f1_n1")

@@ -15,9 +15,7 @@ from pyedflib import highlevel
 from biosig_lightning.data.corpora.edf import files_fingerprint, read_annotations, read_header, read_signals
 from biosig_lightning.data.corpora.sleep_edf import CLASSES, SYNTHETIC_DEFAULTS, SleepEDF
 from biosig_lightning.data.spec import CorpusReader, DataError
-
-START = datetime(1989, 4, 24, 16, 13, 0)
-FS = 100
+from tests.sleep_edf_fixture import FS, START, write_hypnogram
 
 # (onset, duration, text) of the main night: 20 min of PSG, hypnogram running past its end
 MAIN_HYPNOGRAM = [
@@ -46,16 +44,6 @@ def write_psg(path: Path, seconds: int, start: datetime = START, channels: dict[
         headers.append(highlevel.make_signal_header(label, sample_frequency=fs, physical_min=-2000,
                                                     physical_max=2000))
     assert highlevel.write_edf(str(path), signals, headers, header=highlevel.make_header(startdate=start))
-
-
-def write_hypnogram(path: Path, notes: list[tuple[float, float, str]], start: datetime = START) -> None:
-    w = pyedflib.EdfWriter(str(path), 0, file_type=pyedflib.FILETYPE_EDFPLUS)
-    try:
-        w.setStartdatetime(start)
-        for onset, duration, text in notes:
-            w.writeAnnotation(onset, duration, text)
-    finally:
-        w.close()
 
 
 @pytest.fixture(scope="module")
@@ -233,3 +221,22 @@ def test_fingerprint_names_a_missing_file(tmp_path: Path) -> None:
     assert fp["n_files"] == 1 and len(fp["sha256"]) == 64
     with pytest.raises(DataError, match=r"b\.txt: file not found"):
         files_fingerprint([tmp_path / "a.txt", tmp_path / "b.txt"], tmp_path)
+
+
+def test_real_layout_corpus_reads_back_its_hypnogram(tmp_path: Path) -> None:
+    """The shared writer's nights (merged stage runs, stage 4, movement and unscored epochs, other channels
+    at 1 Hz, hypnogram letters other than the PSG's) read back as the stages it wrote, stage 4 as N3."""
+    from tests.sleep_edf_fixture import write_corpus
+
+    kept = write_corpus(tmp_path, [(0, 1), (0, 2), (3, 1)], n_epochs=24, seed=2)
+    assert sorted(p.name for p in tmp_path.iterdir())[:2] == ["SC4001E0-PSG.edf", "SC4001EC-Hypnogram.edf"]
+    assert (tmp_path / "SC4002EH-Hypnogram.edf").is_file()
+    b = blocks(SleepEDF(tmp_path))
+    assert sorted(b) == ["SC4001E0-PSG", "SC4002E0-PSG", "SC4031E0-PSG"]
+    np.testing.assert_array_equal(np.concatenate([b["SC4001E0-PSG"].y, b["SC4002E0-PSG"].y]), kept[0])
+    np.testing.assert_array_equal(b["SC4031E0-PSG"].y, kept[3])
+    assert len(kept[3]) == 22 and 3 in kept[3]
+    texts = {note.text for note in read_annotations(tmp_path / "SC4031EJ-Hypnogram.edf")[1]}
+    assert {"Sleep stage 3", "Sleep stage 4", "Movement time", "Sleep stage ?"} <= texts
+    # the movement (epoch 8) and unscored (epoch 16) epochs leave gaps in the start times
+    np.testing.assert_allclose(np.diff(b["SC4031E0-PSG"].start)[[7, 14]], [60.0, 60.0])
