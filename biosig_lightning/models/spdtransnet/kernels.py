@@ -114,6 +114,7 @@ class SPAttention(torch.autograd.Function):
         return torch.softmax(q @ k.transpose(-1, -2), dim=-1)
 
     @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)  # under bf16 autocast: in float32
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, x: torch.Tensor, w: torch.Tensor,  # noqa: PLR0913
                 p: float, seed: int) -> torch.Tensor:
         b, h, t, _ = q.shape
@@ -131,6 +132,7 @@ class SPAttention(torch.autograd.Function):
         return out
 
     @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
     def backward(ctx: Any, dout: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         q, k, x, w = ctx.saved_tensors
         p, seed = ctx.p, ctx.seed

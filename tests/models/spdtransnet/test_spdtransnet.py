@@ -173,3 +173,15 @@ def test_lean_dropout_and_relu_dropout_gradients() -> None:
         (gr,) = torch.autograd.grad(ref(h, keep), h, g)
         torch.testing.assert_close(gh, gr)
         torch.testing.assert_close(fn(h, 0.25, False), ref(h, torch.ones_like(keep)) * 0.75)
+
+
+def test_fused_sp_mha_runs_in_float32_under_bfloat16_autocast() -> None:
+    torch.manual_seed(8)
+    att = SPMultiheadAttention(21, 3, impl="fused")
+    x = torch.randn(2, 7, 21, requires_grad=True)
+    ref = att(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = att(x)
+    out.float().sum().backward()
+    assert out.dtype == torch.float32 and x.grad is not None and att.theta.grad is not None
+    torch.testing.assert_close(out, ref, atol=0.05, rtol=0.05)  # only q and k come from bfloat16 matmuls
