@@ -228,7 +228,7 @@ def ours_tokens(x: np.ndarray, starts: np.ndarray, alpha: float = 2.4904, beta: 
     """
     from biosig_lightning.features import spd
 
-    t0 = time.perf_counter()
+    c0, t0 = _cpu_seconds(), time.perf_counter()
     cov, psd = spd.covariance_features(x, starts, 256.0, 30, causal=code)
     t1 = time.perf_counter()
     ct, pt = torch.from_numpy(cov), torch.from_numpy(psd)
@@ -236,7 +236,8 @@ def ours_tokens(x: np.ndarray, starts: np.ndarray, alpha: float = 2.4904, beta: 
     t2 = time.perf_counter()
     tok = spd.spd_tokens(ct, pt, alpha, beta, eps, ref, sqrt2=not code).numpy()
     t3 = time.perf_counter()
-    return tok, {"covariances_s": t1 - t0, "reference_s": t2 - t1, "tokens_s": t3 - t2, "total_s": t3 - t0}
+    return tok, {"covariances_s": t1 - t0, "reference_s": t2 - t1, "tokens_s": t3 - t2, "total_s": t3 - t0,
+                 "total_cpu_s": _cpu_seconds() - c0}
 
 
 def authors_tokens(path: str, x: np.ndarray, alpha: float = 2.4904, beta: float = 1.01, eps: float = 0.01,
@@ -265,7 +266,7 @@ def authors_tokens(path: str, x: np.ndarray, alpha: float = 2.4904, beta: float 
     n_ep, n, t = x.shape
     signal = x.transpose(1, 0, 2).reshape(n, -1)
     channels = [("none", None)] + [("bandpass_filtering", [lo, hi]) for lo, hi in SPD_BANDS.values()]
-    t0 = time.perf_counter()
+    c0, t0 = _cpu_seconds(), time.perf_counter()
     z = u.signal_preprocessing(signal, "z_score_normalization")
     covs, psds = [], []
     for kind, cfg in channels:
@@ -283,7 +284,7 @@ def authors_tokens(path: str, x: np.ndarray, alpha: float = 2.4904, beta: float 
         out = [vectorise(whiten(augment(cov_t[:, e], psd_t[:, e].unsqueeze(-1)), ref)) for e in range(n_ep)]
     t3 = time.perf_counter()
     return torch.stack(out).numpy(), {"covariances_s": t1 - t0, "reference_s": t2 - t1, "tokens_s": t3 - t2,
-                                      "total_s": t3 - t0}
+                                      "total_s": t3 - t0, "total_cpu_s": _cpu_seconds() - c0}
 
 
 def per_epoch_tokens(x: np.ndarray, alpha: float = 2.4904, beta: float = 1.01,
@@ -337,8 +338,8 @@ def _load() -> list[str]:
     return open("/proc/loadavg").read().split()[:3] if Path("/proc/loadavg").exists() else []
 
 
-def _ratio(rows: dict[str, Any], a: str, b: str) -> float | None:
-    sa, sb = rows.get(a, {}).get("step_s"), rows.get(b, {}).get("step_s")
+def _ratio(rows: dict[str, Any], a: str, b: str, key: str) -> float | None:
+    sa, sb = rows.get(a, {}).get(key), rows.get(b, {}).get(key)
     return sa / sb if sa and sb else None
 
 
@@ -362,6 +363,7 @@ def preprocessing_report(args: argparse.Namespace) -> dict[str, Any]:
         out["token_scale"] = float(np.abs(theirs).max())
         for k in ("ours", "ours_code"):
             out[f"speedup_{k}"] = out["authors"]["total_s"] / out[k]["total_s"]
+            out[f"speedup_cpu_{k}"] = out["authors"]["total_cpu_s"] / out[k]["total_cpu_s"]
     if args.per_epoch_baseline:
         ref, out["per_epoch"] = per_epoch_tokens(x)
     out["load_after"] = _load()
@@ -376,6 +378,7 @@ def main() -> None:
                              "--repeats times (variants: authors, ours, ours_ckpt, sdpa, stored_maps)")
     parser.add_argument("--repeats", type=int, default=2, help="rounds over --configs (interleaved)")
     parser.add_argument("--steps", type=int, default=2, help="training steps per process (median reported)")
+    parser.add_argument("--steps-large", type=int, default=1, help="steps per process at batch >= 16")
     parser.add_argument("--threads", type=int, default=None, help="torch threads in every process (default: torch's)")
     parser.add_argument("--context", type=int, default=21, help="L, epochs per sequence (paper's best: 21)")
     parser.add_argument("--epochs", type=int, default=960, help="epochs of the synthetic recording (960 = 8 h)")
@@ -394,18 +397,22 @@ def main() -> None:
             for c in configs:
                 variant, batch = c.split("@")
                 load = _load()
-                r = _in_subprocess(variant, int(batch), args.steps, args.context, args.authors, args.threads)
+                steps = args.steps if int(batch) < 16 else args.steps_large
+                r = _in_subprocess(variant, int(batch), steps, args.context, args.authors, args.threads)
                 r["load_before"] = load
                 runs[c].append(r)
                 print(f"{c:16s} {json.dumps(r)}", flush=True)
         rows = {c: {"step_s": float(np.median([r["step_s"] for r in rs if "step_s" in r] or [np.nan])),
+                    "step_cpu_s": float(np.median([r["step_cpu_s"] for r in rs if "step_cpu_s" in r] or [np.nan])),
                     "peak_rss_gib": max([r.get("peak_rss_gib", 0.0) for r in rs]), "runs": rs}
                 for c, rs in runs.items()}
         for b in sorted({c.split("@")[1] for c in configs}):
-            ratio = _ratio(rows, f"authors@{b}", f"ours@{b}")
-            if ratio:
-                rows[f"authors/ours@{b}"] = {"step_ratio": ratio}
-                print(f"batch {b}: authors' step / ours = {ratio:.2f}x", flush=True)
+            for ours in ("ours", "ours_bf16"):
+                ratio = _ratio(rows, f"authors@{b}", f"{ours}@{b}", "step_s")
+                ratio_cpu = _ratio(rows, f"authors@{b}", f"{ours}@{b}", "step_cpu_s")
+                if ratio:
+                    rows[f"authors/{ours}@{b}"] = {"step_ratio": ratio, "step_cpu_ratio": ratio_cpu}
+                    print(f"batch {b}: authors' step / {ours} = {ratio:.2f}x wall, {ratio_cpu:.2f}x CPU", flush=True)
         report["train"] = rows
     print("RESULTS", json.dumps(report))
 
