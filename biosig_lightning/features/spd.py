@@ -256,8 +256,9 @@ def mean_riemann(mats: torch.Tensor, weights: torch.Tensor | None = None, tol: f
         vals, vecs = torch.linalg.eigh(mean[active])
         c12 = (vecs * vals.sqrt().unsqueeze(-2)) @ vecs.transpose(-1, -2)
         cm12 = (vecs * vals.rsqrt().unsqueeze(-2)) @ vecs.transpose(-1, -2)
-        inner = cm12.unsqueeze(1) @ flat[active] @ cm12.unsqueeze(1)
-        tangent = torch.einsum("bk,bkij->bij", w_all[active], logm(inner))
+        every = active.numel() == k  # no gather copy of all the matrices while every mean is still moving
+        inner = cm12.unsqueeze(1) @ (flat if every else flat[active]) @ cm12.unsqueeze(1)
+        tangent = torch.einsum("bk,bkij->bij", w_all if every else w_all[active], logm(inner))
         mean[active] = c12 @ spd_fn(nu[active, None, None] * tangent, "exp") @ c12
         crit = torch.linalg.matrix_norm(tangent)
         h = nu[active] * crit
