@@ -185,3 +185,19 @@ def test_fused_sp_mha_runs_in_float32_under_bfloat16_autocast() -> None:
     out.float().sum().backward()
     assert out.dtype == torch.float32 and x.grad is not None and att.theta.grad is not None
     torch.testing.assert_close(out, ref, atol=0.05, rtol=0.05)  # only q and k come from bfloat16 matmuls
+
+
+def test_checkpointed_layers_redraw_the_same_dropout_masks() -> None:
+    kw = dict(n_chans=3 * 6, n_outputs=5, n_times=6, sfreq=100.0, n_bands=2, n_subwindows=3, d_model=10,
+              tokens_per_epoch=2, intra_heads=2, intra_layers=2, inter_heads=2, inter_layers=1, d_ff=15, fc_width=10,
+              dropout=0.3)
+    torch.manual_seed(9)
+    plain = SPDTransNet(**kw)
+    ckpt = SPDTransNet(**kw, checkpoint_layers=True)
+    ckpt.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 18, 6)
+    for m in (plain, ckpt):
+        torch.manual_seed(10)  # the same masks in both forwards; the recomputation must redraw them
+        m(x).square().sum().backward()
+    for (name, a), b in zip(plain.named_parameters(), ckpt.parameters(), strict=True):
+        torch.testing.assert_close(a.grad, b.grad, msg=name)
