@@ -1,44 +1,46 @@
-"""SPDTransNet: training step and preprocessing, ours against baselines measured in the same run.
+"""SPDTransNet: training step and preprocessing, ours against the authors' code, timed in the same run.
 
-Training step (forward + backward + Adam, dropout 0.1, published best: L = 21, d(m) = 351, t = 10,
-intra 9 heads x 5 layers, inter 3 heads x 4 layers, d_ff = FC = 1035), each configuration in a fresh
-process so its peak RSS (``ru_maxrss``) is its own:
+Training step (forward + backward + Adam, dropout 0.1, label smoothing 0.1, published best: L = 21,
+d(m) = 351, t = 10, intra 9 heads x 5 layers, inter 3 heads x 4 layers, d_ff = FC = 1035), each
+configuration ``VARIANT@BATCH`` in a fresh process so its peak RSS (``ru_maxrss``) is its own, the list run
+``--repeats`` times in order (interleaved, so load from other processes hits both sides alike):
 
-* ``ours``: SP-MHA as ``impl="auto"`` picks on this device (CPU: the combined map recomputed in
-  backward; CUDA: SDPA over the h heads' fused outputs);
+* ``authors``: their four blocks (``--authors PATH``, a local copy of github MathieuSeraphim/SPDTransNet,
+  imported from that path at run time, never copied here), set up as their model's ``setup()`` does, with
+  the torch-2 shims of :func:`authors_shims` (their model then has 18,605,204 parameters, 14,009,912 with
+  gradients, as the anchor note counts); input ``(B, 7, L, 30, 45)``.
+* ``ours``: SP-MHA as ``impl="auto"`` picks on this device (CPU: :class:`~biosig_lightning.models.
+  spdtransnet.kernels.SPAttention`; CUDA: SDPA over the h heads' fused outputs);
 * ``ours_ckpt``: ``ours`` with ``checkpoint_layers=True`` (each encoder layer recomputed in backward);
-* ``sdpa``: SP-MHA as the weighted sum of h SDPA outputs (``impl="sdpa"``);
-* ``stored_maps`` (the baseline of the ratio): the same model with the h softmax maps kept for backward,
-  as the paper's Fig. 1 computes SP-MHA (and as the authors' code does; their model also carries
-  4.45 M unused projections, not included here).
+* ``ours_bf16`` / ``ours_ckpt_bf16``: the same under ``torch.autocast(bfloat16)`` (mixed precision: float32
+  weights, Adam and loss; the linear maps in bfloat16 with float32 accumulation; SP-MHA's maps, softmax
+  and layer norms in float32). A precision change, reported separately, never as "the same configuration";
+* ``sdpa`` / ``stored_maps``: SP-MHA as h SDPA outputs / with the h softmax maps kept for backward.
 
-Preprocessing of one synthetic 8 h recording (960 epochs, 8 electrodes, 256 Hz):
+Preprocessing of one synthetic 8 h recording (960 epochs, 8 electrodes, 256 Hz; the MASS SS3 stand-in):
 
-* ``ours``: :func:`~biosig_lightning.features.spd.covariance_features` + whitening reference +
-  :func:`~biosig_lightning.features.spd.spd_tokens` (batched numpy/torch);
-* ``per_epoch`` (baseline): the same maths one epoch at a time: scipy ``sosfiltfilt`` on the whole
-  recording, then per epoch pyriemann ``covariances`` and scipy ``periodogram``, pyriemann
-  ``mean_riemann`` per channel, per epoch augmentation, whitening and pyriemann ``logm``; its tokens are
-  compared with ours (max abs difference; the two filters differ only near the recording's ends).
+* ``authors``: their functions and layers, the paper's path (:func:`authors_tokens`);
+* ``ours``: our defaults (paper reading), ``ours_code``: the options that reproduce their code (causal
+  filters, reference = augmented raw mean, no sqrt(2)); the tokens of ``ours_code`` are compared with
+  theirs (max abs difference, overall and per frequency channel).
+* ``--per-epoch-baseline``: our maths one epoch at a time with scipy/pyriemann (the earlier baseline).
 
-``--authors PATH`` is reserved for timing the authors' code (github MathieuSeraphim/SPDTransNet, torch 1.11
-/ Lightning 1.9, needs shims under torch 2) in the same run; not implemented yet, the anchor figures
-(``../shared/anchors/spdtransnet.md``: 21.8 s and 6.4 GiB at batch 4 on 2 cores; 85 s per recording) are
-quoted for reference only.
-
-    python benchmarks/spdtransnet.py --batches 4 32 --steps 2
-    python benchmarks/spdtransnet.py --skip-train            # preprocessing only
+    python benchmarks/spdtransnet.py --authors /tmp/spd_authors                  # all of it
+    python benchmarks/spdtransnet.py --authors /tmp/spd_authors --skip-train     # preprocessing only
+    python benchmarks/spdtransnet.py --configs ours@4 ours_ckpt@32 --skip-preprocessing   # without their code
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -50,50 +52,161 @@ BEST = dict(d_model=351, tokens_per_epoch=10, intra_heads=9, intra_layers=5, int
             d_ff=1035, fc_width=1035, dropout=0.1, pe="learnable")
 
 
+# --------------------------------------------------------------------------- the authors' code (--authors PATH)
+
+_A_MODEL = "_4_models._4_1_sequence_based_models"
+_A_INTRA = f"{_A_MODEL}.intra_element_block.Transformer_based_feature_extraction"
+
+
+def _authors_import(path: str, module: str):  # noqa: ANN202
+    import importlib
+
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    return importlib.import_module(module)
+
+
+def authors_shims(path: str) -> None:
+    """Make the authors' model run under torch 2 (anchor note, item 14), by monkeypatching at import time.
+
+    (a) ``TransformerEncoder`` passes ``is_causal`` to the layer and the layer to ``self_attn``; both of
+    their forwards reject it: wrap them to drop it. (b) Their sublayer calls
+    ``TransformerEncoderLayer.__init__`` with ``device, dtype`` positionally, which since torch 2.1 land
+    on ``bias, device`` (``bias=None``: linear1/linear2/norm1/norm2 silently lose their biases): give the
+    sublayer a torch-1.11-signature base that forwards them by keyword with ``bias=True``. Their
+    Lightning module (PL 1.9 hooks) is not used: the benchmark builds their four blocks directly.
+    """
+    from torch import nn
+
+    sub_mod = _authors_import(path, f"{_A_INTRA}.layers.SPDTransformerEncoderSublayer")
+    mha_mod = _authors_import(path, f"{_A_INTRA}.layers.StructurePreservingMultiheadAttention")
+    sub, mha = sub_mod.SPDTransformerEncoderSublayer, mha_mod.StructurePreservingMultiheadAttention
+    if getattr(sub, "_biosig_shimmed", False):
+        return
+
+    class TorchOneElevenEncoderLayer(nn.TransformerEncoderLayer):
+        def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation=torch.relu,  # noqa: ANN001
+                     layer_norm_eps=1e-5, batch_first=False, norm_first=False, device=None, dtype=None) -> None:
+            super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
+                             norm_first, bias=True, device=device, dtype=dtype)
+
+    sub.__bases__ = (TorchOneElevenEncoderLayer,)
+    sub_forward, mha_forward = sub.forward, mha.forward
+    sub.forward = lambda self, src, src_mask=None, src_key_padding_mask=None, is_causal=False: sub_forward(
+        self, src, src_mask, src_key_padding_mask)
+    mha.forward = lambda self, *args, is_causal=False, **kwargs: mha_forward(self, *args, **kwargs)
+    sub._biosig_shimmed = True
+
+
+def authors_model(path: str, context: int = 21, cfg: dict[str, Any] | None = None) -> torch.nn.Module:
+    """Their four blocks (formatting, intra, inter, classification) set up as their model's ``setup()`` does."""
+    cfg = {**BEST, **(cfg or {})}
+    authors_shims(path)
+    fmt = _authors_import(path, f"{_A_MODEL}.data_formatting_block.SPD_from_EEG_data_reformatting."
+                                "VectorizedSPDFromEEGDataMultichannelSuccessionReformattingBlock")
+    intra = _authors_import(path, f"{_A_INTRA}.TransformerBasedSPDSequenceToSmallerFeaturesSequenceIntraElementBlock")
+    inter = _authors_import(path, f"{_A_MODEL}.inter_element_block.Transformer_based_feature_comparison."
+                                  "TransformerBasedSPDLearnablePositionalEncodingSequenceToSequenceInterElementBlock")
+    head = _authors_import(path, f"{_A_MODEL}.classification_block.classification_from_sequence_central_feature."
+                                 "CentralGroupOfFeaturesInSequenceClassificationBlock")
+    t, d = cfg["tokens_per_epoch"], cfg["d_model"]
+    blocks = [fmt.VectorizedSPDFromEEGDataMultichannelSuccessionReformattingBlock(),
+              intra.TransformerBasedSPDSequenceToSmallerFeaturesSequenceIntraElementBlock(),
+              inter.TransformerBasedSPDLearnablePositionalEncodingSequenceToSequenceInterElementBlock(),
+              head.CentralGroupOfFeaturesInSequenceClassificationBlock()]
+    size, per_epoch = blocks[0].setup(original_vector_size=45, initial_number_of_vectors_per_epoch=30,
+                                      number_of_channels=7, final_linear_projection_to_given_vector_size=d)
+    seq = blocks[1].setup(vector_size=size, number_of_vectors_per_element=per_epoch, sequence_length=context,
+                          number_of_output_features=t, number_of_encoder_heads=cfg["intra_heads"],
+                          encoder_feedforward_dimension=cfg["d_ff"], encoder_dropout_rate=cfg["dropout"],
+                          number_of_encoder_layers=cfg["intra_layers"])
+    blocks[2].setup(sequence_length=seq, vector_size=size, number_of_encoder_heads=cfg["inter_heads"],
+                    encoder_feedforward_dimension=cfg["d_ff"], encoder_dropout_rate=cfg["dropout"],
+                    number_of_encoder_layers=cfg["inter_layers"])
+    centre = (context // 2) * t
+    blocks[3].setup(sequence_length=seq, vector_size=size, number_of_classes=5,
+                    relevant_feature_indices=list(range(centre, centre + t)),
+                    fully_connected_intermediary_dimension=cfg["fc_width"],
+                    fully_connected_dropout_rate=cfg["dropout"])
+    return torch.nn.Sequential(*blocks)
+
+
 def _stored_maps_forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
     q, k = self._qk(x)
     return self._combined(q, k, x, self.weights())
 
 
-def train_step(variant: str, batch: int, steps: int, context: int = 21) -> dict[str, float]:
-    """Median seconds per training step and peak RSS of this process (call in a fresh process)."""
-    from biosig_lightning.models.spdtransnet import SPDTransNet, SPMultiheadAttention
+def _cpu_seconds() -> float:
+    """User + system CPU time of this process: the work done, whatever share of the cores it got."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
+
+def train_step(variant: str, batch: int, steps: int, context: int = 21, authors: str | None = None,
+               threads: int | None = None) -> dict[str, Any]:
+    """Median seconds per training step and peak RSS of this process (call in a fresh process).
+
+    ``variant``: ``authors`` (their blocks, needs ``authors``), ``ours``, ``ours_ckpt``, ``sdpa``,
+    ``stored_maps`` (see the module docstring). Same loss (cross-entropy on the central epoch, label
+    smoothing 0.1), optimiser (Adam, lr 5.8e-5, eps 1e-7, weight decay 1e-5) and dropout 0.1.
+    """
+    if threads:
+        torch.set_num_threads(threads)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
-    impl = {"ours": "auto", "ours_ckpt": "auto", "sdpa": "sdpa", "stored_maps": "recompute"}[variant]
-    if variant == "stored_maps":
-        SPMultiheadAttention.forward = _stored_maps_forward
-    model = SPDTransNet(n_chans=context * 210, n_outputs=5, n_times=45, sfreq=256.0, attention_impl=impl,
-                        checkpoint_layers=variant == "ours_ckpt", **BEST).to(device)
+    if variant == "authors":
+        if not authors:
+            raise ValueError("variant 'authors' needs --authors PATH")
+        model = authors_model(authors, context).to(device)
+        x = torch.randn(batch, 7, context, 30, 45, device=device)
+    else:
+        from biosig_lightning.models.spdtransnet import SPDTransNet, SPMultiheadAttention
+
+        impl = {"ours": "auto", "ours_ckpt": "auto", "ours_bf16": "auto", "ours_ckpt_bf16": "auto", "sdpa": "sdpa",
+                "stored_maps": "recompute"}[variant]
+        if variant == "stored_maps":
+            SPMultiheadAttention.forward = _stored_maps_forward
+        model = SPDTransNet(n_chans=context * 210, n_outputs=5, n_times=45, sfreq=256.0, attention_impl=impl,
+                            checkpoint_layers=variant.startswith("ours_ckpt"), **BEST).to(device)
+        x = torch.randn(batch, context * 210, 45, device=device)
     opt = torch.optim.Adam(model.parameters(), lr=5.8e-5, eps=1e-7, weight_decay=1e-5)
-    x = torch.randn(batch, context * 210, 45, device=device)
     y = torch.randint(0, 5, (batch,), device=device)
-    times = []
+    times, cpu = [], []
     for _ in range(steps):
-        t = time.perf_counter()
-        loss = torch.nn.functional.cross_entropy(model(x), y, label_smoothing=0.1)
+        t, c = time.perf_counter(), _cpu_seconds()
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=variant.endswith("_bf16")):
+            logits = model(x)
+        loss = torch.nn.functional.cross_entropy(logits.float(), y, label_smoothing=0.1)
         opt.zero_grad()
         loss.backward()
         opt.step()
         if device == "cuda":
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t)
-    out = {"step_s": float(np.median(times)), "first_step_s": times[0],
-           "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, "device": device}
+        cpu.append(_cpu_seconds() - c)
+    out: dict[str, Any] = {
+        "step_s": float(np.median(times)), "steps_s": [round(t, 2) for t in times],
+        "step_cpu_s": float(np.median(cpu)), "steps_cpu_s": [round(t, 2) for t in cpu],
+        "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, "device": device,
+        "threads": torch.get_num_threads(),
+        "params": sum(p.numel() for p in model.parameters()),
+        "params_with_grad": sum(p.numel() for p in model.parameters() if p.grad is not None)}
     if device == "cuda":
         out["peak_gpu_gib"] = torch.cuda.max_memory_allocated() / 2**30
     return out
 
 
-def _in_subprocess(variant: str, batch: int, steps: int, context: int = 21) -> dict[str, float]:
+def _in_subprocess(variant: str, batch: int, steps: int, context: int = 21, authors: str | None = None,
+                   threads: int | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
     code = (f"import json, sys; sys.path.insert(0, {str(REPO)!r}); from benchmarks.spdtransnet import train_step; "
-            f"print('RESULT', json.dumps(train_step({variant!r}, {batch}, {steps}, {context})))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+            f"print('RESULT', json.dumps(train_step({variant!r}, {batch}, {steps}, {context}, {authors!r}, "
+            f"{threads!r})))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})})
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
-    return {"error": (proc.stderr or proc.stdout)[-500:]}
+    return {"error": (proc.stderr or proc.stdout)[-800:], "returncode": proc.returncode}
 
 
 def recording(n_epochs: int = 960, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -106,18 +219,72 @@ def recording(n_epochs: int = 960, seed: int = 0) -> tuple[np.ndarray, np.ndarra
 
 
 def ours_tokens(x: np.ndarray, starts: np.ndarray, alpha: float = 2.4904, beta: float = 1.01,
-                eps: float = 0.01) -> tuple[np.ndarray, dict[str, float]]:
+                eps: float = 0.01, code: bool = False) -> tuple[np.ndarray, dict[str, float]]:
+    """Our preprocessing of one recording -> tokens ``(E, C, S, 45)`` and stage timings.
+
+    ``code=False``: the paper's reading (our defaults: zero-phase filters, reference = affine-invariant
+    mean of the augmented matrices, sqrt(2) on off-diagonals). ``code=True``: the options that reproduce
+    the authors' code (causal filters, reference = augmentation of the raw mean, no sqrt(2)).
+    """
     from biosig_lightning.features import spd
 
-    t0 = time.perf_counter()
-    cov, psd = spd.covariance_features(x, starts, 256.0, 30)
+    c0, t0 = _cpu_seconds(), time.perf_counter()
+    cov, psd = spd.covariance_features(x, starts, 256.0, 30, causal=code)
     t1 = time.perf_counter()
     ct, pt = torch.from_numpy(cov), torch.from_numpy(psd)
-    ref = spd.whitening_reference(ct, pt, alpha, "augmented_raw")
+    ref = spd.whitening_reference(ct, pt, alpha, "augmented_raw" if code else "augmented")
     t2 = time.perf_counter()
-    tok = spd.spd_tokens(ct, pt, alpha, beta, eps, ref).numpy()
+    tok = spd.spd_tokens(ct, pt, alpha, beta, eps, ref, sqrt2=not code).numpy()
     t3 = time.perf_counter()
-    return tok, {"covariances_s": t1 - t0, "reference_s": t2 - t1, "tokens_s": t3 - t2, "total_s": t3 - t0}
+    return tok, {"covariances_s": t1 - t0, "reference_s": t2 - t1, "tokens_s": t3 - t2, "total_s": t3 - t0,
+                 "total_cpu_s": _cpu_seconds() - c0}
+
+
+def authors_tokens(path: str, x: np.ndarray, alpha: float = 2.4904, beta: float = 1.01, eps: float = 0.01,
+                   sfreq: float = 256.0) -> tuple[np.ndarray, dict[str, float]]:
+    """The authors' preprocessing of one recording, their functions and layers, the paper's path only.
+
+    Stage 1 is what their ``SPDFromEEGPreprocessor.per_recording_preprocessing`` computes for the
+    z-score strategy, the 7 channels, the ``cov`` estimator and the ``psd`` statistic, then the
+    recording's ``mean matrix`` (pyriemann ``mean_riemann``) and mean PSD vector. Stage 2 is their
+    Dataset ``setup()``: per epoch, float32 torch, augmentation -> whitening -> log -> upper triangle
+    with their three layers. Left out (so their figure is a lower bound of what their pipeline takes):
+    the raw-signal strategy, the OAS estimator and the other statistics it also computes, and all disk
+    I/O (per-epoch pickles written by stage 1 and read and rewritten by stage 2).
+    """
+    from biosig_lightning.features.spd import SPD_BANDS
+
+    u = _authors_import(path, "_2_data_preprocessing._2_3_preprocessors.SPD_matrices_from_EEG_signals.utils")
+    lay = "_3_data_management._3_2_data_modules.SPD_matrices_from_EEG_signals.layers"
+    augment = _authors_import(path, f"{lay}.MatrixAugmentationLayer").MatrixAugmentationLayer()
+    whiten = _authors_import(path, f"{lay}.MatrixWhiteningLayer").MatrixWhiteningLayer()
+    vectorise = _authors_import(path, f"{lay}.MatrixVectorizationLayer").MatrixVectorizationLayer()
+    augment.setup(matrix_size=x.shape[1], augmentation_size=1, initial_augmentation_factor=alpha)
+    whiten.setup(matrix_size=x.shape[1] + 1, operate_whitening=True, extra_dimensions=1,
+                 matrix_multiplication_factor=beta)
+    vectorise.setup(matrix_size=x.shape[1] + 1, svd_singular_value_minimum=eps)
+    n_ep, n, t = x.shape
+    signal = x.transpose(1, 0, 2).reshape(n, -1)
+    channels = [("none", None)] + [("bandpass_filtering", [lo, hi]) for lo, hi in SPD_BANDS.values()]
+    c0, t0 = _cpu_seconds(), time.perf_counter()
+    z = u.signal_preprocessing(signal, "z_score_normalization")
+    covs, psds = [], []
+    for kind, cfg in channels:
+        sig = u.channel_wise_signal_transformation(z, kind, cfg, sampling_frequency=sfreq)
+        windows, shape = u.batch_windowed_signal_reformatting(u.subdivide_signal(sig, t // 30, 30))
+        covs.append(u.batch_windowed_signal_to_covariance_matrices(windows, shape, "cov", None))
+        psds.append(u.batch_windowed_signal_to_statistic_vectors(windows, shape, "psd", sampling_frequency=sfreq))
+    t1 = time.perf_counter()
+    means = np.stack([u.batch_spd_matrices_affine_invariant_mean(c) for c in covs])
+    mean_psd = np.stack([u.batch_vectors_euclidean_mean(p) for p in psds])
+    t2 = time.perf_counter()
+    with torch.no_grad():
+        ref = augment(torch.Tensor(means), torch.Tensor(mean_psd).unsqueeze(-1))
+        cov_t, psd_t = torch.Tensor(np.stack(covs)), torch.Tensor(np.stack(psds))  # (C, E, S, n, n), (C, E, S, n)
+        out = [vectorise(whiten(augment(cov_t[:, e], psd_t[:, e].unsqueeze(-1)), ref)) for e in range(n_ep)]
+    t3 = time.perf_counter()
+    return torch.stack(out).numpy(), {"covariances_s": t1 - t0, "reference_s": t2 - t1, "tokens_s": t3 - t2,
+                                      "total_s": t3 - t0, "total_cpu_s": _cpu_seconds() - c0}
 
 
 def per_epoch_tokens(x: np.ndarray, alpha: float = 2.4904, beta: float = 1.01,
@@ -167,40 +334,85 @@ def per_epoch_tokens(x: np.ndarray, alpha: float = 2.4904, beta: float = 1.01,
     return out, {"covariances_s": t1 - t0, "reference_s": t2 - t1, "tokens_s": t3 - t2, "total_s": t3 - t0}
 
 
+def _load() -> list[str]:
+    return open("/proc/loadavg").read().split()[:3] if Path("/proc/loadavg").exists() else []
+
+
+def _ratio(rows: dict[str, Any], a: str, b: str, key: str) -> float | None:
+    sa, sb = rows.get(a, {}).get(key), rows.get(b, {}).get(key)
+    return sa / sb if sa and sb else None
+
+
+def preprocessing_report(args: argparse.Namespace) -> dict[str, Any]:
+    """Ours (paper options, code options) and theirs (``--authors``) on one recording, tokens compared."""
+    x, starts = recording(args.epochs)
+    out: dict[str, Any] = {"epochs": args.epochs, "load_before": _load()}
+    tok_code = None
+    for name in (["authors"] if args.authors else []) + ["ours", "ours_code"]:
+        if name == "authors":
+            theirs, out["authors"] = authors_tokens(args.authors, x)
+        elif name == "ours":
+            _, out["ours"] = ours_tokens(x, starts)
+        else:
+            tok_code, out["ours_code"] = ours_tokens(x, starts, code=True)
+        print(name, json.dumps(out[name]), flush=True)
+    if args.authors and tok_code is not None:
+        diff = np.abs(tok_code - theirs)  # (E, C, S, 45)
+        out["token_max_abs_diff"] = float(diff.max())
+        out["token_max_abs_diff_per_channel"] = [float(d) for d in diff.max(axis=(0, 2, 3))]
+        out["token_scale"] = float(np.abs(theirs).max())
+        for k in ("ours", "ours_code"):
+            out[f"speedup_{k}"] = out["authors"]["total_s"] / out[k]["total_s"]
+            out[f"speedup_cpu_{k}"] = out["authors"]["total_cpu_s"] / out[k]["total_cpu_s"]
+    if args.per_epoch_baseline:
+        ref, out["per_epoch"] = per_epoch_tokens(x)
+    out["load_after"] = _load()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batches", type=int, nargs="+", default=[4, 32])
-    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--authors", default=None, help="local copy of github MathieuSeraphim/SPDTransNet")
+    parser.add_argument("--configs", nargs="+", default=["authors@4", "ours@4", "ours_ckpt@32"],
+                        help="VARIANT@BATCH training configurations, each in a fresh process, run in this order "
+                             "--repeats times (variants: authors, ours, ours_ckpt, sdpa, stored_maps)")
+    parser.add_argument("--repeats", type=int, default=2, help="rounds over --configs (interleaved)")
+    parser.add_argument("--steps", type=int, default=2, help="training steps per process (median reported)")
+    parser.add_argument("--steps-large", type=int, default=1, help="steps per process at batch >= 16")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads in every process (default: torch's)")
     parser.add_argument("--context", type=int, default=21, help="L, epochs per sequence (paper's best: 21)")
-    parser.add_argument("--variants", nargs="+", default=["ours", "ours_ckpt", "stored_maps"])
     parser.add_argument("--epochs", type=int, default=960, help="epochs of the synthetic recording (960 = 8 h)")
+    parser.add_argument("--per-epoch-baseline", action="store_true",
+                        help="also time our maths written one epoch at a time with scipy/pyriemann")
     parser.add_argument("--skip-train", action="store_true")
     parser.add_argument("--skip-preprocessing", action="store_true")
-    parser.add_argument("--authors", default=None, help="local copy of the authors' repository (not used yet)")
     args = parser.parse_args()
-    torch.set_num_threads(torch.get_num_threads())
-    report: dict[str, object] = {"threads": torch.get_num_threads()}
+    configs = [c for c in args.configs if args.authors or not c.startswith("authors@")]
+    report: dict[str, Any] = {"threads": args.threads or torch.get_num_threads(), "cpus": os.cpu_count()}
     if not args.skip_preprocessing:
-        x, starts = recording(args.epochs)
-        tok, t_ours = ours_tokens(x, starts)
-        ref, t_loop = per_epoch_tokens(x)
-        mid = slice(len(tok) // 10, len(tok) - len(tok) // 10)  # filter edges differ by design
-        report["preprocessing"] = {"epochs": args.epochs, "ours": t_ours, "per_epoch": t_loop,
-                                   "speedup": t_loop["total_s"] / t_ours["total_s"],
-                                   "token_max_abs_diff_inner_80pct": float(np.abs(tok[mid] - ref[mid]).max()),
-                                   "token_scale": float(np.abs(ref).max())}
-        print(json.dumps(report["preprocessing"], indent=1), flush=True)
+        report["preprocessing"] = preprocessing_report(args)
     if not args.skip_train:
-        rows = {}
-        for b in args.batches:
-            for v in args.variants:
-                rows[f"{v}@{b}"] = r = _in_subprocess(v, b, args.steps, args.context)
-                print(f"batch {b:3d} {v:12s} {json.dumps(r)}", flush=True)
-            if "ours" in args.variants and "stored_maps" in args.variants:
-                a, s = rows[f"ours@{b}"], rows[f"stored_maps@{b}"]
-                if "step_s" in a and "step_s" in s:
-                    print(f"batch {b}: stored_maps / ours step time {s['step_s'] / a['step_s']:.2f}x, "
-                          f"peak RSS {s['peak_rss_gib']:.2f} vs {a['peak_rss_gib']:.2f} GiB", flush=True)
+        runs: dict[str, list[dict[str, Any]]] = {c: [] for c in configs}
+        for _ in range(args.repeats):
+            for c in configs:
+                variant, batch = c.split("@")
+                load = _load()
+                steps = args.steps if int(batch) < 16 else args.steps_large
+                r = _in_subprocess(variant, int(batch), steps, args.context, args.authors, args.threads)
+                r["load_before"] = load
+                runs[c].append(r)
+                print(f"{c:16s} {json.dumps(r)}", flush=True)
+        rows = {c: {"step_s": float(np.median([r["step_s"] for r in rs if "step_s" in r] or [np.nan])),
+                    "step_cpu_s": float(np.median([r["step_cpu_s"] for r in rs if "step_cpu_s" in r] or [np.nan])),
+                    "peak_rss_gib": max([r.get("peak_rss_gib", 0.0) for r in rs]), "runs": rs}
+                for c, rs in runs.items()}
+        for b in sorted({c.split("@")[1] for c in configs}):
+            for ours in ("ours", "ours_bf16"):
+                ratio = _ratio(rows, f"authors@{b}", f"{ours}@{b}", "step_s")
+                ratio_cpu = _ratio(rows, f"authors@{b}", f"{ours}@{b}", "step_cpu_s")
+                if ratio:
+                    rows[f"authors/{ours}@{b}"] = {"step_ratio": ratio, "step_cpu_ratio": ratio_cpu}
+                    print(f"batch {b}: authors' step / {ours} = {ratio:.2f}x wall, {ratio_cpu:.2f}x CPU", flush=True)
         report["train"] = rows
     print("RESULTS", json.dumps(report))
 

@@ -62,7 +62,7 @@ float64 for the matrix functions); the only Python loops are over recordings and
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Literal
 
 import numpy as np
@@ -102,7 +102,11 @@ def butter_bandpass_gain(freqs: np.ndarray, lo: float, hi: float, sfreq: float, 
     prewarped ``W = tan(pi f / sfreq)``: ``|H|^2 = 1 / (1 + X^(2 order))``,
     ``X = (W^2 - W_lo W_hi) / (W (W_hi - W_lo))`` (checked against ``sosfreqz`` in the tests).
     """
-    w = np.tan(np.pi * np.clip(freqs, 0.0, sfreq / 2.0) / sfreq)
+    return _gain_prewarped(np.tan(np.pi * np.clip(freqs, 0.0, sfreq / 2.0) / sfreq), lo, hi, sfreq, order)
+
+
+def _gain_prewarped(w: np.ndarray, lo: float, hi: float, sfreq: float, order: int) -> np.ndarray:
+    """:func:`butter_bandpass_gain` from the prewarped frequencies ``W`` (computed once for all bands)."""
     w_lo, w_hi = np.tan(np.pi * lo / sfreq), np.tan(np.pi * hi / sfreq)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         x = (w * w - w_lo * w_hi) / (w * (w_hi - w_lo))
@@ -121,26 +125,34 @@ def filter_bank(x: np.ndarray, sfreq: float, bands: Mapping[str, tuple[float, fl
     sosfiltfilt pads by odd reflection). ``causal``: one forward ``sosfilt`` pass, the authors' ``lfilter``.
     """
     x = np.asarray(x, dtype=np.float64)
+    out = torch.empty((1 + len(bands),) + x.shape, dtype=torch.float32)
+    for k, sig in _band_signals(x, sfreq, bands, order, causal):
+        out[k] = sig
+    return out.numpy()
+
+
+def _band_signals(x: np.ndarray, sfreq: float, bands: Mapping[str, tuple[float, float]], order: int,
+                  causal: bool) -> Iterator[tuple[int, torch.Tensor]]:
+    """:func:`filter_bank`'s channels one at a time, ``(k, (n_channels, n_times) float32)``: only one
+    band-passed copy of the recording is alive at once (the whole bank of an 8 h recording is 1.6 GB)."""
     nyq = sfreq / 2.0
     for name, (lo, hi) in bands.items():
         if not 0 < lo < hi < nyq:
             raise ValueError(f"band {name!r} [{lo}, {hi}] Hz does not fit below Nyquist ({nyq:g} Hz)")
-    out = torch.empty((1 + len(bands),) + x.shape, dtype=torch.float32)
-    out[0] = torch.from_numpy(x)
+    yield 0, torch.from_numpy(x).float()
     n = x.shape[-1]
     if causal:
         for k, (lo, hi) in enumerate(bands.values(), start=1):
             sos = sps.butter(order, [lo / nyq, hi / nyq], btype="bandpass", output="sos")
-            out[k] = torch.from_numpy(sps.sosfilt(sos, x, axis=-1))
-        return out.numpy()
+            yield k, torch.from_numpy(sps.sosfilt(sos, x, axis=-1)).float()
+        return
     pad = int(min(n, 20 * sfreq))  # room for the filters' decay at both ends (no wrap-around)
     nfft = sp_fft.next_fast_len(n + 2 * pad, real=True)
     spectrum = torch.fft.rfft(torch.from_numpy(x).float(), n=nfft, dim=-1)  # float32: covariances need no more
-    freqs = np.fft.rfftfreq(nfft, d=1.0 / sfreq)
+    prewarped = np.tan(np.pi * np.fft.rfftfreq(nfft, d=1.0 / sfreq) / sfreq)  # tan once, not per band
     for k, (lo, hi) in enumerate(bands.values(), start=1):
-        gain = torch.from_numpy(butter_bandpass_gain(freqs, lo, hi, sfreq, order)).float()  # fwd + bwd: |H|^2
-        out[k] = torch.fft.irfft(spectrum * gain, n=nfft, dim=-1)[..., :n]
-    return out.numpy()
+        gain = torch.from_numpy(_gain_prewarped(prewarped, lo, hi, sfreq, order)).float()  # fwd + bwd: |H|^2
+        yield k, torch.fft.irfft(spectrum * gain, n=nfft, dim=-1)[..., :n]
 
 
 def _runs(starts: np.ndarray, epoch_seconds: float) -> list[slice]:
@@ -185,10 +197,10 @@ def covariance_features(epochs: np.ndarray, starts: np.ndarray, sfreq: float, n_
     for run in _runs(np.asarray(starts, dtype=np.float64), t / sfreq):
         e = run.stop - run.start
         cont = x[run].transpose(1, 0, 2).reshape(n, -1)  # (n, e * t)
-        fb = torch.from_numpy(filter_bank(cont, sfreq, bands, order, causal))  # (C, n, e * t) float32
-        sub = fb.reshape(c, n, e, n_subwindows, w).permute(2, 0, 3, 1, 4)  # (e, C, S, n, w)
-        sub = sub - sub.mean(-1, keepdim=True)
-        cov[run] = (sub @ sub.transpose(-1, -2)).double() / (w - 1)
+        for k, sig in _band_signals(cont, sfreq, bands, order, causal):  # (n, e * t) float32, one band at a time
+            sub = sig.reshape(n, e, n_subwindows, w).permute(1, 2, 0, 3)  # (e, S, n, w)
+            sub = sub - sub.mean(-1, keepdim=True)
+            cov[run, k] = (sub @ sub.transpose(-1, -2)).double() / (w - 1)
     # mean over the one-sided periodogram bins (constant detrend, boxcar, density): by Parseval the
     # bins sum to sum((x - mean)^2) / sfreq, and there are w // 2 + 1 of them
     psd = torch.diagonal(cov, dim1=-2, dim2=-1) * ((w - 1) / (sfreq * (w // 2 + 1)))
@@ -244,8 +256,9 @@ def mean_riemann(mats: torch.Tensor, weights: torch.Tensor | None = None, tol: f
         vals, vecs = torch.linalg.eigh(mean[active])
         c12 = (vecs * vals.sqrt().unsqueeze(-2)) @ vecs.transpose(-1, -2)
         cm12 = (vecs * vals.rsqrt().unsqueeze(-2)) @ vecs.transpose(-1, -2)
-        inner = cm12.unsqueeze(1) @ flat[active] @ cm12.unsqueeze(1)
-        tangent = torch.einsum("bk,bkij->bij", w_all[active], logm(inner))
+        every = active.numel() == k  # no gather copy of all the matrices while every mean is still moving
+        inner = cm12.unsqueeze(1) @ (flat if every else flat[active]) @ cm12.unsqueeze(1)
+        tangent = torch.einsum("bk,bkij->bij", w_all if every else w_all[active], logm(inner))
         mean[active] = c12 @ spd_fn(nu[active, None, None] * tangent, "exp") @ c12
         crit = torch.linalg.matrix_norm(tangent)
         h = nu[active] * crit

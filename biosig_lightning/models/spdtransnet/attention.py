@@ -10,10 +10,12 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from biosig_lightning.models.spdtransnet import kernels
+
 __all__ = ["HeadWeights", "Impl", "SPEncoderLayer", "SPMultiheadAttention"]
 
 HeadWeights = Literal["softmax", "free"]
-Impl = Literal["auto", "sdpa", "recompute"]
+Impl = Literal["auto", "sdpa", "fused", "recompute"]
 
 
 class SPMultiheadAttention(nn.Module):
@@ -23,7 +25,7 @@ class SPMultiheadAttention(nn.Module):
     each, split into heads); ``C`` combines the h post-softmax maps with learned weights ``w``; V is the
     unprojected input, so every output token is a linear combination of input tokens (Sec. 2.1).
 
-    Computed without keeping the h dense ``T x T`` maps for the backward pass, in one of two ways
+    Computed without keeping the h dense ``T x T`` maps for the backward pass, in one of three ways
     (``impl``), equal up to round-off:
 
     * ``sdpa``: ``(sum_h w_h A_h) V = sum_h w_h (A_h V)``, so each head is an ordinary
@@ -31,11 +33,14 @@ class SPMultiheadAttention(nn.Module):
       ``V`` (shared, expanded without a copy), and the h fused outputs are summed with ``w``. Fused
       (flash / memory-efficient) kernels apply; the A V products cost h times the FLOPs of one
       full-width product.
-    * ``recompute``: the combined map ``sum_h w_h A_h`` is formed and applied to V once, inside
-      ``torch.utils.checkpoint``, so the maps live only while one layer computes and are recomputed
-      in backward (with the same dropout mask). One full-width product: cheaper where no fused kernel
-      helps (CPUs).
-    * ``auto`` (default): ``sdpa`` on CUDA, ``recompute`` elsewhere.
+    * ``fused``: :class:`~.kernels.SPAttention`, the combined map ``sum_h w_h A_h`` formed and applied
+      to V once per chunk of sequences (one full-width product instead of h), keeping only ``q, k, x``,
+      ``w`` and a dropout seed; backward recomputes the maps chunk by chunk and differentiates by hand
+      (the formulas are in its docstring). The CPU path: no fused attention kernel helps there, and
+      the maps of a chunk stay in cache.
+    * ``recompute``: the combined map formed by plain autograd ops inside ``torch.utils.checkpoint``
+      (the forward is run twice, so its dropout masks are drawn twice); kept as a reference.
+    * ``auto`` (default): ``sdpa`` on CUDA, ``fused`` elsewhere.
 
     Attention dropout (``dropout``) acts on each head's probabilities before the combination, as in the
     authors' code.
@@ -59,8 +64,8 @@ class SPMultiheadAttention(nn.Module):
             raise ValueError(f"SP-MHA: d_model={d_model} is not divisible by heads={heads} (d(m)/h must be an integer)")
         if head_weights not in ("softmax", "free"):
             raise ValueError(f"SP-MHA: head_weights must be 'softmax' or 'free', got {head_weights!r}")
-        if impl not in ("auto", "sdpa", "recompute"):
-            raise ValueError(f"SP-MHA: impl must be 'auto', 'sdpa' or 'recompute', got {impl!r}")
+        if impl not in ("auto", "sdpa", "fused", "recompute"):
+            raise ValueError(f"SP-MHA: impl must be 'auto', 'sdpa', 'fused' or 'recompute', got {impl!r}")
         self.d_model, self.heads, self.dropout, self.head_weights = d_model, heads, dropout, head_weights
         self.impl = impl
         self.q = nn.Linear(d_model, d_model)
@@ -91,9 +96,19 @@ class SPMultiheadAttention(nn.Module):
         return torch.einsum("h,bhij->bij", w, maps) @ x
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        impl = self.impl if self.impl != "auto" else ("sdpa" if x.is_cuda else "fused")
+        if impl == "fused":
+            b, t, d = x.shape
+            dh = d // self.heads
+            # q pre-scaled (a T x d/h product, not T x T); heads made contiguous once for the chunked bmm
+            q = F.linear(x, self.q.weight * dh ** -0.5, self.q.bias * dh ** -0.5)
+            q = q.view(b, t, self.heads, dh).transpose(1, 2).contiguous()
+            k = self.k(x).view(b, t, self.heads, dh).transpose(1, 2).contiguous()
+            p = self.dropout if self.training else 0.0
+            return kernels.SPAttention.apply(q, k, x.contiguous(), self.weights(), p,
+                                             kernels.draw_seed() if p > 0 else 0)
         q, k = self._qk(x)
         w = self.weights()
-        impl = self.impl if self.impl != "auto" else ("sdpa" if x.is_cuda else "recompute")
         if impl == "recompute":
             if torch.is_grad_enabled():
                 return checkpoint(self._combined, q, k, x, w, use_reentrant=False)
@@ -123,5 +138,13 @@ class SPEncoderLayer(nn.Module):
         self.drop2 = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.norm1(x + self.drop1(self.attn(x)))
-        return self.norm2(x + self.drop2(self.ff(x)))
+        if x.is_cuda:  # torch's fused dropout kernels
+            x = self.norm1(x + self.drop1(self.attn(x)))
+            return self.norm2(x + self.drop2(self.ff(x)))
+        # CPU: the same layer with bool dropout masks and a ReLU + dropout that keeps only its output
+        # (:mod:`.kernels`); the modules' parameters are the ones above
+        p, train = self.drop1.p, self.training
+        x = self.norm1(x + kernels.dropout(self.attn(x), p, train))
+        lin1, _, drop, lin2 = self.ff
+        h = kernels.relu_dropout(lin1(x), drop.p, train)
+        return self.norm2(x + kernels.dropout(lin2(h), self.drop2.p, train))

@@ -109,7 +109,7 @@ class SPDTransNet(BiosignalModel):
         dropout: everywhere (0.1 in the paper's runs).
         pe: positional encoding (``sinusoidal``, ``learnable``, ``learnable_tokens``).
         head_weights: SP-MHA head combination (``softmax`` convex, ``free`` authors').
-        attention_impl: how SP-MHA is computed (``auto``, ``sdpa``, ``recompute``; same result).
+        attention_impl: how SP-MHA is computed (``auto``, ``sdpa``, ``fused``, ``recompute``; same result).
         checkpoint_layers: keep only each encoder layer's input for backward and recompute the layer
             (activation checkpointing): the feed-forward activations (d_ff = 1035 per token) dominate
             memory, so this cuts it several-fold for about a third more compute. Same result.

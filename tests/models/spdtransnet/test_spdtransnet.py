@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -15,7 +17,7 @@ def _mixing(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return torch.linalg.lstsq(x.transpose(-1, -2), out.transpose(-1, -2)).solution.transpose(-1, -2)
 
 
-@pytest.mark.parametrize("impl", ["sdpa", "recompute"])
+@pytest.mark.parametrize("impl", ["sdpa", "fused", "recompute"])
 def test_sp_mha_outputs_are_convex_combinations_of_input_tokens(impl: str) -> None:
     torch.manual_seed(0)
     att = SPMultiheadAttention(28, 4, impl=impl).double()  # d(7) = 28 > T = 6 tokens
@@ -42,20 +44,21 @@ def test_free_head_weights_are_the_authors_unnormalised_combination() -> None:
     torch.testing.assert_close(w.sum(-1), att.theta.sum().expand(2, 6))
 
 
-def test_sdpa_and_recompute_agree_in_outputs_and_gradients() -> None:
+def test_sdpa_fused_and_recompute_agree_in_outputs_and_gradients() -> None:
     torch.manual_seed(2)
     att = SPMultiheadAttention(45, 9, dropout=0.0)
     x = torch.randn(4, 30, 45, requires_grad=True)
     grads = []
-    for impl in ("sdpa", "recompute"):
+    for impl in ("sdpa", "fused", "recompute"):
         att.impl = impl
         out = att(x)
         (out ** 2).sum().backward()
         grads.append((out.detach(), x.grad.clone(), att.q.weight.grad.clone(), att.theta.grad.clone()))
         x.grad = None
         att.zero_grad()
-    for a, b in zip(*grads, strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    for other in grads[1:]:
+        for a, b in zip(grads[0], other, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
 def test_published_best_has_the_authors_live_parameter_count_and_no_dead_parameters() -> None:
@@ -103,6 +106,98 @@ def test_checkpointed_layers_give_the_same_gradients() -> None:
     ckpt.load_state_dict(plain.state_dict())
     x = torch.randn(2, 18, 6)
     for m in (plain, ckpt):
+        m(x).square().sum().backward()
+    for (name, a), b in zip(plain.named_parameters(), ckpt.parameters(), strict=True):
+        torch.testing.assert_close(a.grad, b.grad, msg=name)
+
+
+def _reference_sp_mha(att: SPMultiheadAttention, x: torch.Tensor, seed: int) -> torch.Tensor:
+    """Eq. 2 by plain autograd ops (h maps kept), with the dropout masks the fused kernel draws from ``seed``."""
+    from biosig_lightning.models.spdtransnet import kernels
+
+    q, k = att._qk(x)
+    maps = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).softmax(-1)
+    drops = [kernels.drop_mask((sl.stop - sl.start,) + tuple(maps.shape[1:]), att.dropout, seed, c)
+             for c, sl in enumerate(kernels._chunks(x.shape[0], maps[0].numel()))]
+    maps = maps.masked_fill(torch.cat(drops), 0.0) / (1 - att.dropout)
+    return torch.einsum("h,bhij->bij", att.weights(), maps) @ x
+
+
+@pytest.mark.parametrize("head_weights", ["softmax", "free"])
+def test_fused_sp_mha_matches_plain_autograd_with_the_same_dropout_masks(head_weights: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from biosig_lightning.models.spdtransnet import kernels
+
+    monkeypatch.setattr(kernels, "_MAP_CHUNK", 2 * 3 * 7 * 7)  # several chunks, one mask stream each
+    torch.manual_seed(5)
+    att = SPMultiheadAttention(21, 3, dropout=0.3, head_weights=head_weights, impl="fused").double().train()
+    x = torch.randn(5, 7, 21, dtype=torch.float64, requires_grad=True)
+    dout = torch.randn(5, 7, 21, dtype=torch.float64)
+    grads = []
+    for fused in (True, False):
+        torch.manual_seed(6)
+        seed = kernels.draw_seed()
+        torch.manual_seed(6)
+        out = att(x) if fused else _reference_sp_mha(att, x, seed)
+        out.backward(dout)
+        grads.append([out.detach(), x.grad.clone()] + [p.grad.clone() for p in att.parameters()])
+        x.grad = None
+        att.zero_grad()
+    assert (grads[0][0] != 0).any()
+    for a, b in zip(*grads, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_drop_masks_have_the_rate_and_are_reproducible() -> None:
+    from biosig_lightning.models.spdtransnet import kernels
+
+    m = kernels.drop_mask((1000, 1000), 0.1, seed=3)
+    assert abs(m.float().mean().item() - 0.1) < 0.002  # 6 binomial standard deviations
+    assert torch.equal(m, kernels.drop_mask((1000, 1000), 0.1, seed=3))
+    assert not torch.equal(m, kernels.drop_mask((1000, 1000), 0.1, seed=3, stream=1))
+
+
+def test_lean_dropout_and_relu_dropout_gradients() -> None:
+    from biosig_lightning.models.spdtransnet import kernels
+
+    h = torch.randn(50, 40, dtype=torch.float64, requires_grad=True)
+    for fn, ref in ((kernels.dropout, lambda v, keep: v * keep / 0.75),
+                    (kernels.relu_dropout, lambda v, keep: torch.relu(v) * keep / 0.75)):
+        torch.manual_seed(7)
+        out = fn(h, 0.25, True)
+        torch.manual_seed(7)
+        keep = ~kernels.drop_mask(tuple(h.shape), 0.25, kernels.draw_seed())
+        torch.testing.assert_close(out, ref(h, keep))
+        g = torch.randn_like(out)
+        (gh,) = torch.autograd.grad(out, h, g)
+        (gr,) = torch.autograd.grad(ref(h, keep), h, g)
+        torch.testing.assert_close(gh, gr)
+        torch.testing.assert_close(fn(h, 0.25, False), ref(h, torch.ones_like(keep)) * 0.75)
+
+
+def test_fused_sp_mha_runs_in_float32_under_bfloat16_autocast() -> None:
+    torch.manual_seed(8)
+    att = SPMultiheadAttention(21, 3, impl="fused")
+    x = torch.randn(2, 7, 21, requires_grad=True)
+    ref = att(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = att(x)
+    out.float().sum().backward()
+    assert out.dtype == torch.float32 and x.grad is not None and att.theta.grad is not None
+    torch.testing.assert_close(out, ref, atol=0.05, rtol=0.05)  # only q and k come from bfloat16 matmuls
+
+
+def test_checkpointed_layers_redraw_the_same_dropout_masks() -> None:
+    kw = dict(n_chans=3 * 6, n_outputs=5, n_times=6, sfreq=100.0, n_bands=2, n_subwindows=3, d_model=10,
+              tokens_per_epoch=2, intra_heads=2, intra_layers=2, inter_heads=2, inter_layers=1, d_ff=15, fc_width=10,
+              dropout=0.3)
+    torch.manual_seed(9)
+    plain = SPDTransNet(**kw)
+    ckpt = SPDTransNet(**kw, checkpoint_layers=True)
+    ckpt.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 18, 6)
+    for m in (plain, ckpt):
+        torch.manual_seed(10)  # the same masks in both forwards; the recomputation must redraw them
         m(x).square().sum().backward()
     for (name, a), b in zip(plain.named_parameters(), ckpt.parameters(), strict=True):
         torch.testing.assert_close(a.grad, b.grad, msg=name)

@@ -1,0 +1,159 @@
+"""Memory- and time-lean autograd functions for SPDTransNet on CPUs: SP-MHA, dropout, ReLU + dropout.
+
+Same mathematics as the plain torch expressions they replace (each docstring gives it); what changes is
+what is kept for the backward pass and how the dropout masks are drawn:
+
+* dropout masks are Bernoulli(1 - p) draws from a PCG64 stream (numpy) seeded by one 63-bit draw from
+  torch's generator (so ``torch.manual_seed`` makes a run reproducible, and activation checkpointing,
+  which restores torch's RNG state, redraws the same masks). An element is dropped when a uniform
+  32-bit integer is ``< round(p * 2**32)``, so the drop probability is ``p`` to within ``2**-33``.
+  torch's CPU ``bernoulli_`` (a Mersenne twister, one draw per element, then a float mask and two
+  multiplications) took about a sixth of a training step at the published size; PCG64's raw stream
+  is several times faster and the masks are kept as ``bool`` (1 byte) instead of float (4 bytes).
+* :class:`SPAttention` never keeps the h ``T x T`` attention maps: it keeps ``q``, ``k``, ``x``, the
+  head weights and one seed, and recomputes the maps (and regenerates their dropout masks) chunk by
+  chunk in backward, so its memory is that of the inputs whatever h and T.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["SPAttention", "dropout", "draw_seed", "drop_mask", "relu_dropout"]
+
+_MAP_CHUNK = 1 << 22  # attention-map elements per chunk (16 MiB in float32): stays in a large L2/L3 cache
+
+
+def draw_seed() -> int:
+    """One seed drawn from torch's default generator (what ``torch.manual_seed`` controls)."""
+    return int(torch.randint(0, 2**63 - 1, (1,), dtype=torch.int64).item())
+
+
+def drop_mask(shape: tuple[int, ...], p: float, seed: int, stream: int = 0,
+              device: torch.device | str = "cpu") -> torch.Tensor:
+    """``bool`` mask of ``shape``, each element True (dropped) with probability ``p`` (module docstring).
+
+    ``(seed, stream)`` fixes the draw; different streams are independent (numpy ``SeedSequence``).
+    """
+    n = int(np.prod(shape))
+    if torch.device(device).type != "cpu":
+        gen = torch.Generator(device=device).manual_seed((seed + 0x9E3779B97F4A7C15 * stream) % 2**63)
+        return torch.rand(shape, generator=gen, device=device) < p
+    bits = np.random.PCG64(np.random.SeedSequence([seed, stream])).random_raw((n + 1) // 2)
+    words = bits.view(np.uint32)[:n]
+    return torch.from_numpy(words < np.uint32(min(round(p * 2**32), 2**32 - 1))).view(shape)
+
+
+class _Dropout(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, p: float) -> torch.Tensor:
+        drop = drop_mask(tuple(x.shape), p, draw_seed(), device=x.device)
+        ctx.save_for_backward(drop)
+        ctx.scale = 1.0 / (1.0 - p)
+        return x.masked_fill(drop, 0.0).mul_(ctx.scale)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        (drop,) = ctx.saved_tensors
+        return grad.masked_fill(drop, 0.0).mul_(ctx.scale), None
+
+
+class _ReLUDropout(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, h: torch.Tensor, p: float) -> torch.Tensor:
+        out = h.clamp_min(0.0).masked_fill_(drop_mask(tuple(h.shape), p, draw_seed(), device=h.device), 0.0)
+        out.mul_(1.0 / (1.0 - p))
+        ctx.save_for_backward(out)  # out > 0 exactly where h > 0 and the unit is kept
+        ctx.scale = 1.0 / (1.0 - p)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        (out,) = ctx.saved_tensors
+        return grad.masked_fill(out <= 0, 0.0).mul_(ctx.scale), None
+
+
+def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """Inverted dropout ``x * m / (1 - p)``, ``m ~ Bernoulli(1 - p)``; keeps a ``bool`` mask for backward."""
+    if not training or p == 0.0:
+        return x
+    return _Dropout.apply(x, p)
+
+
+def relu_dropout(h: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """``dropout(relu(h))`` keeping only its output for backward (the next linear map keeps it anyway)."""
+    if not training or p == 0.0:
+        return torch.relu(h)
+    return _ReLUDropout.apply(h, p)
+
+
+def _chunks(b: int, per_item: int) -> list[slice]:
+    step = max(1, _MAP_CHUNK // max(per_item, 1))
+    return [slice(i, min(i + step, b)) for i in range(0, b, step)]
+
+
+class SPAttention(torch.autograd.Function):
+    """``out = sum_h w_h D_h(softmax(q_h k_h^T)) x`` (SP-MHA, eq. 2), maps recomputed in backward.
+
+    ``q`` and ``k`` are ``(B, h, T, d/h)`` with ``q`` already scaled by ``sqrt(d/h)^-1``; ``x`` is
+    ``(B, T, d)`` (the unprojected values); ``w`` the h combination weights; ``D_h`` inverted dropout
+    with rate ``p`` on each head's probabilities (masks from ``seed``, chunk by chunk).
+
+    Backward, per chunk, with ``P_h`` the recomputed maps, ``M_h`` the masks, ``s = 1 / (1 - p)``,
+    ``A = sum_h w_h s M_h P_h`` and ``G = dout x^T``: ``dx = A^T dout``,
+    ``dw_h = s <M_h P_h, G>``, ``dP_h = w_h s M_h G``, ``dS_h = P_h (dP_h - rowsum(dP_h P_h))``
+    ``= w_h s (E_h - P_h rowsum(E_h))`` with ``E_h = M_h P_h G`` (one product serves ``dw`` and ``dS``),
+    ``dq_h = dS_h k_h``, ``dk_h = dS_h^T q_h``.
+    """
+
+    @staticmethod
+    def _maps(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(q @ k.transpose(-1, -2), dim=-1)
+
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)  # under bf16 autocast: in float32
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, x: torch.Tensor, w: torch.Tensor,  # noqa: PLR0913
+                p: float, seed: int) -> torch.Tensor:
+        b, h, t, _ = q.shape
+        out = torch.empty_like(x)
+        scale = 1.0 / (1.0 - p) if p > 0 else 1.0
+        ws = (w * scale).to(q.dtype).view(1, 1, h)
+        for c, sl in enumerate(_chunks(b, h * t * t)):
+            maps = SPAttention._maps(q[sl], k[sl])
+            if p > 0:
+                maps.masked_fill_(drop_mask(tuple(maps.shape), p, seed, c, q.device), 0.0)
+            comb = (ws @ maps.view(maps.shape[0], h, t * t)).view(-1, t, t)
+            torch.bmm(comb, x[sl], out=out[sl])
+        ctx.save_for_backward(q, k, x, w)
+        ctx.p, ctx.seed = p, seed
+        return out
+
+    @staticmethod
+    @torch.amp.custom_bwd(device_type="cpu")
+    def backward(ctx: Any, dout: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        q, k, x, w = ctx.saved_tensors
+        p, seed = ctx.p, ctx.seed
+        b, h, t, _ = q.shape
+        scale = 1.0 / (1.0 - p) if p > 0 else 1.0
+        ws = (w * scale).to(q.dtype)
+        dq, dk, dx = torch.empty_like(q), torch.empty_like(k), torch.empty_like(x)
+        dw = torch.zeros(h, dtype=q.dtype, device=q.device)
+        dout = dout.contiguous()
+        for c, sl in enumerate(_chunks(b, h * t * t)):
+            n = dout[sl].shape[0]
+            probs = SPAttention._maps(q[sl], k[sl])  # (n, h, t, t)
+            kept = probs.masked_fill(drop_mask(tuple(probs.shape), p, seed, c, q.device), 0.0) if p > 0 else probs
+            comb = (ws.view(1, 1, h) @ kept.view(n, h, t * t)).view(n, t, t)
+            torch.bmm(comb.transpose(1, 2), dout[sl], out=dx[sl])
+            g = torch.bmm(dout[sl], x[sl].transpose(1, 2))  # (n, t, t)
+            # e_h = M_h P_h G, r_h = rowsum(e_h): dw_h = s sum(r_h), dS_h = w_h s (e_h - P_h r_h)
+            e = kept * g.unsqueeze(1)
+            r = e.sum(-1, keepdim=True)
+            dw += r.sum((0, 2, 3)) * scale
+            ds = e.sub_(probs.mul_(r)).mul_(ws.view(1, h, 1, 1))
+            torch.matmul(ds, k[sl], out=dq[sl])
+            torch.matmul(ds.transpose(-1, -2), q[sl], out=dk[sl])
+        return dq, dk, dx, dw.to(w.dtype), None, None
