@@ -295,7 +295,7 @@ class SyntheticReader:
         self._stages = _stage_of(spec.classes) if kind == "sleep" else []
         self._global = self._global_params()
         # planted directed couplings shared by all subjects (synthetic_coupling.py); none by default
-        self.coupling = plant_coupling(spec.n_chans, coupling_edges, self.seed, self._hz)
+        self.coupling = plant_coupling(spec.n_chans, coupling_edges, self.seed, self._nyq)
 
     # -- CorpusReader ---------------------------------------------------------------
     def config(self) -> dict[str, Any]:
