@@ -149,7 +149,7 @@ implies, 0.6 M for 50 more tokens and 0.7 M for 55 more, is ~12 k). The summary 
 1.6 %, 8.5 % and 14 % below: the whole difference sits in the tokenizer's per-pair first
 layer (``62 x 64 = 3,968`` fewer weights per token, 46 % of the trajectory model on CHB-MIT
 is tokenizer) and the decoder's output layer (7,998 fewer). Matching Table 5 with a summary
-would need ``token_hidden ~ 96`` (12,800 per token); we keep 64, the trajectory's width,
+would need ``token_hidden = 96`` (12,704 per token: 1.81 M, 2.45 M, 3.15 M); we keep 64, the trajectory's width,
 since the paper gives no width and calls the MLP small.
 """
 
