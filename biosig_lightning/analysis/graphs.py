@@ -45,6 +45,23 @@ seeds), per class and for all windows, over every pair of runs:
 All of it is written to ``stability.json`` (mean, std and per-pair values), and printed.
 Runs must share node names and classes. As the paper stresses, these graphs are routing
 priors of a model, not physiological or causal networks.
+
+Recovery of a planted graph (:func:`edge_recovery`; synthetic stand-ins with ``coupling_edges``,
+:mod:`biosig_lightning.data.synthetic_coupling`, whose edges the reader's ``config()`` records):
+the learned all-windows graph is scored against the planted one on the model's nodes, over the
+``P = M (M - 1)`` ordered pairs (*directed*) and over the ``M (M - 1) / 2`` unordered ones
+(*skeleton*: an edge either way; the dependency loss fits correlations, which have no direction,
+so the orientation comes only from the acyclicity penalty and the task). For ``k`` planted edges:
+
+* ``threshold``: the edges present in most windows (``edge_frequency > 0.5``): their count,
+  precision and recall;
+* ``top_k``: the ``k`` pairs with the highest mean edge probability (``sigmoid(s_ij)``,
+  frequency breaking no ties: it is the score the threshold acts on): precision (= recall);
+* ``auroc``: the mean edge probability as a score for "planted", over all pairs;
+* beside each, a **random graph of equal density**: the expected value for a graph with as many
+  edges drawn uniformly (precision ``k / P``, recall ``n / P``, top-k precision ``k / P``,
+  AUROC 0.5), and the values of one such graph drawn with ``seed`` (so the spread of chance is
+  visible next to its mean).
 """
 
 from __future__ import annotations
@@ -67,6 +84,8 @@ __all__ = [
     "ClassGraphs",
     "GraphError",
     "class_graphs",
+    "edge_recovery",
+    "planted_truth",
     "graph_node_names",
     "jaccard",
     "pearson",
@@ -95,6 +114,7 @@ class ClassGraphs:
     edge_density: np.ndarray  # (K,)
     acyclic_fraction: np.ndarray  # (K,)
     all_edge_frequency: np.ndarray  # (M, M)
+    all_edge_probability: np.ndarray | None = None  # (M, M), mean sigmoid(s_ij) over all windows
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Everything as plain numpy arrays (strings as unicode, so no pickling is needed)."""
@@ -107,6 +127,8 @@ class ClassGraphs:
             "edge_density": self.edge_density,
             "acyclic_fraction": self.acyclic_fraction,
             "all_edge_frequency": self.all_edge_frequency,
+            **({"all_edge_probability": self.all_edge_probability}
+               if self.all_edge_probability is not None else {}),
         }
 
 
@@ -165,7 +187,8 @@ def class_graphs(backbone: nn.Module, loader: Any, classes: list[str], node_name
     density = frequency[:, off].mean(axis=1) if m > 1 else np.zeros(k)
     return ClassGraphs(classes=list(classes), node_names=list(node_names), n_windows=counts,
                        edge_frequency=frequency, edge_probability=probability, edge_density=density,
-                       acyclic_fraction=acyclic_fraction, all_edge_frequency=edges.sum(0) / total)
+                       acyclic_fraction=acyclic_fraction, all_edge_frequency=edges.sum(0) / total,
+                       all_edge_probability=probs.sum(0) / total)
 
 
 def _split_loader(dm: Any, split: str, batch_size: int) -> torch.utils.data.DataLoader:
@@ -193,10 +216,13 @@ def run_graphs(run_dir: Path, split: str, checkpoint: str, batch_size: int,
     dm.setup("test")
     names = graph_node_names(backbone, list(dm.spec.ch_names))
     graphs = class_graphs(backbone, _split_loader(dm, split, batch_size), list(dm.spec.classes), names, device)
+    truth = planted_truth(dm, names)
     meta = {"run_dir": str(run_dir), "checkpoint": str(loaded.checkpoint), "split": split,
             "model": loaded.results.get("model"), "dataset": loaded.results.get("dataset"),
             "seed": loaded.results.get("seed"),
             "nodes": "channel" if getattr(backbone, "band_pooling", False) else "channel-band"}
+    if truth is not None:
+        meta["planted"] = truth
     return graphs, meta
 
 
@@ -271,6 +297,90 @@ def stability(graphs: list[ClassGraphs], labels: list[str], threshold: float = T
                             "on absent edges, not a stable structure")
     return {"runs": labels, "threshold": threshold, "near_empty_density": NEAR_EMPTY_DENSITY,
             "pairs": [[labels[i], labels[j]] for i, j in pairs], "classes": per_class, "warnings": warnings}
+
+
+# --------------------------------------------------------------------------- planted-graph recovery
+
+
+def planted_truth(dm: Any, node_names: list[str]) -> np.ndarray | None:
+    """The planted graph ``(M, M)`` of a synthetic stand-in on the model's nodes (``a_ij = 1``: ``j -> i``).
+
+    Read from the reader's recorded ``config()["coupling"]``; ``None`` for real corpora and
+    stand-ins without planted couplings.
+    """
+    from biosig_lightning.data.synthetic_coupling import truth_adjacency
+
+    if not getattr(dm, "synthetic", False):
+        return None
+    edges = dm.reader().config().get("coupling")
+    if not edges:
+        return None
+    return truth_adjacency(edges, list(dm.spec.ch_names), node_names)
+
+
+def _auroc(scores: np.ndarray, positive: np.ndarray) -> float | None:
+    """Mann-Whitney AUROC with average ranks for ties; ``None`` without both classes."""
+    from scipy.stats import rankdata
+
+    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    if n_pos == 0 or n_neg == 0:
+        return None
+    ranks = rankdata(scores)
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def _scores(predicted: np.ndarray, probability: np.ndarray, truth: np.ndarray, seed: int) -> dict[str, Any]:
+    """Threshold, top-k and AUROC scores of flat pair vectors, with a random graph of equal density."""
+    pairs, k = len(truth), int(truth.sum())
+    n = int(predicted.sum())
+    hits = int((predicted & truth).sum())
+    order = np.argsort(-probability, kind="stable")[:k]
+    top = int(truth[order].sum())
+    rng = np.random.default_rng(seed)
+    drawn = np.zeros(pairs, dtype=bool)
+    drawn[rng.choice(pairs, size=n, replace=False)] = True
+    drawn_top = np.zeros(pairs, dtype=bool)
+    drawn_top[rng.choice(pairs, size=k, replace=False)] = True
+    drawn_hits = int((drawn & truth).sum())
+    return {
+        "pairs": pairs, "planted": k, "edges": n,
+        "learned": {"precision": hits / n if n else None, "recall": hits / k if k else None,
+                    "top_k_precision": top / k if k else None, "auroc": _auroc(probability, truth)},
+        "random_expected": {"precision": k / pairs if n else None, "recall": n / pairs if k else None,
+                            "top_k_precision": k / pairs if k else None, "auroc": 0.5},
+        "random_drawn": {"precision": drawn_hits / n if n else None, "recall": drawn_hits / k if k else None,
+                         "top_k_precision": int((drawn_top & truth).sum()) / k if k else None,
+                         "auroc": _auroc(rng.random(pairs), truth)},
+    }
+
+
+def edge_recovery(frequency: np.ndarray, probability: np.ndarray, truth: np.ndarray,
+                  threshold: float = THRESHOLD, seed: int = 0) -> dict[str, Any]:
+    """How well a learned graph recovers a planted one (module docstring, "Recovery").
+
+    Args:
+        frequency: ``(M, M)`` fraction of windows with ``a_ij = 1`` (thresholded at ``threshold``).
+        probability: ``(M, M)`` mean ``sigmoid(s_ij)``, the ranking score (top-k, AUROC).
+        truth: ``(M, M)`` boolean planted graph, same orientation (``j -> i``).
+        seed: of the drawn random graphs.
+
+    Returns ``{"directed": ..., "skeleton": ...}``, each with the learned graph's precision,
+    recall, top-k precision and AUROC and the same for a random graph of equal density
+    (expected and one drawn).
+    """
+    truth = np.asarray(truth, dtype=bool)
+    m = truth.shape[0]
+    if frequency.shape != (m, m) or probability.shape != (m, m):
+        raise GraphError(f"planted graph has {m} nodes, the learned one {frequency.shape}")
+    off = ~np.eye(m, dtype=bool)
+    upper = np.triu(off)
+    predicted = frequency > threshold
+    out = {"directed": _scores(predicted[off], probability[off], truth[off], seed)}
+    # an unordered pair {i, j} is an edge if either orientation is; its score the larger of the two
+    either = truth | truth.T
+    out["skeleton"] = _scores((predicted | predicted.T)[upper], np.maximum(probability, probability.T)[upper],
+                              either[upper], seed + 1)
+    return out
 
 
 # --------------------------------------------------------------------------- outputs
@@ -349,9 +459,18 @@ def plot_class_graph(freq: np.ndarray, names: list[str], title: str, path: Path,
 
 def write_run_outputs(graphs: ClassGraphs, meta: dict[str, Any], out: Path, figures: bool = True,
                       top: int = 20) -> dict[str, Any]:
-    """Write ``graphs.npz``, ``graphs.json`` and the per-class figures of one run into ``out``."""
+    """Write ``graphs.npz``, ``graphs.json`` and the per-class figures of one run into ``out``.
+
+    ``meta["planted"]`` (a planted ``(M, M)`` graph, from :func:`planted_truth`) adds the
+    ``recovery`` section (:func:`edge_recovery` of the all-windows graph) and the planted edges.
+    """
+    meta = dict(meta)
+    planted = meta.pop("planted", None)
     buf = io.BytesIO()
-    np.savez(buf, **graphs.arrays())
+    arrays = graphs.arrays()
+    if planted is not None:
+        arrays["planted"] = np.asarray(planted, dtype=bool)
+    np.savez(buf, **arrays)
     atomic_write_bytes(out / "graphs.npz", buf.getvalue())
     names = graphs.node_names
     per_class: dict[str, Any] = {}
@@ -384,5 +503,12 @@ def write_run_outputs(graphs: ClassGraphs, meta: dict[str, Any], out: Path, figu
         "npz": str(out / "graphs.npz"),
         "figures": written,
     }
+    if planted is not None:
+        probability = graphs.all_edge_probability
+        if probability is None:
+            raise GraphError("planted-graph recovery needs the all-windows edge probabilities")
+        summary["planted_edges"] = [{"parent": names[j], "child": names[i]} for i, j in zip(*np.nonzero(planted),
+                                                                                            strict=True)]
+        summary["recovery"] = edge_recovery(graphs.all_edge_frequency, probability, planted)
     atomic_write_json(out / "graphs.json", summary)
     return summary

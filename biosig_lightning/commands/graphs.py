@@ -1,5 +1,5 @@
-"""``biosig graphs RUN_DIR...``: SD-Former's learned graphs per class and their stability across runs
-(:mod:`biosig_lightning.analysis.graphs`)."""
+"""``biosig graphs RUN_DIR...``: SD-Former's learned graphs per class, their stability across runs and, on a
+stand-in with a planted graph, how well they recover it (:mod:`biosig_lightning.analysis.graphs`)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,30 @@ def _print_run(summary: dict[str, Any]) -> None:
         dens = "-" if row["edge_density"] is None else f"{row['edge_density']:.4f}"
         acyc = "-" if row["acyclic_fraction"] is None else f"{row['acyclic_fraction']:.3f}"
         print(f"  {cls:<14} {row['n_windows']:>8} {dens:>8} {acyc:>8} {row['edges_above_threshold']:>10}")
+
+
+def _cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _print_recovery(summary: dict[str, Any]) -> None:
+    """The planted-edge recovery table (analysis.graphs.edge_recovery) beside a random graph of equal density."""
+    recovery = summary.get("recovery")
+    if not recovery:
+        return
+    title = "planted-edge recovery (all windows; random: a graph with as many edges, expected / one drawn)"
+    print(title)
+    print("-" * len(title))
+    print(f"  {'':<9} {'planted':>7} {'pairs':>6} {'edges':>6}  {'':<9} {'precision':>9} {'recall':>7} "
+          f"{'top-k':>6} {'auroc':>6}")
+    for view in ("directed", "skeleton"):
+        row = recovery[view]
+        for i, (label, key) in enumerate((("learned", "learned"), ("random", "random_expected"),
+                                          ("  drawn", "random_drawn"))):
+            r = row[key]
+            lead = f"  {view:<9} {row['planted']:>7} {row['pairs']:>6} {row['edges']:>6}" if i == 0 else " " * 33
+            print(f"{lead}  {label:<9} {_cell(r['precision']):>9} {_cell(r['recall']):>7} "
+                  f"{_cell(r['top_k_precision']):>6} {_cell(r['auroc']):>6}")
 
 
 def _print_stability(report: dict[str, Any]) -> None:
@@ -90,6 +114,7 @@ def run(argv: list[str]) -> None:
         summary = write_run_outputs(graphs, meta, out / label if several else out, not args.no_figures,
                                     args.top_edges)
         _print_run(summary)
+        _print_recovery(summary)
         print(f"graphs: {summary['npz']}", flush=True)
         collected.append(graphs)
     if several:

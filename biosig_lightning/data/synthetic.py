@@ -68,6 +68,7 @@ from typing import Any, Literal
 import numpy as np
 
 from biosig_lightning.data.spec import CorpusSpec, WindowBlock
+from biosig_lightning.data.synthetic_coupling import apply_coupling, plant_coupling
 
 GENERATOR_VERSION = "synthetic-1"
 """Part of :meth:`SyntheticReader.config`: bump it whenever the generated windows change."""
@@ -225,6 +226,10 @@ class SyntheticReader:
             chain's stationary distribution; for stand-ins with few epochs per record).
         class_separation: scale of the class signal (peak amplitudes, motif and spike
             amplitudes, stage contrasts); 0 makes classes indistinguishable.
+        coupling_edges: planted directed couplings shared by all subjects (lagged, band-pass
+            filtered copies of a parent channel added to a child,
+            :mod:`biosig_lightning.data.synthetic_coupling`); 0 plants none. The edges are
+            ``self.coupling`` and part of :meth:`config`.
 
     With ``spec.label_level == "subject"`` every window of a subject has the subject's
     class; classes are dealt in blocks of ``K`` consecutive subjects, each block a seeded
@@ -246,6 +251,7 @@ class SyntheticReader:
         noise: float = 1.0,
         class_separation: float = 1.0,
         sleep_start: Literal["wake", "stationary"] = "wake",
+        coupling_edges: int = 0,
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"synthetic kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -288,6 +294,8 @@ class SyntheticReader:
         self._hz = min(1.0, self._nyq / 50.0)
         self._stages = _stage_of(spec.classes) if kind == "sleep" else []
         self._global = self._global_params()
+        # planted directed couplings shared by all subjects (synthetic_coupling.py); none by default
+        self.coupling = plant_coupling(spec.n_chans, coupling_edges, self.seed, self._nyq)
 
     # -- CorpusReader ---------------------------------------------------------------
     def config(self) -> dict[str, Any]:
@@ -307,6 +315,8 @@ class SyntheticReader:
             **({"sleep_start": self.sleep_start} if self.sleep_start != "wake" else {}),
             # the seizure kind versions itself, so changing it leaves other kinds' caches valid
             **({"seizure_version": SEIZURE_VERSION} if self.kind == "seizure" else {}),
+            # the planted graph itself (the truth `biosig graphs` scores against); only when planted
+            **({"coupling": [e.to_dict() for e in self.coupling]} if self.coupling else {}),
         }
 
     def iter_blocks(self) -> Iterator[WindowBlock]:
@@ -466,6 +476,7 @@ class SyntheticReader:
         spectrum += self._events(rng, y, params) * params.event_weights[None, :, None]
         if self.kind == "seizure":
             spectrum += np.fft.rfft(self._seizures(rng, y, params), axis=-1, norm="ortho")
+        apply_coupling(spectrum, f, self.coupling)  # planted directed couplings (before subject drift)
 
         # Session drift (small), then the subject's spectral drift.
         session = np.exp(0.1 * self.subject_drift * rng.standard_normal((c, 1)))

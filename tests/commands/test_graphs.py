@@ -13,6 +13,7 @@ import yaml
 from biosig_lightning.analysis.graphs import (
     ClassGraphs,
     GraphError,
+    edge_recovery,
     graph_node_names,
     jaccard,
     pearson,
@@ -125,6 +126,33 @@ def test_class_graph_is_the_mean_of_per_sample_adjacency(runs: dict[str, Path]) 
         for c in range(2):
             np.testing.assert_allclose(z["edge_frequency"][c], adjacency[y == c].mean(0), atol=1e-12)
     assert not list(out.glob("*.png"))
+
+
+def test_planted_graph_recovery_is_reported_beside_a_random_graph(runs: dict[str, Path],
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """The CHB-MIT stand-in plants 11 couplings (SYNTHETIC_DEFAULTS); biosig graphs scores the learned graph on them."""
+    from biosig_lightning.data.synthetic_coupling import plant_coupling, truth_adjacency
+    from biosig_lightning.runs import load_run
+
+    out = runs["tmp"] / "recovery"
+    run([str(runs["seed1"]), "--out", str(out), "--no-figures"])
+    assert "planted-edge recovery" in capsys.readouterr().out
+    dm = load_run(runs["seed1"]).datamodule
+    recorded = dm.reader().config()["coupling"]
+    # the truth recorded in the stand-in's config is the one planted from its seed (the same for every subject)
+    assert recorded == [e.to_dict() for e in plant_coupling(23, 11, seed=0, nyquist=128.0)]
+    truth = truth_adjacency(recorded, list(CHANNELS_23), list(CHANNELS_23))
+    assert truth.sum() == len({(e["parent"], e["child"]) for e in recorded}) == 11
+    summary = json.loads((out / "graphs.json").read_text())
+    with np.load(out / "graphs.npz", allow_pickle=False) as z:
+        np.testing.assert_array_equal(z["planted"], truth)
+        want = edge_recovery(z["all_edge_frequency"], z["all_edge_probability"], truth)
+    assert summary["recovery"] == json.loads(json.dumps(want))
+    directed = summary["recovery"]["directed"]
+    assert (directed["pairs"], directed["planted"]) == (23 * 22, 11)
+    assert directed["random_expected"]["top_k_precision"] == pytest.approx(11 / 506)
+    assert {(e["parent"], e["child"]) for e in summary["planted_edges"]} == {
+        (CHANNELS_23[e["parent"]], CHANNELS_23[e["child"]]) for e in recorded}
 
 
 def test_same_run_twice_is_perfectly_stable(runs: dict[str, Path]) -> None:

@@ -71,7 +71,10 @@ SUBJECT_GROUPS = [[1, 21]]
 EDF_PATTERN = "chbNN/chbNN_MM.edf with chbNN/chbNN-summary.txt"
 
 #: options of the synthetic stand-in with this corpus's shape (``SyntheticReader``)
-SYNTHETIC_DEFAULTS: dict[str, Any] = {"kind": "spikes", "n_subjects": 6, "windows_per_subject": 120}
+#: ``coupling_edges``: a planted directed graph on the channels, the truth ``biosig graphs`` scores SD-Former's
+#: learned graph against (``data/synthetic_coupling.py``)
+SYNTHETIC_DEFAULTS: dict[str, Any] = {"kind": "spikes", "n_subjects": 6, "windows_per_subject": 120,
+                                      "coupling_edges": 11}
 
 _SUBJECT_DIR = re.compile(r"^chb(\d{2})$")
 _EDF = re.compile(r"^chb(\d{2})[a-z]?_\d+[a-z]?\+?\.edf$", re.IGNORECASE)

@@ -62,7 +62,10 @@ _DB_COLUMNS = ("ecg_id", "patient_id", "scp_codes", "strat_fold", "filename_lr",
 SPLIT_FOLDS = {"train": tuple(range(1, 9)), "val": (9,), "test": (10,)}
 
 #: options of the synthetic stand-in with this corpus's shape (``SyntheticReader``)
-SYNTHETIC_DEFAULTS: dict[str, Any] = {"kind": "bands", "n_subjects": 20, "windows_per_subject": 40}
+#: ``coupling_edges``: a planted directed graph on the leads, the truth ``biosig graphs`` scores SD-Former's
+#: learned graph against (``data/synthetic_coupling.py``)
+SYNTHETIC_DEFAULTS: dict[str, Any] = {"kind": "bands", "n_subjects": 20, "windows_per_subject": 40,
+                                      "coupling_edges": 6}
 
 
 @dataclass(frozen=True)

@@ -57,8 +57,10 @@ _PSG_RE = re.compile(r"^SC4(\d{2})(\d)[A-Za-z0-9]{2}-PSG\.edf$")
 _HYP_RE = re.compile(r"^SC4(\d{2})(\d)[A-Za-z0-9]{2}-Hypnogram\.edf$")
 
 #: options of the synthetic stand-in with this corpus's shape (``SyntheticReader``)
+#: ``coupling_edges``: Fpz-Cz and Pz-Oz coupled in theta and alpha (one direction), the truth ``biosig graphs`` scores
+#: SD-Former's learned channel-band graph against (``data/synthetic_coupling.py``)
 SYNTHETIC_DEFAULTS: dict[str, Any] = {"kind": "sleep", "n_subjects": 8, "recordings_per_subject": 2,
-                                      "windows_per_subject": 120}
+                                      "windows_per_subject": 120, "coupling_edges": 2}
 
 
 @dataclass(frozen=True)

@@ -6,19 +6,28 @@ is the whole specification; every choice it leaves open is stated below with its
 
 Pipeline (``x`` of shape ``(B, C, T)``):
 
-1. **Spectral tokenizer** (Sec. 4, "Spectral tokenizer"). Each channel's window becomes a
-   short-time band-power trajectory ``(5 bands, F frames)``
+1. **Spectral tokenizer** (Sec. 4, "Spectral tokenizer"; :class:`SpectralTokenizer`). Each
+   channel's window becomes short-time log band powers ``(5 bands, F frames)``
    (:class:`~biosig_lightning.features.spectral.ShortTimeBandPower`: delta, theta, alpha,
    beta, gamma capped at Nyquist; ``stft_win`` seconds per frame, ``stft_frames`` frames).
-   *Reading:* the paper's "spectral summary" of a channel-band pair is that pair's
-   log-power trajectory over the window, so a token knows both how much power a band has
-   and how it evolves. The log powers are standardised per token with a parameter-free
-   BatchNorm (running statistics, no affine), which makes the tokenizer indifferent to the
-   input's units. A separate two-layer MLP per channel-band pair (``F -> token_hidden ->
-   d_model``, GELU; all N MLPs run as one batched einsum over ``(N, in, out)`` weights)
-   gives ``N = 5 C`` tokens of width 128, in channel-major order (token ``5 c + b``). The
-   per-pair MLPs make every token's identity explicit, so no positional embedding is
-   added.
+   "For each channel-band pair, a small MLP projects the corresponding spectral summary into a
+   token embedding." *Reading* (``tokenizer="summary"``, the default): the summary is two
+   numbers per pair and window, the band's log power relative to the channel's mean log power
+   over bands and the spread of its log power over the frames; both are unchanged by any gain
+   on the channel, so a subject's amplitude never reaches the tokens as an offset (the data's
+   per-channel z-score with training statistics cannot remove it, and a BatchNorm over tokens
+   does not either). *Reading:* "for each pair, a small MLP" is a separate two-layer MLP per
+   pair (``2 -> token_hidden -> d_model``, GELU; all N MLPs run as one batched einsum over
+   ``(N, in, out)`` weights): the growth of Table 5's sizes with the channel count (0.6 M for
+   50 more tokens) is what per-pair weights give, and a shared MLP would not grow at all. The
+   per-pair MLPs make every token's identity explicit, so no positional embedding is added.
+   ``N = 5 C`` tokens of width 128, channel-major (token ``5 c + b``). The earlier reading,
+   ``tokenizer="trajectory"`` (``experiments/sdformer/trajectory_tokenizer.yaml``), feeds each
+   pair's whole ``F = 64``-frame log-power trajectory, standardised by a parameter-free
+   BatchNorm (a per-token shift and scale with dataset statistics, which passes a subject's
+   channel gain through as an offset on every token of the channel), into the per-pair MLPs
+   (``F -> token_hidden -> d_model``); on CHB-MIT's 2 s windows the 64 frames of 1 s overlap
+   almost completely.
 2. **Band pooling** (optional, Sec. 4). With ``band_pooling=True`` the five band tokens
    of a channel are averaged into one channel token *for graph inference only*; the graph
    then has ``M = C`` nodes instead of ``M = N``. *Reading:* the transformer still runs on
@@ -68,13 +77,16 @@ Pipeline (``x`` of shape ``(B, C, T)``):
    in phase 2 (:mod:`biosig_lightning.tasks.sdformer`).
 
    * ``recon``: mean squared error between a decoder's reconstruction of every band
-     token's standardised log-power trajectory and that trajectory (the decoder reads the
+     token's standardised tokenizer input (its 2-number summary, or its ``F``-frame
+     trajectory with ``tokenizer="trajectory"``) and that input (the decoder reads the
      final, unpooled token states: ``LayerNorm -> Linear(128, 1024) -> GELU ->
-     Linear(1024, 128) -> GELU -> Linear(128, F)``, ~0.27 M parameters).
+     Linear(1024, 128) -> GELU -> Linear(128, S)``, ~0.26-0.27 M parameters).
    * ``dep``: the paper names a dependency loss without defining it. *Reading:* the
      data-fit term that NOTEARS pairs with its acyclicity and l1 penalties, a linear
      structural-equation residual fitted by least squares: each node's standardised
-     band-power trajectory ``z_i`` (for channel nodes, its five trajectories concatenated)
+     band-power trajectory ``z_i`` (for channel nodes, its five trajectories concatenated;
+     with the summary tokenizer each is z-scored over its frames first, so a channel's mean
+     spectrum, alike on every channel, does not correlate all channels)
      is predicted by the least-squares multiple of its parents' mean under the hard graph,
      ``1/2 sum_i (1 - r_i^2)`` with ``r_i`` the correlation of ``z_i`` with that mean (a
      parentless node: ``1/2``) (:func:`dependency_loss`). A parent can only lower a
@@ -116,13 +128,29 @@ Pipeline (``x`` of shape ``(B, C, T)``):
    built and ``dep``, ``dag`` and ``sparse`` are returned as zeros (constants with no
    gradient).
 
-Size (Sec. 7.5: ~1.8 M on Sleep-EDF, 2.4 M on PTB-XL, 3.1 M on CHB-MIT; edge MLP ~0.13 M,
-decoder ~0.26 M). With the defaults: backbone 6 x 198,272 + 256 (final LayerNorm); edge
-MLP 132,097; decoder 271,808; light encoder 99,840; head ``129 n_outputs``; tokenizer
-12,480 per token. That gives 1.82 M (Sleep-EDF: 2 ch, 5 classes), 2.44 M (PTB-XL: 12 ch) and 3.13 M
-(CHB-MIT: 23 ch), each within 2 % of the paper. The per-token cost is what the paper's
-growth with channel count implies (0.6 M for 50 more tokens, 0.7 M for 55 more), and the
-tokenizer defaults (``stft_frames = 64``, ``token_hidden = 64``) are chosen to meet it.
+Size (Sec. 7.5 / Table 5: ~1.8 M on Sleep-EDF, 2.4 M on PTB-XL, 3.1 M on CHB-MIT; edge MLP
+~0.13 M, decoder ~0.26 M). Shared by both tokenizers: backbone 6 x 198,272 + 256 (final
+LayerNorm); edge MLP 132,097; light encoder 99,840; head ``129 n_outputs``. Per channel-band
+token, the tokenizer's MLP has ``in x 64 + 64 + 64 x 128 + 128`` parameters: 8,512 with the
+summary (``in = 2``), 12,480 with the trajectory (``in = F = 64``). The decoder is 263,810
+(summary: its last layer outputs 2 numbers) or 271,808 (trajectory: 64). Totals:
+
+=========  ======  ==========  ==========  =========
+corpus     tokens  summary     trajectory  Table 5
+=========  ======  ==========  ==========  =========
+Sleep-EDF      10  1,771,400   1,819,078   ~1.8 M
+PTB-XL         60  2,197,000   2,443,078   ~2.4 M
+CHB-MIT       115  2,664,773   3,129,091   ~3.1 M
+=========  ======  ==========  ==========  =========
+
+The trajectory tokenizer is within 2 % of every paper count (its defaults, ``stft_frames = 64``,
+``token_hidden = 64``, were chosen to meet them: the per-token cost the paper's growth
+implies, 0.6 M for 50 more tokens and 0.7 M for 55 more, is ~12 k). The summary tokenizer is
+1.6 %, 8.5 % and 14 % below: the whole difference sits in the tokenizer's per-pair first
+layer (``62 x 64 = 3,968`` fewer weights per token, 46 % of the trajectory model on CHB-MIT
+is tokenizer) and the decoder's output layer (7,998 fewer). Matching Table 5 with a summary
+would need ``token_hidden = 96`` (12,704 per token: 1.81 M, 2.45 M, 3.15 M); we keep 64, the trajectory's width,
+since the paper gives no width and calls the MLP small.
 """
 
 from __future__ import annotations
@@ -149,6 +177,7 @@ __all__ = [
     "SDFormer",
     "SDFormerOutput",
     "SpectralTokenizer",
+    "SUMMARY_FEATURES",
     "dependency_loss",
     "masked_attention",
     "notears_acyclicity",
@@ -348,40 +377,97 @@ class GraphConditionedBlock(nn.Module):
 # --------------------------------------------------------------------------- tokenizer
 
 
-class SpectralTokenizer(nn.Module):
-    """Channel-band tokens ``(B, 5C, d_model)`` from short-time band-power trajectories.
+TokenizerMode = Literal["summary", "trajectory"]
+_TOKENIZER_MODES = ("summary", "trajectory")
+#: numbers in a channel-band pair's spectral summary (``tokenizer="summary"``): relative log power, its spread
+SUMMARY_FEATURES = 2
 
-    Returns ``(tokens, spectra)`` where ``spectra`` ``(B, 5C, F)`` are the standardised
-    log band-power trajectories the tokens were made from (the reconstruction target).
-    One two-layer MLP per channel-band pair, run as a batched einsum.
+
+class SpectralTokenizer(nn.Module):
+    """Channel-band tokens ``(B, 5C, d_model)`` from short-time band powers (Sec. 4, "Spectral tokenizer").
+
+    Both modes compute the short-time log band powers ``L[c, b, t]`` (``n_frames`` frames) and run
+    one two-layer MLP per channel-band pair (a batched einsum); they differ in what that MLP reads.
+
+    * ``"summary"`` (default, the paper's "a small MLP projects the corresponding spectral summary
+      into a token embedding"): the pair's **per-window spectral summary**, two numbers,
+      ``mean_t L[c, b, t] - mean_{b', t} L[c, b', t]`` (the band's log power relative to the
+      channel's mean over bands: its share of the spectrum) and ``std_t L[c, b, t]`` (how much
+      the band's power moves within the window). Both are unchanged when channel ``c`` is
+      multiplied by any gain (``L`` then shifts by ``2 log g`` in every band and frame), so a
+      subject's or montage's channel gain reaches no token, whatever the data's normalisation
+      (per-channel z-scoring with training statistics, per window, none). A parameter-free
+      BatchNorm (running statistics, no affine) then puts the summaries on unit scale; it only
+      standardises numbers that carry no gain.
+      *Reading:* "spectral summary" of a pair = these two gain-free statistics of its band-power
+      trajectory; "small MLP" = ``2 -> token_hidden -> d_model`` per pair. What the absolute
+      power of a window says (ictal power, slow-wave amplitude) is not seen by the tokens; with
+      one window there is no way to tell it from a subject's gain.
+    * ``"trajectory"`` (the earlier code's reading, kept as an option,
+      ``experiments/sdformer/trajectory_tokenizer.yaml``): the pair's whole ``n_frames``-frame log-power
+      trajectory, standardised per token by a parameter-free BatchNorm over batch and frames
+      (``F -> token_hidden -> d_model``). That BatchNorm is a per-token affine map with
+      dataset-wide statistics, so it undoes a global per-channel z-scoring exactly (the log of a
+      rescaled channel is a shifted log) and a subject's channel gain stays in every token of
+      that channel as an offset. Its per-pair first layer is ``n_frames x token_hidden``, the
+      part that makes the model's size match Table 5 (see the module docstring, "Size").
+
+    ``forward`` returns ``(tokens, recon_target, trajectories)``: ``recon_target`` ``(B, 5C, S)``
+    the standardised inputs of the MLPs (``S = 2`` or ``n_frames``; what the decoder
+    reconstructs), ``trajectories`` ``(B, 5C, n_frames)`` the band-power trajectories the
+    dependency loss fits (summary: ``L`` z-scored over frames per window and pair, so a
+    channel-node's five bands weigh alike and its mean spectrum does not make every channel
+    look alike; trajectory: the standardised trajectories, as before).
     """
 
     def __init__(
         self, *, n_chans: int, sfreq: float, n_times: int, d_model: int,
-        win_seconds: float, n_frames: int, hidden: int,
+        win_seconds: float, n_frames: int, hidden: int, mode: TokenizerMode = "summary",
     ) -> None:
         super().__init__()
+        if mode not in _TOKENIZER_MODES:
+            raise ValueError(f"SpectralTokenizer: mode must be one of {_TOKENIZER_MODES}, got {mode!r}")
+        if mode == "summary" and n_frames < 2:
+            raise ValueError(f"SpectralTokenizer: the summary's spread needs n_frames >= 2, got {n_frames}")
+        self.mode = mode
         self.band_power = ShortTimeBandPower(
             sfreq=sfreq, n_times=n_times, win_seconds=win_seconds, n_frames=n_frames, bands=EEG_BANDS
         )
         self.n_bands = self.band_power.n_bands
         self.n_tokens = n_chans * self.n_bands
         self.n_frames = n_frames
-        self.norm = nn.BatchNorm1d(self.n_tokens, affine=False)
-        self.w1 = nn.Parameter(torch.empty(self.n_tokens, n_frames, hidden))
+        self.in_features = n_frames if mode == "trajectory" else SUMMARY_FEATURES
+        self.norm = nn.BatchNorm1d(self.n_tokens if mode == "trajectory" else self.n_tokens * SUMMARY_FEATURES,
+                                   affine=False)
+        self.w1 = nn.Parameter(torch.empty(self.n_tokens, self.in_features, hidden))
         self.b1 = nn.Parameter(torch.empty(self.n_tokens, hidden))
         self.w2 = nn.Parameter(torch.empty(self.n_tokens, hidden, d_model))
         self.b2 = nn.Parameter(torch.empty(self.n_tokens, d_model))
-        for weight, bias, fan_in in ((self.w1, self.b1, n_frames), (self.w2, self.b2, hidden)):
+        for weight, bias, fan_in in ((self.w1, self.b1, self.in_features), (self.w2, self.b2, hidden)):
             bound = 1.0 / math.sqrt(fan_in)  # nn.Linear's default initialisation, per pair
             nn.init.uniform_(weight, -bound, bound)
             nn.init.uniform_(bias, -bound, bound)
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        spectra = self.norm(self.band_power(x).flatten(1, 2))  # (B, C*5, F), channel-major
-        hidden = F.gelu(torch.einsum("bnf,nfh->bnh", spectra, self.w1) + self.b1)
+    def summary(self, log_power: torch.Tensor) -> torch.Tensor:
+        """``(B, C, 5, F)`` log band powers -> ``(B, 5C, 2)`` gain-free summaries (relative level, spread)."""
+        relative = log_power.mean(-1) - log_power.mean(dim=(-2, -1)).unsqueeze(-1)
+        spread = log_power.std(-1, unbiased=False)
+        return torch.stack([relative, spread], dim=-1).flatten(1, 2)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        log_power = self.band_power(x)  # (B, C, 5, F), channel-major tokens 5 c + b
+        if self.mode == "trajectory":
+            inputs = self.norm(log_power.flatten(1, 2))  # (B, C*5, F)
+            trajectories = inputs
+        else:
+            summary = self.summary(log_power)
+            inputs = self.norm(summary.flatten(1)).view_as(summary)  # (B, C*5, 2)
+            flat = log_power.flatten(1, 2)
+            centred = flat - flat.mean(-1, keepdim=True)
+            trajectories = centred / (centred.square().mean(-1, keepdim=True).sqrt() + 1e-5)
+        hidden = F.gelu(torch.einsum("bnf,nfh->bnh", inputs, self.w1) + self.b1)
         tokens = torch.einsum("bnh,nhd->bnd", hidden, self.w2) + self.b2
-        return tokens, spectra
+        return tokens, inputs, trajectories
 
 
 # --------------------------------------------------------------------------- graph inference
@@ -431,8 +517,8 @@ class SDFormerOutput:
     adjacency: torch.Tensor  # (B, M, M) hard graph, a_ij = 1: j may influence i
     edge_probs: torch.Tensor  # (B, M, M) sigmoid(s_ij) (the fixed graph for controls)
     token_mask: torch.Tensor  # (B, N, N) bool, attention allowed (diagonal included)
-    recon_pred: torch.Tensor  # (B, N, F)
-    recon_target: torch.Tensor  # (B, N, F), detached
+    recon_pred: torch.Tensor  # (B, N, S): S = 2 (summary tokenizer) or n_frames (trajectory)
+    recon_target: torch.Tensor  # (B, N, S), detached
     recon: torch.Tensor  # scalar
     dep: torch.Tensor  # scalar
     dag: torch.Tensor  # scalar
@@ -445,8 +531,10 @@ class SDFormerOutput:
 
 
 #: parameters that do not depend on the corpus: backbone 6 x 198,272 + 256 (final LayerNorm), edge MLP
-#: 132,097, decoder 271,808, light encoder 99,840 (module docstring, "Size")
-_SHARED = 6 * 198_272 + 256 + 132_097 + 271_808 + 99_840
+#: 132,097, decoder 263,810 (summary tokenizer), light encoder 99,840 (module docstring, "Size")
+_SHARED = 6 * 198_272 + 256 + 132_097 + 263_810 + 99_840
+#: per channel-band token: the summary tokenizer's MLP 2 -> 64 -> 128
+_PER_TOKEN = 2 * 64 + 64 + 64 * 128 + 128
 
 
 @register_backbone(
@@ -454,11 +542,12 @@ _SHARED = 6 * 198_272 + 256 + 132_097 + 271_808 + 99_840
     shapes=["sleepedf", "chbmit", "ptbxl"],
     kwargs={"sleepedf": {"band_pooling": False}, "chbmit": {"band_pooling": True}, "ptbxl": {"band_pooling": True}},
     # SD-Former Sec. 7.5 / Table 5 give ~1.8 M (Sleep-EDF), ~2.4 M (PTB-XL), ~3.1 M (CHB-MIT), rounded;
-    # the paper has no public code. The exact counts are the module docstring's breakdown ("Size"):
-    # the shared part plus 12,480 per channel-band token (5 per channel) plus the head 129 n_outputs.
-    param_pins={"sleepedf": _SHARED + 12_480 * 5 * 2 + 129 * 5,
-                "chbmit": _SHARED + 12_480 * 5 * 23 + 129 * 2,
-                "ptbxl": _SHARED + 12_480 * 5 * 12 + 129 * 5},
+    # the paper has no public code. The exact counts are the module docstring's breakdown ("Size"): the
+    # shared part plus 8,512 per channel-band token (5 per channel) plus the head 129 n_outputs, with the
+    # default summary tokenizer (1.6 %, 8.5 %, 14 % below the paper; the trajectory tokenizer is within 2 %).
+    param_pins={"sleepedf": _SHARED + _PER_TOKEN * 5 * 2 + 129 * 5,
+                "chbmit": _SHARED + _PER_TOKEN * 5 * 23 + 129 * 2,
+                "ptbxl": _SHARED + _PER_TOKEN * 5 * 12 + 129 * 5},
     test_kwargs={"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "stft_frames": 8, "token_hidden": 8,
                  "encoder_ff": 16, "edge_hidden": 16, "recon_hidden": 16},
 )
@@ -472,8 +561,12 @@ class SDFormer(BiosignalModel):
         band_pooling: infer the graph on channel tokens (mean of a channel's five band
             tokens) and expand it to band tokens; paper: off for Sleep-EDF, on for CHB-MIT
             and PTB-XL.
+        tokenizer: ``"summary"`` (default: a small MLP per pair on a gain-free per-window
+            spectral summary) or ``"trajectory"`` (the pair's 64-frame log-power trajectory);
+            see :class:`SpectralTokenizer`.
         stft_win: short-time frame length in seconds (1.0: 1 Hz resolution).
-        stft_frames: frames per window (the length of each token's trajectory).
+        stft_frames: frames per window (the trajectory the dependency loss fits and the
+            summary's spread is taken over; with ``tokenizer="trajectory"`` each token's input).
         token_hidden: hidden width of the per channel-band MLPs.
         encoder_ff: feed-forward width of the light encoder of the inferencer.
         edge_hidden: hidden width of the edge MLP.
@@ -487,7 +580,8 @@ class SDFormer(BiosignalModel):
             straight-through gradient near its maximum; edges are then switched on by the
             task gradient and the dependency loss. With 0 the initial density is a coin
             flip of the initialisation (we saw 0.22 and 0.75), and a dense 23-node
-            start has ``h(A) ~ 2e8``. Measured on the stand-ins (3 phase-1 epochs), the
+            start has ``h(A) ~ 2e8``. Measured on the stand-ins (3 phase-1 epochs; trajectory
+            tokenizer, before the planted graphs), the
             graph leaves the empty start within one or two epochs: on Sleep-EDF (10
             band nodes, weakly correlated spectra) the task gradient drives it, with or
             without ``dep`` (validation density ~0.1-0.13); on CHB-MIT (23 channel nodes
@@ -495,7 +589,9 @@ class SDFormer(BiosignalModel):
             without ``dep``). A start at -0.5 behaved the same. An empty selected graph
             still happens when the monitor peaks at the first epoch (the CHB-MIT
             stand-in reaches validation AUROC 1.0 in epoch 0), and on a harder CHB-MIT
-            stand-in the task gradient kept the graph empty from either start.
+            stand-in the task gradient kept the graph empty from either start. On the graph
+            terms alone at the paper's weights (l1 0.01) the start empties completely within an
+            epoch and the edge probabilities saturate (README, SD-Former: planted-graph recovery).
 
     ``forward(x)`` returns logits ``(B, n_outputs)``; ``forward_with_aux(x)`` returns an
     :class:`SDFormerOutput`; ``forward_features(x)`` the pooled ``(B, feature_dim)``
@@ -505,7 +601,8 @@ class SDFormer(BiosignalModel):
     def __init__(
         self, *, n_chans: int, n_outputs: int, n_times: int, sfreq: float,
         d_model: int = 128, n_layers: int = 6, n_heads: int = 4, d_ff: int = 512, dropout: float = 0.1,
-        band_pooling: bool = False, stft_win: float = 1.0, stft_frames: int = 64, token_hidden: int = 64,
+        band_pooling: bool = False, tokenizer: TokenizerMode = "summary", stft_win: float = 1.0,
+        stft_frames: int = 64, token_hidden: int = 64,
         encoder_ff: int = 128, edge_hidden: int = 512, recon_hidden: int = 1024,
         graph: GraphMode = "learned", graph_density: float = 0.2, graph_seed: int = 0,
         edge_bias_init: float = -1.0,
@@ -528,6 +625,7 @@ class SDFormer(BiosignalModel):
             win_seconds=stft_win,
             n_frames=stft_frames,
             hidden=token_hidden,
+            mode=tokenizer,
         )
         self.n_bands = self.tokenizer.n_bands
         self.n_tokens = self.tokenizer.n_tokens
@@ -561,7 +659,7 @@ class SDFormer(BiosignalModel):
             nn.GELU(),
             nn.Linear(recon_hidden, d_model),
             nn.GELU(),
-            nn.Linear(d_model, stft_frames),
+            nn.Linear(d_model, self.tokenizer.in_features),  # reconstructs the tokenizer's inputs
         )
         self.feature_dim = d_model
         self.head = nn.Linear(d_model, n_outputs)
@@ -634,15 +732,15 @@ class SDFormer(BiosignalModel):
 
     def _encode(
         self, x: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         self.check_input(x)
-        tokens, spectra = self.tokenizer(x)
+        tokens, inputs, trajectories = self.tokenizer(x)
         adjacency, probs = self.infer_graph(tokens)
         gate = self.token_gate(adjacency)
         h = self.token_dropout(tokens)
         for block in self.blocks:
             h = block(h, gate)
-        return self.norm(h), spectra, adjacency, probs, gate
+        return self.norm(h), inputs, trajectories, adjacency, probs, gate
 
     # -- public API ---------------------------------------------------------------------
 
@@ -658,15 +756,15 @@ class SDFormer(BiosignalModel):
 
     def forward_with_aux(self, x: torch.Tensor) -> SDFormerOutput:
         """Logits plus graph, reconstruction and the four auxiliary loss terms (unweighted)."""
-        states, spectra, adjacency, probs, gate = self._encode(x)
+        states, inputs, trajectories, adjacency, probs, gate = self._encode(x)
         features = states.mean(dim=1)
         recon_pred = self.decoder(states)
-        recon_target = spectra.detach()
+        recon_target = inputs.detach()
         recon = F.mse_loss(recon_pred.float(), recon_target.float())
         hard = adjacency.detach() > 0.5
         n_pairs = max(self.n_nodes * (self.n_nodes - 1), 1)
         if self.inferencer is not None:
-            node_spectra = spectra.reshape(spectra.shape[0], self.n_nodes, -1)
+            node_spectra = trajectories.reshape(trajectories.shape[0], self.n_nodes, -1)
             dep = dependency_loss(adjacency, node_spectra)
             dag = notears_acyclicity(adjacency, square=False).mean()
             # a >= 0, so |a| = a: the l1 norm as a plain sum, whose straight-through gradient is 1

@@ -18,8 +18,10 @@ from biosig_lightning.features.spectral import (
 )
 from biosig_lightning.models.base import count_parameters
 from biosig_lightning.models.sdformer import (
+    SUMMARY_FEATURES,
     GraphMaskedAttention,
     SDFormer,
+    SpectralTokenizer,
     dependency_loss,
     masked_attention,
     notears_acyclicity,
@@ -296,7 +298,10 @@ def test_forward_shapes_aux_terms_and_feature_head_split() -> None:
     assert out.logits.shape == (4, 4) and out.features.shape == (4, model.feature_dim)
     assert out.adjacency.shape == out.edge_probs.shape == (4, n_tokens, n_tokens)
     assert out.token_mask.shape == (4, n_tokens, n_tokens) and out.token_mask.dtype == torch.bool
-    assert out.recon_pred.shape == out.recon_target.shape == (4, n_tokens, 6)
+    # the default tokenizer's inputs are 2-number summaries; the trajectory tokenizer's are the 6 frames
+    assert out.recon_pred.shape == out.recon_target.shape == (4, n_tokens, SUMMARY_FEATURES)
+    trajectory = tiny_model(tokenizer="trajectory").forward_with_aux(x)
+    assert trajectory.recon_pred.shape == trajectory.recon_target.shape == (4, n_tokens, 6)
     assert not out.recon_target.requires_grad
     for name, value in out.losses().items():
         assert value.ndim == 0 and torch.isfinite(value), name
@@ -337,7 +342,7 @@ def test_band_pooling_expands_the_channel_graph_to_band_tokens() -> None:
     channel_allowed = (out.adjacency.detach() + torch.eye(4)) > 0.5
     expected = channel_allowed.repeat_interleave(5, dim=1).repeat_interleave(5, dim=2)
     assert torch.equal(out.token_mask, expected)
-    assert out.recon_pred.shape == (3, 20, 6)
+    assert out.recon_pred.shape == (3, 20, SUMMARY_FEATURES)
 
 
 def test_graph_controls() -> None:
@@ -359,19 +364,63 @@ def test_graph_controls() -> None:
         tiny_model(graph="dense")
 
 
-@pytest.mark.parametrize(
-    ("config", "paper_millions"),
-    [
-        (dict(n_chans=2, n_outputs=5, n_times=3000, sfreq=100.0, band_pooling=False), 1.8),  # Sleep-EDF
-        (dict(n_chans=12, n_outputs=5, n_times=1000, sfreq=100.0, band_pooling=True), 2.4),  # PTB-XL
-        (dict(n_chans=23, n_outputs=2, n_times=512, sfreq=256.0, band_pooling=True), 3.1),  # CHB-MIT
-    ],
-)
-def test_parameter_counts_match_section_7_5(config: dict, paper_millions: float) -> None:
-    model = SDFormer(**config)
-    # the paper's figures have one (totals) or two (parts) decimals of millions; the exact totals are
-    # pinned in the catalog (tests/models), the parts here
-    assert round(count_parameters(model) / 1e6, 1) == paper_millions
-    assert count_parameters(model.inferencer.edges) == 132_097  # paper: ~0.13 M
-    # paper: ~0.26 M; ours is 0.27 M (LayerNorm -> 128x1024 -> 1024x128 -> 128xF, module docstring)
-    assert count_parameters(model.decoder) == 271_808
+# (config, Table 5 / Sec. 7.5 millions, exact count with the summary tokenizer, with the trajectory tokenizer)
+SIZES = [
+    (dict(n_chans=2, n_outputs=5, n_times=3000, sfreq=100.0, band_pooling=False), 1.8, 1_771_400, 1_819_078),
+    (dict(n_chans=12, n_outputs=5, n_times=1000, sfreq=100.0, band_pooling=True), 2.4, 2_197_000, 2_443_078),
+    (dict(n_chans=23, n_outputs=2, n_times=512, sfreq=256.0, band_pooling=True), 3.1, 2_664_773, 3_129_091),
+]
+
+
+@pytest.mark.parametrize(("config", "paper_millions", "summary", "trajectory"), SIZES,
+                         ids=["sleepedf", "ptbxl", "chbmit"])
+def test_parameter_counts_against_table_5(config: dict, paper_millions: float, summary: int,
+                                          trajectory: int) -> None:
+    by_summary, by_trajectory = SDFormer(**config), SDFormer(**config, tokenizer="trajectory")
+    assert count_parameters(by_summary) == summary
+    assert count_parameters(by_trajectory) == trajectory
+    # the trajectory tokenizer meets the paper's rounded totals; the summary one is below them ...
+    assert round(trajectory / 1e6, 1) == paper_millions
+    assert summary < paper_millions * 1e6 * 0.985
+    # ... and the whole difference is the per-pair first layer (64 frames vs 2 numbers into 64 units)
+    # plus the decoder's output layer (128 -> 64 vs 128 -> 2)
+    n_tokens = by_summary.n_tokens
+    assert trajectory - summary == n_tokens * (64 - SUMMARY_FEATURES) * 64 + (64 - SUMMARY_FEATURES) * 129
+    for model in (by_summary, by_trajectory):
+        assert count_parameters(model.inferencer.edges) == 132_097  # paper: ~0.13 M
+    # paper: ~0.26 M (LayerNorm -> 128x1024 -> 1024x128 -> 128xS, module docstring)
+    assert count_parameters(by_summary.decoder) == 263_810
+    assert count_parameters(by_trajectory.decoder) == 271_808
+
+
+def test_summary_tokens_carry_no_channel_gain_and_trajectory_tokens_do() -> None:
+    """A subject's channel gain must not reach the summary tokens; the trajectory tokenizer's
+    BatchNorm passes it through as an offset (the reason the default changed)."""
+    torch.manual_seed(0)
+    x = torch.randn(6, 3, 200)
+    gain = torch.tensor([4.0, 0.3, 1.7])[None, :, None]  # one subject's amplitude per channel
+    for mode, invariant in (("summary", True), ("trajectory", False)):
+        tokenizer = SpectralTokenizer(n_chans=3, sfreq=100.0, n_times=200, d_model=8, win_seconds=1.0,
+                                      n_frames=6, hidden=8, mode=mode)
+        tokenizer.train()
+        tokenizer(torch.randn(32, 3, 200))  # running statistics from other windows
+        tokenizer.eval()
+        with torch.no_grad():
+            plain, scaled = tokenizer(x)[0], tokenizer(x * gain)[0]
+        assert torch.allclose(plain, scaled, atol=1e-4) is invariant, mode
+
+
+def test_summary_is_relative_log_power_and_its_spread() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 200)
+    tokenizer = SpectralTokenizer(n_chans=3, sfreq=100.0, n_times=200, d_model=8, win_seconds=1.0, n_frames=6,
+                                  hidden=8)
+    log_power = ShortTimeBandPower(sfreq=100.0, n_times=200, win_seconds=1.0, n_frames=6)(x)  # (2, 3, 5, 6)
+    summary = tokenizer.summary(log_power)  # (2, 15, 2), token 5 c + b
+    for c, b in itertools.product(range(3), range(5)):
+        band = log_power[:, c, b]
+        expected_level = band.mean(-1) - log_power[:, c].mean(dim=(-2, -1))
+        assert torch.allclose(summary[:, 5 * c + b, 0], expected_level, atol=1e-5)
+        assert torch.allclose(summary[:, 5 * c + b, 1], band.std(-1, unbiased=False), atol=1e-5)
+    with pytest.raises(ValueError, match="mode"):
+        tiny_model(tokenizer="frames")
