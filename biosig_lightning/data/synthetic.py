@@ -230,6 +230,11 @@ class SyntheticReader:
             filtered copies of a parent channel added to a child,
             :mod:`biosig_lightning.data.synthetic_coupling`); 0 plants none. The edges are
             ``self.coupling`` and part of :meth:`config`.
+        band_gain_drift: scale of the subject's smooth gain response over frequency (the
+            band-wise magnitude drift), on top of ``subject_drift``; the other drifts keep
+            ``subject_drift``. Below 1 for the disease stand-ins whose class lives in band power
+            (see ``SYNTHETIC_DEFAULTS`` in :mod:`biosig_lightning.data.corpora.medformer`): at 1
+            a subject's theta/alpha gain ratio varies as much as the class changes it.
 
     With ``spec.label_level == "subject"`` every window of a subject has the subject's
     class; classes are dealt in blocks of ``K`` consecutive subjects, each block a seeded
@@ -252,6 +257,7 @@ class SyntheticReader:
         class_separation: float = 1.0,
         sleep_start: Literal["wake", "stationary"] = "wake",
         coupling_edges: int = 0,
+        band_gain_drift: float = 1.0,
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"synthetic kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -265,7 +271,7 @@ class SyntheticReader:
         if int(seed) != seed or seed < 0:
             raise ValueError(f"synthetic seed must be a non-negative integer, got {seed!r}")
         for name, value in (("subject_drift", subject_drift), ("noise", noise),
-                            ("class_separation", class_separation)):
+                            ("class_separation", class_separation), ("band_gain_drift", band_gain_drift)):
             if not np.isfinite(value) or value < 0:
                 raise ValueError(f"synthetic {name} must be a finite number >= 0, got {value!r}")
         if spec.n_outputs < 2 or spec.n_chans < 1 or spec.n_times < 16 or spec.sfreq <= 0:
@@ -284,6 +290,7 @@ class SyntheticReader:
         self.subject_drift = float(subject_drift)
         self.noise = float(noise)
         self.class_separation = float(class_separation)
+        self.band_gain_drift = float(band_gain_drift)
         if sleep_start not in ("wake", "stationary"):
             raise ValueError(f"synthetic sleep_start must be 'wake' or 'stationary', got {sleep_start!r}")
         self.sleep_start = sleep_start
@@ -313,6 +320,7 @@ class SyntheticReader:
             "class_separation": self.class_separation,
             # only when set, so the cache keys of every earlier stand-in stay valid
             **({"sleep_start": self.sleep_start} if self.sleep_start != "wake" else {}),
+            **({"band_gain_drift": self.band_gain_drift} if self.band_gain_drift != 1.0 else {}),
             # the seizure kind versions itself, so changing it leaves other kinds' caches valid
             **({"seizure_version": SEIZURE_VERSION} if self.kind == "seizure" else {}),
             # the planted graph itself (the truth `biosig graphs` scores against); only when planted
@@ -384,7 +392,7 @@ class SyntheticReader:
         log_gain = (_GAIN_SD[0] * rng.standard_normal(len(nodes))[None]
                     + _GAIN_SD[1] * rng.standard_normal((c, len(nodes))))
         phase = (0.8 * rng.standard_normal(len(nodes))[None] + 0.4 * rng.standard_normal((c, len(nodes))))
-        response = np.exp(d * (log_gain @ interp.T) + 1j * d * (phase @ interp.T))
+        response = np.exp(d * self.band_gain_drift * (log_gain @ interp.T) + 1j * d * (phase @ interp.T))
         label = self.subject_class(subject) if self.spec.label_level == "subject" else -1
         fp_lo, fp_hi = 2.0 * self._hz, min(40.0 * self._hz, 0.8 * self._nyq)
         return _Subject(
