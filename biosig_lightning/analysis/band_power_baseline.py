@@ -120,6 +120,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                                         "folder of runs: its newest results.json below it is taken")
     parser.add_argument("--seed", type=int, default=0, help="the logistic regression's random_state")
     args = parser.parse_args(argv)
+    from biosig_lightning.runs.errors import quiet_environment
+
+    quiet_environment()  # load_run hands LightningCLI the run's config: the same warnings biosig silences
     run_baseline(newest_run(args.run_dir), seed=args.seed)
 
 
