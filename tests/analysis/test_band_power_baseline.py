@@ -50,3 +50,19 @@ def test_bad_shapes_and_bands_are_one_clear_error() -> None:
         log_band_powers(np.zeros((4, 256)), FS)
     with pytest.raises(ValueError, match="no band"):
         log_band_powers(np.zeros((1, 1, 16)), FS, bands=((100.0, 200.0),))
+
+
+def test_newest_run_picks_the_run_dir_or_the_newest_results_below(tmp_path) -> None:
+    import os
+
+    from biosig_lightning.analysis.band_power_baseline import newest_run
+
+    old, new = tmp_path / "exp" / "version_0", tmp_path / "exp" / "version_1"
+    for i, run in enumerate((new, old)):  # version_1 written first, then made the newer one
+        run.mkdir(parents=True)
+        (run / "results.json").write_text("{}")
+        os.utime(run / "results.json", (1_000 + 10 * (1 - i), 1_000 + 10 * (1 - i)))
+    assert newest_run(tmp_path / "exp") == new  # by mtime, not by name
+    assert newest_run(old) == old  # a run directory is itself
+    with pytest.raises(SystemExit, match="no results.json"):
+        newest_run(tmp_path / "empty")
