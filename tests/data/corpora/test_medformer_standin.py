@@ -75,3 +75,18 @@ def test_apava_standin_is_learnable_from_band_powers_on_the_paper_split(tmp_path
 def test_standin_specs_are_the_corpora_specs() -> None:
     # the scale table names exactly the corpora that have a stand-in
     assert set(REAL_SCALE) == set(SYNTHETIC_DEFAULTS) == set(SPECS)
+
+
+def test_band_gain_drift_scales_only_the_subjects_gain_response() -> None:
+    base = SyntheticReader(APAVA, n_subjects=3, windows_per_subject=2)
+    flat = SyntheticReader(APAVA, n_subjects=3, windows_per_subject=2, band_gain_drift=0.0)
+    half = SyntheticReader(APAVA, n_subjects=3, windows_per_subject=2, band_gain_drift=0.5)
+    for subject in (1, 2, 3):
+        r0, r1, r5 = (g._subject_params(subject).response for g in (base, flat, half))
+        np.testing.assert_allclose(np.abs(r1), 1.0, atol=1e-12)  # no gain drift left ...
+        np.testing.assert_allclose(np.angle(r1), np.angle(r0), atol=1e-12)  # ... the phase drift untouched
+        np.testing.assert_allclose(np.log(np.abs(r5)), 0.5 * np.log(np.abs(r0)), atol=1e-12)
+    # the cache key changes only when it is set (every other stand-in's cache stays valid)
+    assert "band_gain_drift" not in base.config() and half.config()["band_gain_drift"] == 0.5
+    with pytest.raises(ValueError, match="band_gain_drift"):
+        SyntheticReader(APAVA, band_gain_drift=-1.0)
