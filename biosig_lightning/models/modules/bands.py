@@ -206,7 +206,9 @@ class BandLayout(nn.Module):
             where = rows.argmax(-1)  # values >= 0, so the -1 padding never wins; ties -> first bin
             peak_bin = self.band_bins.expand(batch, channels, -1, -1).gather(3, where.unsqueeze(-1)).squeeze(-1)
         peak = values.gather(2, peak_bin)  # (B, D, SM), differentiable
-        guard = eps if log_guard else 0.0
+        # An empty band (custom edges beyond a branch's bins) has mean and peak 0: it keeps the
+        # eps guard even in the authors' mode, where log(0) would turn every logit into NaN.
+        guard = eps if log_guard else eps * (~self.band_mask.any(-1)).to(values.dtype)
         stats = torch.stack(
             [
                 torch.log(mean.mean(1) + guard),

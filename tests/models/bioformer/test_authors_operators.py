@@ -248,3 +248,18 @@ def test_early_stopping_min_delta_reaches_the_callback() -> None:
     assert abs(stop.min_delta) == 1e-5
     with pytest.raises(ValueError, match="min_delta"):
         ClassificationTask(backbone=nn.Linear(4, 2), early_stopping_min_delta=-1.0)
+
+
+def test_authors_eps_mode_keeps_empty_custom_bands_finite() -> None:
+    # G.3's custom edges give the branches different band counts, so the shorter ones carry empty
+    # padding bands; the authors' eps placement must not take log(0) there (that made every logit NaN)
+    torch.manual_seed(0)
+    edges = [[0, 5, 12, 20, 32, 48, 64], [0, 5, 12, 20, 32], [0, 4, 8, 12, 16]]
+    model = BioFormer(n_chans=4, n_outputs=2, n_times=256, sfreq=256.0, d_model=16, d_ff=32, n_heads=2,
+                      n_layers=1, band_edges=edges, **AUTHORS_BIOFORMER)
+    fbam = next(m for m in model.modules() if isinstance(m, FBAM))
+    assert not fbam.layout.band_mask.any(-1).all()  # the premise: padding bands exist
+    x = torch.randn(4, 4, 256, requires_grad=True)
+    out = model(x)
+    out.sum().backward()
+    assert torch.isfinite(out).all() and torch.isfinite(x.grad).all()
