@@ -167,17 +167,21 @@ def test_ddp_test_run_scores_like_one_process(in_tmp: Path, capsys: pytest.Captu
     res = run_fit(capsys, *data)
     assert res["windows"]["test"] == 21
     test = ["test", *DEMO, *data, "--ckpt_path", res["best_checkpoint"], "--trainer.enable_progress_bar=false"]
-    main([*test, "--trainer.logger.init_args.name", "one"])
-    one = printed_metrics(capsys.readouterr().out, "test")
-    proc = subprocess.run(
-        [sys.executable, "-m", "biosig_lightning.cli", *test, "--trainer.logger.init_args.name", "two",
-         "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp"],
-        capture_output=True, text=True, env=_env(), timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    two = printed_metrics(proc.stdout, "test")
-    assert set(one) == set(two) and len(one) >= 9
-    for key, value in one.items():
-        assert two[key] == pytest.approx(value, rel=1e-5, abs=1e-6), (key, value, two[key])
+
+    def one_process_equals_ddp(cmd: list[str], one_name: str, two_name: str, stage: str) -> None:
+        main([*cmd, "--trainer.logger.init_args.name", one_name])
+        one = printed_metrics(capsys.readouterr().out, stage)
+        proc = subprocess.run(
+            [sys.executable, "-m", "biosig_lightning.cli", *cmd, "--trainer.logger.init_args.name", two_name,
+             "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp"],
+            capture_output=True, text=True, env=_env(), timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        two = printed_metrics(proc.stdout, stage)
+        assert set(one) == set(two) and len(one) >= 9
+        for key, value in one.items():
+            assert two[key] == pytest.approx(value, rel=1e-5, abs=1e-6), (stage, key, value, two[key])
+
+    one_process_equals_ddp(test, "one", "two", "test")
 
     def saved(name: str) -> dict[str, np.ndarray]:
         (path,) = (in_tmp / "runs" / name).glob("version_*/test_predictions.npz")
@@ -196,18 +200,7 @@ def test_ddp_test_run_scores_like_one_process(in_tmp: Path, capsys: pytest.Captu
 
     # validation too (it picks the checkpoint, stops early, sets a detection threshold): the 21 val
     # windows are also padded to 11 + 11, and the duplicate must not count twice
-    val = ["validate", *test[1:]]
-    main([*val, "--trainer.logger.init_args.name", "one_val"])
-    one_val = printed_metrics(capsys.readouterr().out, "val")
-    proc = subprocess.run(
-        [sys.executable, "-m", "biosig_lightning.cli", *val, "--trainer.logger.init_args.name", "two_val",
-         "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp"],
-        capture_output=True, text=True, env=_env(), timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    two_val = printed_metrics(proc.stdout, "val")
-    assert set(one_val) == set(two_val) and len(one_val) >= 9
-    for key, value in one_val.items():
-        assert two_val[key] == pytest.approx(value, rel=1e-5, abs=1e-6), (key, value, two_val[key])
+    one_process_equals_ddp(["validate", *test[1:]], "one_val", "two_val", "val")
 
 
 def _write_apava(root: Path, n_windows: int = 4) -> None:
