@@ -48,6 +48,7 @@ from biosig_lightning.features.spd import (
     Reference,
     covariance_features,
     mean_riemann,
+    recording_tokens,
     spd_tokens,
     token_dim,
     whitening_reference,
@@ -57,7 +58,7 @@ __all__ = ["CovarianceStage", "SPDDataModule", "SPDSequenceDataset", "TokenStage
            "segment_neighbours"]
 
 Scope = Literal["recording", "train"]
-STAGE_VERSION = 1
+STAGE_VERSION = 2  # 2: float32 Gram + float64 mean correction, accelerated Karcher flow
 #: the authors' search couples the eigenvalue floor to beta (its hundredths digit switches the floor on)
 EPS_BY_BETA: dict[float, float | None] = {1.0: None, 1.01: 1e-2, 10.0: None, 10.01: 1e-1}
 
@@ -160,8 +161,10 @@ class TokenStage:
             if not len(rows):
                 continue
             cov, psd = _unpack(self.cov, rows, self.n, self.c, self.s)
-            ref = shared if shared is not None else whitening_reference(cov, psd, self.alpha, self.reference)
-            tok = spd_tokens(cov, psd, self.alpha, self.beta, self.eps, ref, self.sqrt2)
+            if shared is None:
+                tok, _ = recording_tokens(cov, psd, self.alpha, self.beta, self.eps, self.reference, self.sqrt2)
+            else:
+                tok = spd_tokens(cov, psd, self.alpha, self.beta, self.eps, shared, self.sqrt2)
             e = tok.shape[0]
             yield WindowBlock(subject=int(self.cov.subjects[rows[0]]), recording=name,
                               x=tok.reshape(e, self.c * self.s, -1).numpy().astype(np.float32),

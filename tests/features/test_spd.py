@@ -7,6 +7,7 @@ import pytest
 import torch
 from pyriemann.utils.base import invsqrtm as pr_invsqrtm
 from pyriemann.utils.base import logm as pr_logm
+from pyriemann.utils.base import sqrtm as pr_sqrtm
 from pyriemann.utils.covariance import covariances
 from pyriemann.utils.mean import mean_riemann as pr_mean_riemann
 from pyriemann.utils.tangentspace import upper
@@ -87,7 +88,9 @@ def test_tokens_match_pyriemann_pipeline(reference: str) -> None:
     psd = rng.uniform(0.1, 1.0, size=(2, 3, 5, 4))
     alpha, beta, eps = 2.5, 1.01, 1e-2
     ct, pt = torch.from_numpy(cov), torch.from_numpy(psd)
-    g = spd.whitening_reference(ct, pt, alpha, reference)
+    # both Karcher flows run to tol 1e-12 (their fixed point to round-off), so the paths they take
+    # (ours is accelerated) do not show at this tolerance
+    g = spd.whitening_reference(ct, pt, alpha, reference, tol=1e-12)
     tok = spd.spd_tokens(ct, pt, alpha, beta, eps, g).numpy()
     assert tok.shape == (2, 3, 5, 15)
     for ch in range(3):
@@ -98,10 +101,10 @@ def test_tokens_match_pyriemann_pipeline(reference: str) -> None:
         aug[:, :4, 4] = aug[:, 4, :4] = vec
         aug[:, 4, 4] = 1
         if reference == "augmented":
-            ref = pr_mean_riemann(aug)
+            ref = pr_mean_riemann(aug, tol=1e-12)
         else:
             mv = vec.mean(0)
-            ref = np.block([[pr_mean_riemann(covs) + np.outer(mv, mv), mv[:, None]], [mv[None], np.ones((1, 1))]])
+            ref = np.block([[pr_mean_riemann(covs, tol=1e-12) + np.outer(mv, mv), mv[:, None]], [mv[None], np.ones((1, 1))]])
         isq = pr_invsqrtm(ref)
         white = beta * isq @ aug @ isq
         vals, vecs = np.linalg.eigh(white)
@@ -124,3 +127,67 @@ def test_closed_form_butterworth_gain_matches_scipy() -> None:
         f = np.linspace(0, fs / 2, 2001)
         _, h = sps.sosfreqz(sps.butter(4, [lo / (fs / 2), hi / (fs / 2)], "bandpass", output="sos"), worN=f, fs=fs)
         np.testing.assert_allclose(spd.butter_bandpass_gain(f, lo, hi, fs), np.abs(h) ** 2, atol=1e-10)
+
+
+@pytest.mark.parametrize("reference", ["augmented", "augmented_raw"])
+def test_recording_tokens_equal_the_two_step_path(reference: str) -> None:
+    """recording_tokens reuses the Karcher flow's last eigendecompositions (augmented reference): the
+    tokens and G must be those of whitening_reference + spd_tokens."""
+    rng = np.random.default_rng(4)
+    ct = torch.from_numpy(_spd_batch(3 * 2 * 7, 4, seed=5).reshape(3, 2, 7, 4, 4))
+    pt = torch.from_numpy(rng.uniform(0.1, 1.0, size=(3, 2, 7, 4)))
+    tok, g = spd.recording_tokens(ct, pt, 2.5, 1.3, 1e-2, reference, sqrt2=False)
+    g2 = spd.whitening_reference(ct, pt, 2.5, reference)
+    np.testing.assert_allclose(g.numpy(), g2.numpy(), atol=1e-13)
+    np.testing.assert_allclose(tok.numpy(), spd.spd_tokens(ct, pt, 2.5, 1.3, 1e-2, g2, sqrt2=False).numpy(), atol=1e-12)
+
+
+def _dispersed(k: int, n: int, spread: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(k, n, n)) * spread
+    vals, vecs = np.linalg.eigh((a + a.transpose(0, 2, 1)) / 2)
+    return (vecs * np.exp(vals)[:, None, :]) @ vecs.transpose(0, 2, 1)
+
+
+def _plain_flow_passes(x: np.ndarray, tol: float = 1e-8) -> int:
+    """pyriemann's mean_riemann loop (unit start step, 0.95 / 0.5 step rule), counting its passes."""
+    mean, nu, tau = x.mean(0), 1.0, np.inf
+    for it in range(1, 51):
+        c12, cm12 = pr_sqrtm(mean), pr_invsqrtm(mean)
+        tangent = pr_logm(cm12 @ x @ cm12).mean(0)
+        crit = np.linalg.norm(tangent)
+        h = nu * crit
+        nu, tau = (0.95 * nu, h) if h < tau else (0.5 * nu, tau)
+        if crit <= tol or nu <= tol:
+            return it
+        vals, vecs = np.linalg.eigh(tangent * nu)
+        mean = c12 @ (vecs * np.exp(vals)) @ vecs.T @ c12
+    return 50
+
+
+def test_karcher_flow_takes_fewer_passes_to_the_same_mean(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = _dispersed(600, 6, 1.0, seed=2)
+    passes = []
+    real = spd._whitened_log
+    monkeypatch.setattr(spd, "_whitened_log", lambda *a, **k: passes.append(1) or real(*a, **k))
+    ours = spd.mean_riemann(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(ours, pr_mean_riemann(x, tol=1e-12), atol=1e-9)
+    plain = _plain_flow_passes(x)
+    assert len(passes) <= plain - 2, (len(passes), plain)
+
+
+def test_karcher_in_threads_gives_the_one_thread_means() -> None:
+    """Two threads: one mean's passes in chunks, or several means side by side; the same means."""
+    x = torch.from_numpy(_dispersed(5000, 4, 0.7, seed=3))
+    y = torch.from_numpy(_dispersed(5000, 4, 0.4, seed=4))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one_x, one_y = spd.mean_riemann(x), spd.mean_riemann(y)
+        torch.set_num_threads(2)
+        chunked = spd.mean_riemann(x)
+        side_by_side = spd.mean_riemann(torch.stack([x, y]))
+    finally:
+        torch.set_num_threads(before)
+    np.testing.assert_allclose(chunked.numpy(), one_x.numpy(), atol=1e-12)
+    np.testing.assert_allclose(side_by_side.numpy(), torch.stack([one_x, one_y]).numpy(), atol=1e-12)
