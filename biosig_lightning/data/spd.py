@@ -58,7 +58,7 @@ __all__ = ["CovarianceStage", "SPDDataModule", "SPDSequenceDataset", "TokenStage
            "segment_neighbours"]
 
 Scope = Literal["recording", "train"]
-STAGE_VERSION = 2  # 2: float32 Gram + float64 mean correction, accelerated Karcher flow
+STAGE_VERSION = 3  # 2: float32 Gram + float64 mean correction, accelerated Karcher flow; 3: block-wise zero-phase bank
 #: the authors' search couples the eigenvalue floor to beta (its hundredths digit switches the floor on)
 EPS_BY_BETA: dict[float, float | None] = {1.0: None, 1.01: 1e-2, 10.0: None, 10.01: 1e-1}
 

@@ -64,7 +64,7 @@ the Python loops are over recordings, filter bands and frequency channels, and t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal, TypeVar
 
@@ -140,64 +140,93 @@ def filter_bank(x: np.ndarray, sfreq: float, bands: Mapping[str, tuple[float, fl
     ``scipy.signal.sosfiltfilt`` only within the filter's decay time of a run's two ends, where
     sosfiltfilt pads by odd reflection). ``causal``: one forward ``sosfilt`` pass, the authors' ``lfilter``.
     """
+    _check_bands(bands, sfreq)
     x = np.asarray(x, dtype=np.float64)
     out = torch.empty((1 + len(bands),) + x.shape, dtype=torch.float32)
-    bank = _FilterBank(x, sfreq, bands, order, causal)
-    for k in range(bank.n_out):
-        out[k] = bank.band(k)
+    out[0] = torch.from_numpy(x)
+    source = lambda lo, hi: torch.from_numpy(x[:, lo:hi])  # noqa: E731
+    if causal:
+        for k, edges in enumerate(bands.values(), start=1):
+            for a, b, sig in _causal_blocks(source, x.shape[-1], sfreq, edges, order, 1 << 16):
+                out[k, :, a:b] = sig
+        return out.numpy()
+    bank = _ZeroPhaseBank(source, x.shape[-1], sfreq, bands, order, align=1)
+    for i in range(bank.n_blocks):
+        for k, a, b, sig in bank.block(i):
+            out[k, :, a:b] = sig
     return out.numpy()
 
 
-class _FilterBank:
-    """The frequency channels of one continuous run, each computed on demand (:meth:`band`), so that
-    only the bands in flight are alive (the whole bank of an 8 h recording is 1.6 GB) and several can
-    be computed at once in threads (torch's FFTs and matmuls release the GIL)."""
+def _check_bands(bands: Mapping[str, tuple[float, float]], sfreq: float) -> None:
+    nyq = sfreq / 2.0
+    for name, (lo, hi) in bands.items():
+        if not 0 < lo < hi < nyq:
+            raise ValueError(f"band {name!r} [{lo}, {hi}] Hz does not fit below Nyquist ({nyq:g} Hz)")
 
-    def __init__(self, x: np.ndarray, sfreq: float, bands: Mapping[str, tuple[float, float]], order: int,
-                 causal: bool) -> None:
-        nyq = sfreq / 2.0
-        for name, (lo, hi) in bands.items():
-            if not 0 < lo < hi < nyq:
-                raise ValueError(f"band {name!r} [{lo}, {hi}] Hz does not fit below Nyquist ({nyq:g} Hz)")
-        self.x, self.sfreq, self.order, self.causal = x, sfreq, order, causal
-        self.edges = list(bands.values())
-        self.n_out = 1 + len(self.edges)
-        n = x.shape[-1]
-        self.n = n
-        if causal:
-            return
-        # Overlap-save in blocks: block b's FFT covers its `hop` output samples plus `pad` samples of signal
-        # (zeros beyond the run's ends) on each side, room for the forward-backward filter's decay, so each
-        # output sample sees the same +-20 s of signal as one FFT of the whole zero-padded run would give it.
-        # Blocks of 2^15-2^16 samples stay in cache: 2-3x faster than one FFT of an 8 h run, and they
-        # parallelise. float32 is enough for covariances.
-        pad = int(min(n, 20 * sfreq))
-        self.nfft = max(1 << 15, 1 << (8 * pad - 1).bit_length())
-        self.pad, self.hop = pad, self.nfft - 2 * pad
-        n_blocks = -(-n // self.hop)
-        padded = torch.zeros((x.shape[0], n_blocks * self.hop + 2 * pad), dtype=torch.float32)
-        padded[:, pad: pad + n] = torch.from_numpy(x)
-        self.spectrum = torch.fft.rfft(padded.unfold(-1, self.nfft, self.hop), dim=-1)  # (channels, blocks, bins)
-        # tan once for all bands, float32 like the spectrum (the gain's own error, 1e-7, is below the signal's)
-        self.prewarped = torch.from_numpy(np.tan(np.pi * np.fft.rfftfreq(self.nfft, d=1.0 / sfreq) / sfreq)).float()
 
-    def band(self, k: int) -> torch.Tensor:
-        """Frequency channel ``k``, ``(n_channels, n_times)``: 0 is the raw signal (float64, as given), the
-        band-passes are float32."""
-        if k == 0:
-            return torch.from_numpy(self.x)
-        lo, hi = self.edges[k - 1]
-        if self.causal:
-            nyq = self.sfreq / 2.0
-            sos = sps.butter(self.order, [lo / nyq, hi / nyq], btype="bandpass", output="sos")
-            return torch.from_numpy(sps.sosfilt(sos, self.x, axis=-1)).float()
-        gain = _gain_prewarped(self.prewarped, lo, hi, self.sfreq, self.order)  # |H|^2: forward and backward
-        blocks = torch.fft.irfft(self.spectrum * gain, n=self.nfft, dim=-1)[..., self.pad: self.pad + self.hop]
-        return blocks.reshape(blocks.shape[0], -1)[:, : self.n]
+def _causal_blocks(source: Callable[[int, int], torch.Tensor], n_samples: int, sfreq: float,
+                   edges: tuple[float, float], order: int, block: int) -> Iterator[tuple[int, int, torch.Tensor]]:
+    """One band of a run through a single forward ``sosfilt`` pass (the authors' causal filter), block by
+    block with the filter state carried across blocks: ``(a, b, signal)`` for samples ``[a, b)``, exactly
+    the whole-run filter without the whole run in memory."""
+    nyq = sfreq / 2.0
+    sos = sps.butter(order, [edges[0] / nyq, edges[1] / nyq], btype="bandpass", output="sos")
+    state = None
+    for a in range(0, n_samples, block):
+        b = min(a + block, n_samples)
+        x = source(a, b).numpy()
+        if state is None:
+            state = np.zeros((sos.shape[0], x.shape[0], 2))
+        y, state = sps.sosfilt(sos, x, axis=-1, zi=state)
+        yield a, b, torch.from_numpy(y)
+
+
+class _ZeroPhaseBank:
+    """The zero-phase filter bank of one continuous run as overlap-save blocks.
+
+    Block ``i`` covers output samples ``[i hop, (i + 1) hop)``; its FFT of ``nfft`` samples adds ``pad``
+    samples (20 s; zeros beyond the run's ends) on each side, room for the forward-backward filter's
+    decay, so every output sample sees the same +-20 s of signal as one FFT of the whole zero-padded run
+    would give it. ``hop`` is a multiple of ``align`` (an epoch, so that a block holds whole epochs and
+    its covariances are computed while its bands are still in cache: no band of the whole run is ever
+    materialised, 1.6 GB for an 8 h recording). Blocks are independent (threads).
+
+    ``source(lo, hi)`` returns the run's samples ``[lo, hi)`` as a float64 ``(n_channels, hi - lo)``
+    tensor (z-scored by the caller).
+    """
+
+    def __init__(self, source: Callable[[int, int], torch.Tensor], n_samples: int, sfreq: float,
+                 bands: Mapping[str, tuple[float, float]], order: int, align: int = 1) -> None:
+        _check_bands(bands, sfreq)
+        self.source, self.n = source, n_samples
+        pad = int(min(n_samples, 20 * sfreq))
+        nfft = max(1 << 15, 1 << (8 * pad - 1).bit_length(), 1 << (2 * pad + align - 1).bit_length())
+        self.pad, self.nfft = pad, nfft
+        self.hop = (nfft - 2 * pad) // align * align
+        self.n_blocks = -(-n_samples // self.hop)
+        # |H|^2 of every band on the block's bins, float32 like the spectrum (the gain's own error, 1e-7,
+        # is below the signal's); tan once for all bands
+        prewarped = torch.from_numpy(np.tan(np.pi * np.fft.rfftfreq(nfft, d=1.0 / sfreq) / sfreq)).float()
+        self.gains = [_gain_prewarped(prewarped, lo, hi, sfreq, order) for lo, hi in bands.values()]
+
+    def block(self, i: int) -> Iterator[tuple[int, int, int, torch.Tensor]]:
+        """``(k, a, b, signal)`` for frequency channel ``k`` over output samples ``[a, b)``: ``k = 0`` the
+        raw float64 samples, then each band (float32), computed one after the other from one FFT."""
+        a = i * self.hop
+        b = min(a + self.hop, self.n)
+        start = a - self.pad  # the FFT window's first sample (negative: zeros before the run)
+        lo, hi = max(start, 0), min(start + self.nfft, self.n)
+        raw = self.source(lo, hi)
+        yield 0, a, b, raw[:, a - lo: b - lo]
+        seg = torch.zeros((raw.shape[0], self.nfft), dtype=torch.float32)
+        seg[:, lo - start: hi - start] = raw
+        spectrum = torch.fft.rfft(seg, dim=-1)
+        for k, gain in enumerate(self.gains, start=1):
+            yield k, a, b, torch.fft.irfft(spectrum * gain, n=self.nfft, dim=-1)[:, self.pad: self.pad + b - a]
 
 
 def _subwindow_covariances(sig: torch.Tensor, n_epochs: int, n_subwindows: int) -> torch.Tensor:
-    """``(n, e * t)`` float32 -> ``(e, S, n, n)`` float64: the unbiased covariance of every subwindow.
+    """``(n, e * t)`` float32 or float64 -> ``(e, S, n, n)`` float64: the unbiased covariance of every subwindow.
 
     The Gram matrices come from one batched matmul over a strided view of the signal (no transposed
     copy); the mean correction ``- w mu mu^T`` is applied in float64.
@@ -225,13 +254,35 @@ def _runs(starts: np.ndarray, epoch_seconds: float) -> list[slice]:
     return [slice(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
 
 
+def _electrode_stats(x: np.ndarray, chunk: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and (population) standard deviation of each electrode of ``(E, n, t)`` epochs over the whole
+    recording, in float64 chunk by chunk (Chan et al.'s pairwise update), without a copy of the recording."""
+    count = 0
+    mean = m2 = None
+    for i in range(0, x.shape[0], chunk):
+        part = torch.from_numpy(np.ascontiguousarray(x[i: i + chunk])).double()
+        var_c, mean_c = torch.var_mean(part, dim=(0, 2), correction=0)
+        n_c = part.shape[0] * part.shape[2]
+        if mean is None:
+            mean, m2, count = mean_c, var_c * n_c, n_c
+            continue
+        delta = mean_c - mean
+        total = count + n_c
+        mean = mean + delta * (n_c / total)
+        m2 = m2 + var_c * n_c + delta * delta * (count * n_c / total)
+        count = total
+    std = (m2 / count).sqrt()
+    return mean, torch.where(std > 0, std, 1.0)
+
+
 def covariance_features(epochs: np.ndarray, starts: np.ndarray, sfreq: float, n_subwindows: int = 30,
                         bands: Mapping[str, tuple[float, float]] = SPD_BANDS, order: int = 4,
                         causal: bool = False, zscore: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Stage 1 for one recording: covariances and PSD vectors of every subwindow.
 
     Args:
-        epochs: ``(n_epochs, n, n_times)`` the recording's epochs in time order.
+        epochs: ``(n_epochs, n, n_times)`` the recording's epochs in time order (float32 or float64;
+            not copied as a whole).
         starts: ``(n_epochs,)`` epoch starts in seconds. Epochs that follow each other without a gap
             are joined back into one continuous signal before filtering; the filters restart after
             a gap (an epoch dropped by the reader), so no filter state crosses it.
@@ -243,26 +294,54 @@ def covariance_features(epochs: np.ndarray, starts: np.ndarray, sfreq: float, n_
         ``cov`` ``(n_epochs, C, S, n, n)`` and ``psd`` ``(n_epochs, C, S, n)`` in float64 (band-passed
         signals and their products in float32, the subwindow-mean correction in float64), with
         ``C = 1 + len(bands)`` frequency channels.
+
+    The zero-phase bank runs block by block (:class:`_ZeroPhaseBank`, blocks of whole epochs in
+    threads): each block is gathered from the epochs, z-scored, filtered, and reduced to its
+    covariances while it is in cache, so the recording is never copied or filtered as a whole.
     """
-    x = torch.as_tensor(np.asarray(epochs, dtype=np.float64))
+    x = np.asarray(epochs)
+    if x.dtype not in (np.float32, np.float64):
+        x = x.astype(np.float64)
     n_ep, n, t = x.shape
     if t % n_subwindows:
         raise ValueError(f"epochs of {t} samples do not split into {n_subwindows} equal subwindows")
-    if zscore:  # statistics over the electrode's whole recording, from one contiguous copy of it
-        std, mean = torch.std_mean(x.transpose(0, 1).reshape(n, -1), dim=1, correction=0)
-        x = (x - mean[:, None]) / torch.where(std > 0, std, 1.0)[:, None]
+    _check_bands(bands, sfreq)
+    mean, std = _electrode_stats(x) if zscore else (torch.zeros(n, dtype=torch.float64), torch.ones(n, dtype=torch.float64))
+    mean, std = mean[:, None], std[:, None]
     c = 1 + len(bands)
     w = t // n_subwindows
     cov = torch.empty((n_ep, c, n_subwindows, n, n), dtype=torch.float64)
     for run in _runs(np.asarray(starts, dtype=np.float64), t / sfreq):
+        epochs_run = x[run]
+
+        def source(lo: int, hi: int, epochs_run: np.ndarray = epochs_run) -> torch.Tensor:
+            """Samples ``[lo, hi)`` of the run, z-scored, float64 ``(n, hi - lo)``."""
+            e0, e1 = lo // t, -(-hi // t)
+            slab = torch.from_numpy(epochs_run[e0:e1]).transpose(0, 1).reshape(n, -1)[:, lo - e0 * t: hi - e0 * t]
+            return (slab.double() - mean) / std
+
         e = run.stop - run.start
-        cont = x[run].transpose(0, 1).reshape(n, -1).numpy()  # (n, e * t), one continuous signal
-        bank = _FilterBank(cont, sfreq, bands, order, causal)
+        if causal:
+            step = max(1, (1 << 16) // t) * t  # whole epochs per block
 
-        def fill(k: int, run: slice = run, e: int = e, bank: _FilterBank = bank) -> None:
-            cov[run, k] = _subwindow_covariances(bank.band(k), e, n_subwindows)
+            def fill(k: int, first: int = run.start, e: int = e, source: Callable = source, step: int = step) -> None:
+                if k == 0:
+                    blocks = ((a, min(a + step, e * t), source(a, min(a + step, e * t))) for a in range(0, e * t, step))
+                else:
+                    blocks = _causal_blocks(source, e * t, sfreq, list(bands.values())[k - 1], order, step)
+                for a, b, sig in blocks:
+                    cov[first + a // t: first + b // t, k] = _subwindow_covariances(
+                        sig if k == 0 else sig.float(), (b - a) // t, n_subwindows)
 
-        _in_threads(fill, range(c))
+            _in_threads(fill, range(c))
+            continue
+        bank = _ZeroPhaseBank(source, e * t, sfreq, bands, order, align=t)
+
+        def fill_block(i: int, first: int = run.start, bank: _ZeroPhaseBank = bank) -> None:
+            for k, a, b, sig in bank.block(i):
+                cov[first + a // t: first + b // t, k] = _subwindow_covariances(sig, (b - a) // t, n_subwindows)
+
+        _in_threads(fill_block, range(bank.n_blocks))
     # mean over the one-sided periodogram bins (constant detrend, boxcar, density): by Parseval the
     # bins sum to sum((x - mean)^2) / sfreq, and there are w // 2 + 1 of them
     psd = torch.diagonal(cov, dim1=-2, dim2=-1) * ((w - 1) / (sfreq * (w // 2 + 1)))

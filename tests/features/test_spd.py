@@ -206,3 +206,50 @@ def test_block_filter_equals_one_fft_of_the_whole_run() -> None:
     for k, (lo, hi) in enumerate(BANDS.values(), start=1):
         expected = np.fft.irfft(spectrum * spd.butter_bandpass_gain(freqs, lo, hi, SF), n=nfft)[:, :n]
         np.testing.assert_allclose(bank[k], expected, atol=2e-6 * np.abs(expected).max())
+
+
+def test_covariances_over_several_blocks_equal_one_fft_of_the_whole_run() -> None:
+    """Stage 1 filters and reduces the run block by block (whole epochs per block, blocks in threads,
+    the z-score from chunked statistics); every subwindow, on both sides of each block boundary, must
+    equal the covariance of one float64 FFT filter of the whole z-scored run."""
+    rng = np.random.default_rng(3)
+    n_ep = 40  # 40 x 30 s at 64 Hz: three blocks of 15 epochs, three chunks of the z-score statistics
+    x = (np.cumsum(rng.normal(size=(3, n_ep * 1920)), axis=1) * 0.05 + rng.normal(size=(3, n_ep * 1920))) * 7 + 40
+    ep = x.reshape(3, n_ep, 1920).transpose(1, 0, 2).astype(np.float32)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        cov, _ = spd.covariance_features(ep, np.arange(n_ep) * 30.0, SF, 30, BANDS)
+    finally:
+        torch.set_num_threads(before)
+    cont = ep.transpose(1, 0, 2).reshape(3, -1).astype(np.float64)
+    cont = (cont - cont.mean(1, keepdims=True)) / cont.std(1, keepdims=True)
+    nfft = 1 << 18
+    spectrum = np.fft.rfft(cont, n=nfft)
+    freqs = np.fft.rfftfreq(nfft, d=1.0 / SF)
+    for k, (lo, hi) in enumerate(BANDS.values(), start=1):
+        band = np.fft.irfft(spectrum * spd.butter_bandpass_gain(freqs, lo, hi, SF), n=nfft)[:, : cont.shape[1]]
+        subs = band.reshape(3, n_ep * 30, 64).transpose(1, 0, 2)
+        expected = np.einsum("kiw,kjw->kij", subs - subs.mean(-1, keepdims=True), subs - subs.mean(-1, keepdims=True)) / 63
+        got = cov[:, k].reshape(n_ep * 30, 3, 3)
+        scale = np.abs(expected).max(axis=(1, 2))[:, None, None]
+        np.testing.assert_allclose(got / scale, expected / scale, atol=2e-5, err_msg=f"band {k}")
+    raw = cont.reshape(3, n_ep * 30, 64).transpose(1, 0, 2)
+    np.testing.assert_allclose(cov[:, 0].reshape(-1, 3, 3), np.einsum(
+        "kiw,kjw->kij", raw - raw.mean(-1, keepdims=True), raw - raw.mean(-1, keepdims=True)) / 63, atol=1e-9)
+
+
+def test_causal_filter_carries_its_state_across_blocks() -> None:
+    """The causal option filters block by block (two blocks here) with the sosfilt state carried over:
+    every subwindow equals the whole-run forward filter, the one after the block boundary included."""
+    rng = np.random.default_rng(4)
+    n_ep = 40
+    ep = rng.normal(size=(n_ep, 2, 1920)) * 3 + 5
+    cov, _ = spd.covariance_features(ep, np.arange(n_ep) * 30.0, SF, 30, BANDS, causal=True)
+    cont = ep.transpose(1, 0, 2).reshape(2, -1)
+    cont = (cont - cont.mean(1, keepdims=True)) / cont.std(1, keepdims=True)
+    for k, (lo, hi) in enumerate(BANDS.values(), start=1):
+        band = sps.sosfilt(sps.butter(4, [lo / 32, hi / 32], btype="bandpass", output="sos"), cont, axis=-1)
+        subs = band.reshape(2, n_ep * 30, 64).transpose(1, 0, 2)
+        expected = np.stack([np.cov(s) for s in subs])
+        np.testing.assert_allclose(cov[:, k].reshape(-1, 2, 2), expected, rtol=1e-4, atol=1e-6 * np.abs(expected).max())
