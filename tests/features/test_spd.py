@@ -253,3 +253,82 @@ def test_causal_filter_carries_its_state_across_blocks() -> None:
         subs = band.reshape(2, n_ep * 30, 64).transpose(1, 0, 2)
         expected = np.stack([np.cov(s) for s in subs])
         np.testing.assert_allclose(cov[:, k].reshape(-1, 2, 2), expected, rtol=1e-4, atol=1e-6 * np.abs(expected).max())
+
+
+def test_log_divided_differences_for_equal_close_and_distant_values() -> None:
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 40
+    d = torch.tensor([1.0, 1.0 + 1e-12, 1.0 + 1e-7, 1.0 + 3e-3, 2.0, 1e-3, 1e-3], dtype=torch.float64)
+    got = spd._log_divided_differences(d).numpy()
+    for j in range(len(d)):
+        for k in range(len(d)):
+            a, b = mpmath.mpf(float(d[j])), mpmath.mpf(float(d[k]))
+            exact = 1 / a if a == b else (mpmath.log(a) - mpmath.log(b)) / (a - b)
+            assert abs(got[j, k] - float(exact)) <= 1e-14 * abs(float(exact)), (j, k, got[j, k], float(exact))
+
+
+def _rotate(x: np.ndarray, size: float, seed: int) -> np.ndarray:
+    """``T X T^T`` with ``T = expm(size * S)``, S a random matrix: the same matrices seen from a nearby iterate."""
+    s = np.random.default_rng(seed).normal(size=x.shape[-2:])
+    vals, vecs = np.linalg.eig(size * s)
+    t = np.real(vecs @ np.diag(np.exp(vals)) @ np.linalg.inv(vecs))
+    return t @ x @ t.T
+
+
+@pytest.mark.parametrize(("move", "expanded"), [(1e-8, True), (1e-3, False)])
+def test_logs_in_a_nearby_basis_equal_the_exact_logs(move: float, expanded: bool) -> None:
+    """The Karcher flow's late passes take log(W) in the eigenbasis of the previous pass's matrices
+    (first-order expansion where its error estimate is below tol2, eigh elsewhere): equal to logm
+    either way, the expansion used only when the iterate has barely moved."""
+    w = _dispersed(300, 9, 0.8, seed=6)
+    _, basis = np.linalg.eigh(_rotate(w, move, seed=7))
+    wt, vt = torch.from_numpy(w), torch.from_numpy(basis)
+    inner = vt.transpose(-1, -2) @ wt @ vt
+    logs, n_eigh = spd._logs_in_basis(inner.clone(), vt, lambda idx: wt[idx], True, accuracy=1e-11)
+    assert (n_eigh == 0) if expanded else (n_eigh == 300), n_eigh
+    full = (vt @ logs @ vt.transpose(-1, -2)).numpy()
+    np.testing.assert_allclose(full, pr_logm(w), atol=1e-10)
+
+
+def test_logs_in_a_basis_take_eigh_where_the_floor_may_act() -> None:
+    w = _dispersed(50, 5, 0.3, seed=8)
+    w[:10] *= 1e-3  # eigenvalues near 1e-3: under the floor 1e-2 after scaling by 2
+    _, basis = np.linalg.eigh(w)
+    wt, vt = torch.from_numpy(w), torch.from_numpy(basis)
+    logs, n_eigh = spd._logs_in_basis(vt.transpose(-1, -2) @ wt @ vt, vt.clone(), lambda idx: wt[idx], True,
+                                      scale=2.0, floor=1e-2, accuracy=1e-9)
+    assert n_eigh == 10
+    np.testing.assert_allclose((vt @ logs @ vt.transpose(-1, -2)).numpy(), spd.logm(2.0 * wt, 1e-2).numpy(),
+                               atol=1e-12)
+
+
+def test_karcher_flow_expands_log_near_the_fixed_point_and_keeps_its_accuracy() -> None:
+    """Late passes diagonalise only the matrices that moved: fewer eigh calls than passes x matrices,
+    the same fixed point (the exact gradient at the mean is within the tolerance)."""
+    x = _dispersed(4000, 9, 0.6, seed=9)
+    stats: dict[str, int] = {}
+    mean, _, _ = spd._karcher(torch.from_numpy(x), torch.ones(4000, dtype=torch.float64), 1e-8, 50, False,
+                              stats=stats)
+    assert stats["eigh"] <= (stats["passes"] - 1) * 4000, stats
+    isq = pr_invsqrtm(mean.numpy())
+    assert np.linalg.norm(pr_logm(isq @ x @ isq).mean(0)) <= 1e-8
+    np.testing.assert_allclose(mean.numpy(), pr_mean_riemann(x, tol=1e-12), atol=1e-8)
+
+
+def test_first_order_log_expansion_error_is_at_most_half_eta_squared() -> None:
+    """The bound the Karcher flow's skip rule relies on (eta^2 <= tol / 10 -> error <= tol / 20), for
+    eta^2 <= 1e-2 (it is asymptotic: 0.52 eta^2 is reached at eta near 1)."""
+    gen = torch.Generator().manual_seed(11)
+    vals = torch.exp(1.5 * torch.randn(400, 9, generator=gen, dtype=torch.float64))
+    for size in (3e-3, 1e-4, 1e-6):
+        t = torch.linalg.matrix_exp(size * torch.randn(400, 9, 9, generator=gen, dtype=torch.float64))
+        b = t @ torch.diag_embed(vals) @ t.transpose(-1, -2)
+        root = torch.diagonal(b, dim1=-2, dim2=-1).sqrt()
+        eta2 = (b / (root.unsqueeze(-1) * root.unsqueeze(-2))).square().sum((-2, -1)) - 9
+        eye = torch.eye(9, dtype=torch.float64).expand(400, 9, 9).clone()
+        logs, n_eigh = spd._logs_in_basis(b.clone(), eye, lambda idx, b=b: b[idx], True, accuracy=1.0)
+        assert n_eigh == int((eta2 > 1.0).sum())
+        err = (logs - spd.logm(b)).abs().amax((-2, -1))
+        small = eta2 <= 1e-2
+        assert int(small.sum()) >= 100
+        assert bool((err[small] <= 0.5 * eta2[small]).all()), (size, float((err[small] / eta2[small]).max()))
