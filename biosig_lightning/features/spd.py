@@ -658,13 +658,13 @@ def recording_tokens(cov: torch.Tensor, psd: torch.Tensor, alpha: float, beta: f
         ref = whitening_reference(cov, psd, alpha, reference, tol)
         return spd_tokens(cov, psd, alpha, beta, eps, ref, sqrt2), ref
     e, c, s, n, _ = cov.shape
-    aug = augment(cov.transpose(0, 1).reshape(c, e * s, n, n), psd.transpose(0, 1).reshape(c, e * s, n), alpha)
-    floor = torch.finfo(aug.dtype).eps if eps is None else float(eps)
-    ones = torch.ones(e * s, dtype=aug.dtype)
+    floor = torch.finfo(cov.dtype).eps if eps is None else float(eps)
+    ones = torch.ones(e * s, dtype=cov.dtype)
 
     def channel(i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        g, inner, basis = _karcher(aug[i], ones, tol, 50, keep_eig=True)
-        whitener = _chunked_whitener(aug[i], invsqrtm(g))
+        aug = augment(cov[:, i].reshape(e * s, n, n), psd[:, i].reshape(e * s, n), alpha)
+        g, inner, basis = _karcher(aug, ones, tol, 50, keep_eig=True)
+        whitener = _chunked_whitener(aug, invsqrtm(g))
         chan = torch.empty((e * s, token_dim(n + 1)), dtype=aug.dtype)
         for i0 in range(0, e * s, _CHUNK):
             sl = slice(i0, min(i0 + _CHUNK, e * s))
