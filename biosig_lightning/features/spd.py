@@ -57,8 +57,9 @@ pooled mean when recordings agree.
 
 Everything is batched over epochs, subwindows and channels (torch FFTs in overlap-save blocks and
 batched products in float32 for the filters and covariances, torch float64 for the matrix functions);
-the Python loops are over recordings, filter bands and frequency channels, and the last two run on
-``torch.get_num_threads()`` threads.
+the Python loops are over recordings, blocks of the signal, filter bands, frequency channels and chunks
+of 1,024 matrices, and blocks and channels (or a channel's chunks) run on ``torch.get_num_threads()``
+threads. Speed against the authors' code: ``benchmarks/spdtransnet.py`` and ``benchmarks/README.md``.
 """
 
 from __future__ import annotations
