@@ -332,3 +332,8 @@ def test_first_order_log_expansion_error_is_at_most_half_eta_squared() -> None:
         small = eta2 <= 1e-2
         assert int(small.sum()) >= 100
         assert bool((err[small] <= 0.5 * eta2[small]).all()), (size, float((err[small] / eta2[small]).max()))
+
+
+def test_a_recording_without_epochs_gives_empty_statistics() -> None:
+    cov, psd = spd.covariance_features(np.zeros((0, 2, 1920)), np.zeros(0), SF, 30, BANDS)
+    assert cov.shape == (0, 4, 30, 2, 2) and psd.shape == (0, 4, 30, 2)
