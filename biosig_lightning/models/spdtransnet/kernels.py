@@ -24,7 +24,10 @@ import torch
 
 __all__ = ["SPAttention", "dropout", "draw_seed", "drop_mask", "relu_dropout"]
 
-_MAP_CHUNK = 1 << 22  # attention-map elements per chunk (16 MiB in float32): stays in a large L2/L3 cache
+# attention-map elements per chunk. CPU: 16 MiB in float32, stays in a large L2/L3 cache. GPU: each chunk
+# costs a dozen kernel launches, so chunks are as large as a bounded transient (256 MiB of maps) allows
+_MAP_CHUNK = 1 << 22
+_MAP_CHUNK_GPU = 1 << 26
 
 
 def draw_seed() -> int:
@@ -90,9 +93,18 @@ def relu_dropout(h: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     return _ReLUDropout.apply(h, p)
 
 
-def _chunks(b: int, per_item: int) -> list[slice]:
-    step = max(1, _MAP_CHUNK // max(per_item, 1))
+def _chunks(b: int, per_item: int, device: torch.device | None = None) -> list[slice]:
+    limit = _MAP_CHUNK if device is None or device.type == "cpu" else _MAP_CHUNK_GPU
+    step = max(1, limit // max(per_item, 1))
     return [slice(i, min(i + step, b)) for i in range(0, b, step)]
+
+
+def _compute_dtype(*dtypes: torch.dtype) -> torch.dtype:
+    """The promoted dtype of the inputs, at least float32 (half-precision inputs come from autocast)."""
+    dtype = dtypes[0]
+    for d in dtypes[1:]:
+        dtype = torch.promote_types(dtype, d)
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
 class SPAttention(torch.autograd.Function):
@@ -114,35 +126,44 @@ class SPAttention(torch.autograd.Function):
         return torch.softmax(q @ k.transpose(-1, -2), dim=-1)
 
     @staticmethod
-    @torch.amp.custom_fwd(device_type="cpu", cast_inputs=torch.float32)  # under bf16 autocast: in float32
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, x: torch.Tensor, w: torch.Tensor,  # noqa: PLR0913
                 p: float, seed: int) -> torch.Tensor:
-        b, h, t, _ = q.shape
-        out = torch.empty_like(x)
-        scale = 1.0 / (1.0 - p) if p > 0 else 1.0
-        ws = (w * scale).to(q.dtype).view(1, 1, h)
-        for c, sl in enumerate(_chunks(b, h * t * t)):
-            maps = SPAttention._maps(q[sl], k[sl])
-            if p > 0:
-                maps.masked_fill_(drop_mask(tuple(maps.shape), p, seed, c, q.device), 0.0)
-            comb = (ws @ maps.view(maps.shape[0], h, t * t)).view(-1, t, t)
-            torch.bmm(comb, x[sl], out=out[sl])
+        # under bf16/fp16 autocast (any device) q and k arrive in half precision and x in float32: the
+        # maps, softmax and combination run in float32 with autocast off, and so does backward
+        ctx.dtypes = tuple(t.dtype for t in (q, k, x, w))
+        compute = _compute_dtype(*ctx.dtypes)
+        with torch.autocast(device_type=q.device.type, enabled=False):
+            q, k, x, w = (t.to(compute) for t in (q, k, x, w))
+            b, h, t, _ = q.shape
+            out = torch.empty_like(x)
+            scale = 1.0 / (1.0 - p) if p > 0 else 1.0
+            ws = (w * scale).view(1, 1, h)
+            for c, sl in enumerate(_chunks(b, h * t * t, q.device)):
+                maps = SPAttention._maps(q[sl], k[sl])
+                if p > 0:
+                    maps.masked_fill_(drop_mask(tuple(maps.shape), p, seed, c, q.device), 0.0)
+                comb = (ws @ maps.view(maps.shape[0], h, t * t)).view(-1, t, t)
+                torch.bmm(comb, x[sl], out=out[sl])
         ctx.save_for_backward(q, k, x, w)
         ctx.p, ctx.seed = p, seed
         return out
 
     @staticmethod
-    @torch.amp.custom_bwd(device_type="cpu")
     def backward(ctx: Any, dout: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        with torch.autocast(device_type=dout.device.type, enabled=False):
+            return SPAttention._backward(ctx, dout)
+
+    @staticmethod
+    def _backward(ctx: Any, dout: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         q, k, x, w = ctx.saved_tensors
         p, seed = ctx.p, ctx.seed
         b, h, t, _ = q.shape
         scale = 1.0 / (1.0 - p) if p > 0 else 1.0
-        ws = (w * scale).to(q.dtype)
+        ws = w * scale
         dq, dk, dx = torch.empty_like(q), torch.empty_like(k), torch.empty_like(x)
         dw = torch.zeros(h, dtype=q.dtype, device=q.device)
-        dout = dout.contiguous()
-        for c, sl in enumerate(_chunks(b, h * t * t)):
+        dout = dout.to(x.dtype).contiguous()
+        for c, sl in enumerate(_chunks(b, h * t * t, q.device)):
             n = dout[sl].shape[0]
             probs = SPAttention._maps(q[sl], k[sl])  # (n, h, t, t)
             kept = probs.masked_fill(drop_mask(tuple(probs.shape), p, seed, c, q.device), 0.0) if p > 0 else probs
@@ -156,4 +177,4 @@ class SPAttention(torch.autograd.Function):
             ds = e.sub_(probs.mul_(r)).mul_(ws.view(1, h, 1, 1))
             torch.matmul(ds, k[sl], out=dq[sl])
             torch.matmul(ds.transpose(-1, -2), q[sl], out=dk[sl])
-        return dq, dk, dx, dw.to(w.dtype), None, None
+        return (*(g.to(dt) for g, dt in zip((dq, dk, dx, dw), ctx.dtypes, strict=True)), None, None)

@@ -9,7 +9,7 @@ import torch
 
 from biosig_lightning.features.spd import sym_from_tokens, tokens_from_sym
 from biosig_lightning.models import catalog
-from biosig_lightning.models.spdtransnet import SPDTransNet, SPMultiheadAttention
+from biosig_lightning.models.spdtransnet import SPDTransNet, SPMultiheadAttention, kernels
 
 
 def _mixing(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -113,8 +113,6 @@ def test_checkpointed_layers_give_the_same_gradients() -> None:
 
 def _reference_sp_mha(att: SPMultiheadAttention, x: torch.Tensor, seed: int) -> torch.Tensor:
     """Eq. 2 by plain autograd ops (h maps kept), with the dropout masks the fused kernel draws from ``seed``."""
-    from biosig_lightning.models.spdtransnet import kernels
-
     q, k = att._qk(x)
     maps = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).softmax(-1)
     drops = [kernels.drop_mask((sl.stop - sl.start,) + tuple(maps.shape[1:]), att.dropout, seed, c)
@@ -201,3 +199,22 @@ def test_checkpointed_layers_redraw_the_same_dropout_masks() -> None:
         m(x).square().sum().backward()
     for (name, a), b in zip(plain.named_parameters(), ckpt.parameters(), strict=True):
         torch.testing.assert_close(a.grad, b.grad, msg=name)
+
+
+def test_fused_kernel_takes_the_mixed_dtypes_that_autocast_hands_it_on_any_device() -> None:
+    # under CUDA autocast q and k come from bf16 linear maps while x stays float32; the kernel must
+    # compute in float32 itself (a CPU-only autocast decorator let CUDA runs fail in torch.bmm)
+    torch.manual_seed(11)
+    q, k = torch.randn(2, 3, 7, 4), torch.randn(2, 3, 7, 4)
+    x, w = torch.randn(2, 7, 12), torch.randn(3).softmax(0)
+    args = [t.requires_grad_() for t in (q.bfloat16(), k.bfloat16(), x, w)]
+    out = kernels.SPAttention.apply(*args, 0.0, 0)
+    out.sum().backward()
+    ref_args = [t.detach().float().requires_grad_() for t in args]
+    ref = kernels.SPAttention.apply(*ref_args, 0.0, 0)
+    ref.sum().backward()
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, ref)
+    for a, r in zip(args, ref_args, strict=True):
+        assert a.grad.dtype == a.dtype
+        torch.testing.assert_close(a.grad, r.grad.to(a.dtype))
