@@ -9,13 +9,18 @@ configuration ``VARIANT@BATCH`` in a fresh process so its peak RSS (``ru_maxrss`
   imported from that path at run time, never copied here), set up as their model's ``setup()`` does, with
   the torch-2 shims of :func:`authors_shims` (their model then has 18,605,204 parameters, 14,009,912 with
   gradients, as the anchor note counts); input ``(B, 7, L, 30, 45)``.
-* ``ours``: SP-MHA as ``impl="auto"`` picks on this device (CPU: :class:`~biosig_lightning.models.
-  spdtransnet.kernels.SPAttention`; CUDA: SDPA over the h heads' fused outputs);
+* ``ours``: SP-MHA as ``impl="auto"`` picks (:class:`~biosig_lightning.models.spdtransnet.kernels.
+  SPAttention`, the combined map formed chunk by chunk and recomputed in backward);
 * ``ours_ckpt``: ``ours`` with ``checkpoint_layers=True`` (each encoder layer recomputed in backward);
 * ``ours_bf16`` / ``ours_ckpt_bf16``: the same under ``torch.autocast(bfloat16)`` (mixed precision: float32
   weights, Adam and loss; the linear maps in bfloat16 with float32 accumulation; SP-MHA's maps, softmax
   and layer norms in float32). A precision change, reported separately, never as "the same configuration";
-* ``sdpa`` / ``stored_maps``: SP-MHA as h SDPA outputs / with the h softmax maps kept for backward.
+* ``sdpa`` / ``fused`` / ``recompute`` / ``stored_maps``: SP-MHA as h SDPA outputs / the fused kernel
+  (``auto``'s choice) / plain ops under checkpoint / with the h softmax maps kept for backward; any
+  variant takes ``_ckpt`` and ``_bf16`` suffixes (``fused_ckpt_bf16``).
+
+GPU (``--warmup 3``): ``--check`` compares every variant with a float64 CPU reference first, and
+``--max-batch VARIANT ...`` finds the largest batch whose step fits in the GPU's memory.
 
 Preprocessing of one synthetic 8 h recording (960 epochs, 8 electrodes, 256 Hz; the MASS SS3 stand-in):
 
@@ -142,39 +147,63 @@ def _cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
+_IMPLS = {"ours": "auto", "sdpa": "sdpa", "fused": "fused", "recompute": "recompute", "stored_maps": "recompute"}
+
+
+def parse_variant(variant: str) -> tuple[str, bool, bool]:
+    """``BASE[_ckpt][_bf16]`` -> (base, checkpoint_layers, bf16); base in ``authors`` or :data:`_IMPLS`."""
+    base, ckpt, bf16 = variant, False, False
+    if base.endswith("_bf16"):
+        base, bf16 = base[:-5], True
+    if base.endswith("_ckpt"):
+        base, ckpt = base[:-5], True
+    if base not in ("authors", *_IMPLS) or (base == "authors" and ckpt):
+        raise ValueError(f"unknown variant {variant!r}: BASE[_ckpt][_bf16] with BASE in authors, "
+                         f"{', '.join(_IMPLS)} (authors without _ckpt)")
+    return base, ckpt, bf16
+
+
+def build(variant: str, context: int = 21, authors: str | None = None, device: str = "cpu",
+          cfg: dict[str, Any] | None = None) -> tuple[torch.nn.Module, tuple[int, ...]]:
+    """The model of ``variant`` on ``device`` and the shape of one input sequence (without the batch)."""
+    base, ckpt, _ = parse_variant(variant)
+    if base == "authors":
+        if not authors:
+            raise ValueError("variant 'authors' needs --authors PATH")
+        return authors_model(authors, context, cfg).to(device), (7, context, 30, 45)
+    from biosig_lightning.models.spdtransnet import SPDTransNet, SPMultiheadAttention
+
+    if base == "stored_maps":
+        SPMultiheadAttention.forward = _stored_maps_forward
+    model = SPDTransNet(n_chans=context * 210, n_outputs=5, n_times=45, sfreq=256.0, attention_impl=_IMPLS[base],
+                        checkpoint_layers=ckpt, **{**BEST, **(cfg or {})}).to(device)
+    return model, (context * 210, 45)
+
+
 def train_step(variant: str, batch: int, steps: int, context: int = 21, authors: str | None = None,
-               threads: int | None = None) -> dict[str, Any]:
+               threads: int | None = None, warmup: int = 0) -> dict[str, Any]:
     """Median seconds per training step and peak RSS of this process (call in a fresh process).
 
-    ``variant``: ``authors`` (their blocks, needs ``authors``), ``ours``, ``ours_ckpt``, ``sdpa``,
-    ``stored_maps`` (see the module docstring). Same loss (cross-entropy on the central epoch, label
-    smoothing 0.1), optimiser (Adam, lr 5.8e-5, eps 1e-7, weight decay 1e-5) and dropout 0.1.
+    ``variant``: ``BASE[_ckpt][_bf16]`` (see the module docstring). Same loss (cross-entropy on the
+    central epoch, label smoothing 0.1), optimiser (Adam, lr 5.8e-5, eps 1e-7, weight decay 1e-5) and
+    dropout 0.1. ``warmup`` steps run first, untimed (CUDA: kernel selection, cuBLAS handles, the
+    caching allocator's first growth).
     """
     if threads:
         torch.set_num_threads(threads)
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    bf16 = parse_variant(variant)[2]
     torch.manual_seed(0)
-    if variant == "authors":
-        if not authors:
-            raise ValueError("variant 'authors' needs --authors PATH")
-        model = authors_model(authors, context).to(device)
-        x = torch.randn(batch, 7, context, 30, 45, device=device)
-    else:
-        from biosig_lightning.models.spdtransnet import SPDTransNet, SPMultiheadAttention
-
-        impl = {"ours": "auto", "ours_ckpt": "auto", "ours_bf16": "auto", "ours_ckpt_bf16": "auto", "sdpa": "sdpa",
-                "stored_maps": "recompute"}[variant]
-        if variant == "stored_maps":
-            SPMultiheadAttention.forward = _stored_maps_forward
-        model = SPDTransNet(n_chans=context * 210, n_outputs=5, n_times=45, sfreq=256.0, attention_impl=impl,
-                            checkpoint_layers=variant.startswith("ours_ckpt"), **BEST).to(device)
-        x = torch.randn(batch, context * 210, 45, device=device)
+    model, shape = build(variant, context, authors, device)
+    x = torch.randn(batch, *shape, device=device)
     opt = torch.optim.Adam(model.parameters(), lr=5.8e-5, eps=1e-7, weight_decay=1e-5)
     y = torch.randint(0, 5, (batch,), device=device)
     times, cpu = [], []
-    for _ in range(steps):
+    for i in range(warmup + steps):
+        if device == "cuda":
+            torch.cuda.synchronize()
         t, c = time.perf_counter(), _cpu_seconds()
-        with torch.autocast(device, dtype=torch.bfloat16, enabled=variant.endswith("_bf16")):
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=bf16):
             logits = model(x)
         loss = torch.nn.functional.cross_entropy(logits.float(), y, label_smoothing=0.1)
         opt.zero_grad()
@@ -182,25 +211,91 @@ def train_step(variant: str, batch: int, steps: int, context: int = 21, authors:
         opt.step()
         if device == "cuda":
             torch.cuda.synchronize()
-        times.append(time.perf_counter() - t)
-        cpu.append(_cpu_seconds() - c)
+        if i >= warmup:
+            times.append(time.perf_counter() - t)
+            cpu.append(_cpu_seconds() - c)
     out: dict[str, Any] = {
-        "step_s": float(np.median(times)), "steps_s": [round(t, 2) for t in times],
+        "step_s": float(np.median(times)), "steps_s": [round(t, 4) for t in times],
         "step_cpu_s": float(np.median(cpu)), "steps_cpu_s": [round(t, 2) for t in cpu],
+        "sequences_per_s": batch / float(np.median(times)),
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, "device": device,
         "threads": torch.get_num_threads(),
         "params": sum(p.numel() for p in model.parameters()),
         "params_with_grad": sum(p.numel() for p in model.parameters() if p.grad is not None)}
     if device == "cuda":
         out["peak_gpu_gib"] = torch.cuda.max_memory_allocated() / 2**30
+        out["gpu"] = torch.cuda.get_device_name()
     return out
 
 
+def check(variants: list[str], batch: int = 2, context: int = 5, seed: int = 0) -> dict[str, Any]:
+    """Each variant on this device against the same weights in float64 on the CPU (SP-MHA ``recompute``):
+    relative error of the logits and of all parameter gradients, ``||out - ref|| / ||ref||``, at dropout
+    0 on fresh random inputs. Float32 lands far under 1e-3 (CUDA matmuls may use TF32 if enabled),
+    bf16 autocast between 1e-3 and 1e-2; a wrong kernel lands near 1.
+    """
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    cfg = {"dropout": 0.0}
+    torch.manual_seed(seed)
+    ref, shape = build("recompute", context, None, "cpu", cfg)
+    ref = ref.double()
+    x = torch.randn(batch, *shape, dtype=torch.float64)
+    y = torch.randint(0, 5, (batch,))
+    loss = torch.nn.functional.cross_entropy(ref(x), y)
+    loss.backward()
+    ref_out = ref(x).detach()
+    ref_grads = {n: p.grad for n, p in ref.named_parameters() if p.grad is not None}
+    rows: dict[str, Any] = {}
+    for variant in variants:
+        if parse_variant(variant)[0] == "authors":
+            continue
+        model, _ = build(variant, context, None, device, cfg)
+        model.load_state_dict({k: v.float() for k, v in ref.state_dict().items()})
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=parse_variant(variant)[2]):
+            logits = model(x.float().to(device))
+        torch.nn.functional.cross_entropy(logits.float(), y.to(device)).backward()
+        grads = dict(model.named_parameters())
+        num = sum(float((grads[n].grad.double().cpu() - g).norm() ** 2) for n, g in ref_grads.items()
+                  if grads[n].grad is not None)
+        den = sum(float(g.norm() ** 2) for g in ref_grads.values())
+        rows[variant] = {"logits_rel_err": float((logits.detach().double().cpu() - ref_out).norm() / ref_out.norm()),
+                         "grads_rel_err": (num / den) ** 0.5,
+                         "grads_missing": sorted(n for n in ref_grads if grads[n].grad is None)}
+        print(f"check {variant:16s} {json.dumps(rows[variant])}", flush=True)
+    return {"device": device, "batch": batch, "context": context, "variants": rows}
+
+
+def max_batch(variant: str, args: argparse.Namespace, start: int = 32, limit: int = 4096) -> dict[str, Any]:
+    """The largest batch whose training step completes on this GPU (doubling from ``start``, then bisection;
+    each try a fresh process, so one try's out-of-memory leaves nothing behind), and that step's figures."""
+    fits: dict[int, dict[str, Any]] = {}
+    lo, hi, b = 0, None, start
+    while hi is None and b <= limit:
+        r = _in_subprocess(variant, b, 1, args.context, args.authors, args.threads, warmup=1)
+        print(f"max-batch {variant} @{b}: {'fits' if 'step_s' in r else 'does not fit'}", flush=True)
+        if "step_s" in r:
+            fits[b], lo, b = r, b, b * 2
+        else:
+            hi = b
+    if hi is None:
+        return {"largest": lo, "capped_at": limit, **fits.get(lo, {})}
+    while hi - lo > max(1, lo // 16):  # to within ~6 %
+        mid = (lo + hi) // 2
+        r = _in_subprocess(variant, mid, 1, args.context, args.authors, args.threads, warmup=1)
+        print(f"max-batch {variant} @{mid}: {'fits' if 'step_s' in r else 'does not fit'}", flush=True)
+        if "step_s" in r:
+            fits[mid], lo = r, mid
+        else:
+            hi = mid
+    return {"largest": lo, "smallest_failing": hi, **({k: v for k, v in fits[lo].items() if k != "steps_cpu_s"}
+                                                      if lo in fits else {})}
+
+
 def _in_subprocess(variant: str, batch: int, steps: int, context: int = 21, authors: str | None = None,
-                   threads: int | None = None, env: dict[str, str] | None = None) -> dict[str, Any]:
+                   threads: int | None = None, env: dict[str, str] | None = None, warmup: int = 0) -> dict[str, Any]:
     code = (f"import json, sys; sys.path.insert(0, {str(REPO)!r}); from benchmarks.spdtransnet import train_step; "
             f"print('RESULT', json.dumps(train_step({variant!r}, {batch}, {steps}, {context}, {authors!r}, "
-            f"{threads!r})))")
+            f"{threads!r}, {warmup})))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, **(env or {})})
     for line in proc.stdout.splitlines():
@@ -394,6 +489,12 @@ def main() -> None:
                         help="recordings (seeds 0, 1, ...) preprocessed one after the other by each code")
     parser.add_argument("--per-epoch-baseline", action="store_true",
                         help="also time our maths written one epoch at a time with scipy/pyriemann")
+    parser.add_argument("--warmup", type=int, default=0,
+                        help="untimed training steps before the timed ones (use >= 2 on a GPU)")
+    parser.add_argument("--check", action="store_true",
+                        help="first compare each --configs variant on this device with a float64 CPU reference")
+    parser.add_argument("--max-batch", nargs="+", default=[], metavar="VARIANT",
+                        help="(GPU) find the largest batch whose training step fits, for each variant")
     parser.add_argument("--skip-train", action="store_true")
     parser.add_argument("--skip-preprocessing", action="store_true")
     args = parser.parse_args()
@@ -401,6 +502,8 @@ def main() -> None:
     if args.threads:  # the preprocessing runs in this process (ours chunks its batched eigh over the threads)
         torch.set_num_threads(args.threads)
     report: dict[str, Any] = {"threads": args.threads or torch.get_num_threads(), "cpus": os.cpu_count()}
+    if args.check:
+        report["check"] = check(sorted({c.split("@")[0] for c in configs}))
     if not args.skip_preprocessing:
         report["preprocessing"] = preprocessing_report(args)
     if not args.skip_train:
@@ -410,7 +513,8 @@ def main() -> None:
                 variant, batch = c.split("@")
                 load = _load()
                 steps = args.steps if int(batch) < 16 else args.steps_large
-                r = _in_subprocess(variant, int(batch), steps, args.context, args.authors, args.threads)
+                r = _in_subprocess(variant, int(batch), steps, args.context, args.authors, args.threads,
+                                   warmup=args.warmup)
                 r["load_before"] = load
                 runs[c].append(r)
                 print(f"{c:16s} {json.dumps(r)}", flush=True)
@@ -426,6 +530,13 @@ def main() -> None:
                     rows[f"authors/{ours}@{b}"] = {"step_ratio": ratio, "step_cpu_ratio": ratio_cpu}
                     print(f"batch {b}: authors' step / {ours} = {ratio:.2f}x wall, {ratio_cpu:.2f}x CPU", flush=True)
         report["train"] = rows
+    if args.max_batch:
+        if not torch.cuda.is_available():
+            parser.error("--max-batch needs a GPU (on the CPU the limit is RAM; see peak_rss_gib)")
+        report["max_batch"] = {v: max_batch(v, args) for v in args.max_batch}
+        for v, r in report["max_batch"].items():
+            print(f"largest batch {v}: {r['largest']} ({r.get('step_s', float('nan')):.3f} s/step, "
+                  f"{r.get('peak_gpu_gib', float('nan')):.1f} GiB)", flush=True)
     print("RESULTS", json.dumps(report))
 
 
