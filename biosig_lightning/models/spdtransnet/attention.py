@@ -102,9 +102,9 @@ class SPMultiheadAttention(nn.Module):
             b, t, d = x.shape
             dh = d // self.heads
             # q pre-scaled (a T x d/h product, not T x T); heads made contiguous once for the chunked bmm
-            q = F.linear(x, self.q.weight * dh ** -0.5, self.q.bias * dh ** -0.5)
+            q = kernels.linear(x, self.q.weight * dh ** -0.5, self.q.bias * dh ** -0.5)
             q = q.view(b, t, self.heads, dh).transpose(1, 2).contiguous()
-            k = self.k(x).view(b, t, self.heads, dh).transpose(1, 2).contiguous()
+            k = kernels.linear(x, self.k.weight, self.k.bias).view(b, t, self.heads, dh).transpose(1, 2).contiguous()
             p = self.dropout if self.training else 0.0
             return kernels.SPAttention.apply(q, k, x.contiguous(), self.weights(), p,
                                              kernels.draw_seed() if p > 0 else 0)
@@ -142,10 +142,10 @@ class SPEncoderLayer(nn.Module):
         if x.is_cuda:  # torch's fused dropout kernels
             x = self.norm1(x + self.drop1(self.attn(x)))
             return self.norm2(x + self.drop2(self.ff(x)))
-        # CPU: the same layer with bool dropout masks and a ReLU + dropout that keeps only its output
-        # (:mod:`.kernels`); the modules' parameters are the ones above
+        # CPU: the same layer with bool dropout masks, a ReLU + dropout that keeps only its output and
+        # linear maps with 16-aligned products (:mod:`.kernels`); the modules' parameters are the ones above
         p, train = self.drop1.p, self.training
         x = self.norm1(x + kernels.dropout(self.attn(x), p, train))
         lin1, _, drop, lin2 = self.ff
-        h = kernels.relu_dropout(lin1(x), drop.p, train)
-        return self.norm2(x + kernels.dropout(lin2(h), self.drop2.p, train))
+        h = kernels.relu_dropout(kernels.linear(x, lin1.weight, lin1.bias), drop.p, train)
+        return self.norm2(x + kernels.dropout(kernels.linear(h, lin2.weight, lin2.bias), self.drop2.p, train))

@@ -13,6 +13,11 @@ what is kept for the backward pass and how the dropout masks are drawn:
 * :class:`SPAttention` never keeps the h ``T x T`` attention maps: it keeps ``q``, ``k``, ``x``, the
   head weights and one seed, and recomputes the maps (and regenerates their dropout masks) chunk by
   chunk in backward, so its memory is that of the inputs whatever h and T.
+* :func:`linear` computes a linear map through zero-padded weights whose sizes are multiples of 16, so
+  that every product of the forward and backward pass writes a 16-aligned number of columns. The
+  widths of the published model (351, 1035) are not: one core's float32 GEMM on the task machine
+  (MKL on AMD EPYC) ran 17,640 x 351 by 351 x 1,035 at 53 GFLOP/s and the same product with 1,040
+  output columns at 79, and 351 -> 352 output columns went from 57 to 93 (``benchmarks/README.md``).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["SPAttention", "dropout", "draw_seed", "drop_mask", "relu_dropout"]
+__all__ = ["AlignedLinear", "SPAttention", "dropout", "draw_seed", "drop_mask", "linear", "relu_dropout"]
 
 # attention-map elements per chunk. CPU: 16 MiB in float32, stays in a large L2/L3 cache. GPU: each chunk
 # costs a dozen kernel launches, so chunks are as large as a bounded transient (256 MiB of maps) allows
@@ -91,6 +96,71 @@ def relu_dropout(h: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     if not training or p == 0.0:
         return torch.relu(h)
     return _ReLUDropout.apply(h, p)
+
+
+_ALIGN = 16  # float32 elements: one 64-byte cache line, an AVX-512 register
+
+
+def _aligned(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+def _autocast_on(device_type: str) -> bool:
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:  # torch < 2.4 had no device argument
+        return torch.is_autocast_cpu_enabled() if device_type == "cpu" else torch.is_autocast_enabled()
+
+
+class AlignedLinear(torch.autograd.Function):
+    """``y = x W^T + b`` (``W`` of shape ``(n, k)``), each product run with a 16-aligned output width.
+
+    ``W`` is copied once per call into a zero ``(n', k')`` matrix (``n'``, ``k'``: ``n``, ``k`` rounded
+    up to multiples of 16) and ``b`` into a zero ``n'`` vector. Forward: ``x W'^T + b'`` has ``n'``
+    columns, the last ``n' - n`` of them zero, and the output is its first ``n`` columns (a view).
+    Backward, with ``G'`` the incoming gradient padded with zero columns to ``n'``: ``dx`` is the first
+    ``k`` columns of ``G' W'`` (``k'`` columns), ``dW`` the transpose of ``x^T G'`` (``n'`` columns)
+    cut to ``(n, k)``, ``db`` the column sums of ``G``. The zero padding adds nothing to any sum,
+    so the results are those of ``F.linear`` up to float round-off (the products are blocked
+    differently).
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        n, k = weight.shape
+        w = weight.new_zeros(_aligned(n), _aligned(k))
+        w[:n, :k] = weight
+        x2 = x.reshape(-1, k)
+        if bias is None:
+            out = x2 @ w[:, :k].t()
+        else:
+            b = bias.new_zeros(w.shape[0])
+            b[:n] = bias
+            out = torch.addmm(b, x2, w[:, :k].t())
+        ctx.save_for_backward(x2, w)
+        ctx.lead, ctx.n, ctx.has_bias = x.shape[:-1], n, bias is not None
+        return out[:, :n].unflatten(0, ctx.lead)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x2, w = ctx.saved_tensors
+        n, k = ctx.n, x2.shape[1]
+        g = grad.reshape(-1, n)
+        g_pad = torch.nn.functional.pad(g, (0, w.shape[0] - n))
+        dx = (g_pad @ w)[:, :k].unflatten(0, ctx.lead) if ctx.needs_input_grad[0] else None
+        dw = (x2.t() @ g_pad)[:, :n].t() if ctx.needs_input_grad[1] else None
+        db = g.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
+        return dx, dw, db
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear`` on the CPU through :class:`AlignedLinear` when a width is not a multiple of 16 (float32
+    or float64, outside autocast); plain ``F.linear`` otherwise (GPUs, autocast, aligned widths)."""
+    n, k = weight.shape
+    if (x.device.type != "cpu" or (n % _ALIGN == 0 and k % _ALIGN == 0) or _autocast_on("cpu")
+            or x.dtype not in (torch.float32, torch.float64)):
+        return torch.nn.functional.linear(x, weight, bias)
+    return AlignedLinear.apply(x, weight, bias)
 
 
 def _chunks(b: int, per_item: int, device: torch.device | None = None) -> list[slice]:

@@ -218,3 +218,42 @@ def test_fused_kernel_takes_the_mixed_dtypes_that_autocast_hands_it_on_any_devic
     for a, r in zip(args, ref_args, strict=True):
         assert a.grad.dtype == a.dtype
         torch.testing.assert_close(a.grad, r.grad.to(a.dtype))
+
+
+@pytest.mark.parametrize(("k", "n", "bias"), [(35, 103, True), (351, 1035, True), (32, 17, False), (16, 48, True)])
+def test_aligned_linear_matches_f_linear_in_outputs_and_gradients(k: int, n: int, bias: bool) -> None:
+    torch.manual_seed(12)
+    x = torch.randn(3, 5, k, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(n, k, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(n, dtype=torch.float64, requires_grad=True) if bias else None
+    inputs = (x, w, b) if bias else (x, w)
+    out = kernels.AlignedLinear.apply(x, w, b)
+    ref = torch.nn.functional.linear(x, w, b)
+    assert out.shape == ref.shape == (3, 5, n)
+    g = torch.randn_like(ref)
+    for got, want in zip(torch.autograd.grad(out, inputs, g), torch.autograd.grad(ref, inputs, g), strict=True):
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_encoder_layer_cpu_path_is_the_plain_layer_with_aligned_maps(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the CPU path (lean dropout, fused SP-MHA, aligned linear maps) against the layer written with the
+    # modules themselves, at dropout 0 in float64; and its unaligned maps (d = 21, d_ff = 55) do run aligned
+    from biosig_lightning.models.spdtransnet.attention import SPEncoderLayer
+
+    torch.manual_seed(13)
+    layer = SPEncoderLayer(21, 3, 55, dropout=0.0).double()
+    calls: list[tuple[int, ...]] = []
+    apply = kernels.AlignedLinear.apply
+    monkeypatch.setattr(kernels.AlignedLinear, "apply", lambda x, w, b: calls.append(tuple(w.shape)) or apply(x, w, b))
+    x = torch.randn(2, 7, 21, dtype=torch.float64, requires_grad=True)
+    out = layer(x)
+    assert sorted(calls) == [(21, 21), (21, 21), (21, 55), (55, 21)]
+    h = layer.norm1(x + _reference_sp_mha(layer.attn, x, seed=0))
+    ref = layer.norm2(h + layer.ff(h))
+    torch.testing.assert_close(out, ref)
+    g = torch.randn_like(ref)
+    params = [x, *layer.parameters()]
+    for got, want in zip(torch.autograd.grad(out, params, g), torch.autograd.grad(ref, params, g), strict=True):
+        torch.testing.assert_close(got, want)
