@@ -16,8 +16,8 @@ what is kept for the backward pass and how the dropout masks are drawn:
 * :func:`linear` computes a linear map through zero-padded weights whose sizes are multiples of 16, so
   that every product of the forward and backward pass writes a 16-aligned number of columns. The
   widths of the published model (351, 1035) are not: one core's float32 GEMM on the task machine
-  (MKL on AMD EPYC) ran 17,640 x 351 by 351 x 1,035 at 53 GFLOP/s and the same product with 1,040
-  output columns at 79, and 351 -> 352 output columns went from 57 to 93 (``benchmarks/README.md``).
+  (MKL on AMD EPYC), over 17,640 tokens, ran the map 351 -> 1,035 at 54 GFLOP/s and 351 -> 1,040 at
+  79, and 1,035 -> 351 at 57 against 93 for 1,035 -> 352 (``benchmarks/README.md``).
 """
 
 from __future__ import annotations
