@@ -157,7 +157,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     """``F.linear`` on the CPU through :class:`AlignedLinear` when a width is not a multiple of 16 (float32
     or float64, outside autocast); plain ``F.linear`` otherwise (GPUs, autocast, aligned widths)."""
     n, k = weight.shape
-    if (x.device.type != "cpu" or (n % _ALIGN == 0 and k % _ALIGN == 0) or _autocast_on("cpu")
+    if (x.device.type != "cpu" or x.dim() < 2 or (n % _ALIGN == 0 and k % _ALIGN == 0) or _autocast_on("cpu")
             or x.dtype not in (torch.float32, torch.float64)):
         return torch.nn.functional.linear(x, weight, bias)
     return AlignedLinear.apply(x, weight, bias)

@@ -235,6 +235,10 @@ def test_aligned_linear_matches_f_linear_in_outputs_and_gradients(k: int, n: int
         assert got.shape == want.shape
         torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    # the dispatcher: any leading shape, a single token included, as F.linear takes it
+    for lead in ((), (4,), (2, 3, 2)):
+        xs = torch.randn(*lead, k, dtype=torch.float64)
+        torch.testing.assert_close(kernels.linear(xs, w, b), torch.nn.functional.linear(xs, w, b), rtol=1e-12, atol=1e-12)
 
 
 def test_encoder_layer_cpu_path_is_the_plain_layer_with_aligned_maps(monkeypatch: pytest.MonkeyPatch) -> None:
