@@ -1,15 +1,21 @@
-"""Memory- and time-lean autograd functions for SPDTransNet on CPUs: SP-MHA, dropout, ReLU + dropout.
+"""Memory- and time-lean autograd functions for SPDTransNet on CPUs: SP-MHA, dropout, the feed-forward block.
 
 Same mathematics as the plain torch expressions they replace (each docstring gives it); what changes is
 what is kept for the backward pass and how the dropout masks are drawn:
 
-* dropout masks are Bernoulli(1 - p) draws from a PCG64 stream (numpy) seeded by one 63-bit draw from
+* dropout masks are Bernoulli(1 - p) draws from SFC64 streams (numpy) seeded by one 63-bit draw from
   torch's generator (so ``torch.manual_seed`` makes a run reproducible, and activation checkpointing,
-  which restores torch's RNG state, redraws the same masks). An element is dropped when a uniform
-  32-bit integer is ``< round(p * 2**32)``, so the drop probability is ``p`` to within ``2**-33``.
-  torch's CPU ``bernoulli_`` (a Mersenne twister, one draw per element, then a float mask and two
-  multiplications) took about a sixth of a training step at the published size; PCG64's raw stream
-  is several times faster and the masks are kept as ``bool`` (1 byte) instead of float (4 bytes).
+  which restores torch's RNG state, redraws the same masks). A mask is cut into blocks of 2**20
+  elements, each from its own stream ``(seed, stream, block)``, so the blocks are drawn in parallel
+  threads (numpy releases the GIL) and the mask does not depend on the thread count. An element is
+  dropped when a uniform 16-bit integer is ``< round(p * 2**16)``, so the drop probability is ``p``
+  to within ``2**-17`` (0.1 -> 0.100006). torch's CPU ``bernoulli_`` (a Mersenne twister, one draw
+  per element, then a float mask and two multiplications) took about a sixth of a training step at
+  the published size; SFC64's raw stream is several times faster (and 40 % faster than PCG64's
+  on the task machine: 0.42 against 0.73 ns per 64-bit word) and one 64-bit draw serves four
+  elements. No mask is kept: :func:`apply_drop` draws and applies each block in the same thread,
+  and a backward pass draws its mask again from the seed (``drop_mask`` materialises a mask, for
+  tests and other devices).
 * :class:`SPAttention` never keeps the h ``T x T`` attention maps: it keeps ``q``, ``k``, ``x``, the
   head weights and one seed, and recomputes the maps (and regenerates their dropout masks) chunk by
   chunk in backward, so its memory is that of the inputs whatever h and T.
@@ -18,16 +24,21 @@ what is kept for the backward pass and how the dropout masks are drawn:
   widths of the published model (351, 1035) are not: one core's float32 GEMM on the task machine
   (MKL on AMD EPYC), over 17,640 tokens, ran the map 351 -> 1,035 at 54 GFLOP/s and 351 -> 1,040 at
   79, and 1,035 -> 351 at 57 against 93 for 1,035 -> 352 (``benchmarks/README.md``).
+* :class:`FeedForward` is the encoder layer's ``Linear -> ReLU -> Dropout -> Linear`` as one function
+  over a zero-padded hidden layer, with ReLU and dropout in place.
 """
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["AlignedLinear", "SPAttention", "dropout", "draw_seed", "drop_mask", "linear", "relu_dropout"]
+__all__ = ["AlignedLinear", "FeedForward", "SPAttention", "apply_drop", "draw_seed", "drop_mask", "dropout", "feed_forward",
+           "linear"]
 
 # attention-map elements per chunk. CPU: 16 MiB in float32, stays in a large L2/L3 cache. GPU: each chunk
 # costs a dozen kernel launches, so chunks are as large as a bounded transient (256 MiB of maps) allows
@@ -40,6 +51,37 @@ def draw_seed() -> int:
     return int(torch.randint(0, 2**63 - 1, (1,), dtype=torch.int64).item())
 
 
+_MASK_BLOCK = 1 << 20
+_POOL: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, workers, pool)
+
+
+def _pool() -> ThreadPoolExecutor | None:
+    """Threads for the mask draws (as many as torch's intra-op threads); rebuilt after a fork."""
+    global _POOL
+    workers = torch.get_num_threads()
+    if workers < 2:
+        return None
+    if _POOL is None or _POOL[0] != os.getpid() or _POOL[1] != workers:
+        _POOL = (os.getpid(), workers, ThreadPoolExecutor(workers, thread_name_prefix="biosig-dropout"))
+    return _POOL[2]
+
+
+def _drop_words(seed: int, stream: int, start: int, m: int, p: float) -> np.ndarray:
+    """``bool`` drops of elements ``start .. start + m`` (one block) of the mask ``(seed, stream)``."""
+    gen = np.random.SFC64(np.random.SeedSequence([seed, stream, start // _MASK_BLOCK]))
+    return gen.random_raw((m + 3) // 4).view(np.uint16)[:m] < np.uint16(min(round(p * 2**16), 2**16 - 1))
+
+
+def _blockwise(n: int, fill: Any) -> None:
+    starts = range(0, n, _MASK_BLOCK)
+    pool = _pool() if len(starts) > 1 else None
+    if pool is None:
+        for start in starts:
+            fill(start)
+    else:
+        list(pool.map(fill, starts))
+
+
 def drop_mask(shape: tuple[int, ...], p: float, seed: int, stream: int = 0,
               device: torch.device | str = "cpu") -> torch.Tensor:
     """``bool`` mask of ``shape``, each element True (dropped) with probability ``p`` (module docstring).
@@ -50,52 +92,60 @@ def drop_mask(shape: tuple[int, ...], p: float, seed: int, stream: int = 0,
     if torch.device(device).type != "cpu":
         gen = torch.Generator(device=device).manual_seed((seed + 0x9E3779B97F4A7C15 * stream) % 2**63)
         return torch.rand(shape, generator=gen, device=device) < p
-    bits = np.random.PCG64(np.random.SeedSequence([seed, stream])).random_raw((n + 1) // 2)
-    words = bits.view(np.uint32)[:n]
-    return torch.from_numpy(words < np.uint32(min(round(p * 2**32), 2**32 - 1))).view(shape)
+    out = np.empty(n, dtype=bool)
+
+    def fill(start: int) -> None:
+        m = min(_MASK_BLOCK, n - start)
+        out[start:start + m] = _drop_words(seed, stream, start, m, p)
+
+    _blockwise(n, fill)
+    return torch.from_numpy(out).view(shape)
+
+
+def apply_drop(x: torch.Tensor, p: float, seed: int, stream: int = 0, scale: float = 1.0,
+               out: torch.Tensor | None = None) -> torch.Tensor:
+    """``out = x * ~drop_mask(x.shape, p, seed, stream) * scale`` (``out`` defaults to ``x``: in place).
+
+    On the CPU the mask is never materialised: each block of elements is drawn and applied in the same
+    pool thread while it is in cache (a ``bool`` ``masked_fill_`` of a ``17,640 x 1,040`` tensor took
+    20-40 ms on the task machine; drawing and applying by blocks in two threads, 12 ms).
+    """
+    out = x if out is None else out
+    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64) or not (
+            x.is_contiguous() and out.is_contiguous()):
+        drop = drop_mask(tuple(x.shape), p, seed, stream, x.device)
+        return torch.mul(x.masked_fill(drop, 0.0), scale, out=out)
+    src, dst = x.detach().reshape(-1).numpy(), out.detach().reshape(-1).numpy()
+    factor = dst.dtype.type(scale)
+
+    def fill(start: int) -> None:
+        m = min(_MASK_BLOCK, src.size - start)
+        block = dst[start:start + m]
+        np.multiply(src[start:start + m], ~_drop_words(seed, stream, start, m, p), out=block)
+        if scale != 1.0:
+            np.multiply(block, factor, out=block)
+
+    _blockwise(src.size, fill)
+    return out
 
 
 class _Dropout(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, p: float) -> torch.Tensor:
-        drop = drop_mask(tuple(x.shape), p, draw_seed(), device=x.device)
-        ctx.save_for_backward(drop)
-        ctx.scale = 1.0 / (1.0 - p)
-        return x.masked_fill(drop, 0.0).mul_(ctx.scale)
+        ctx.seed, ctx.p, ctx.scale = draw_seed(), p, 1.0 / (1.0 - p)
+        return apply_drop(x.contiguous(), p, ctx.seed, scale=ctx.scale, out=torch.empty_like(x))
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        (drop,) = ctx.saved_tensors
-        return grad.masked_fill(drop, 0.0).mul_(ctx.scale), None
-
-
-class _ReLUDropout(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, h: torch.Tensor, p: float) -> torch.Tensor:
-        out = h.clamp_min(0.0).masked_fill_(drop_mask(tuple(h.shape), p, draw_seed(), device=h.device), 0.0)
-        out.mul_(1.0 / (1.0 - p))
-        ctx.save_for_backward(out)  # out > 0 exactly where h > 0 and the unit is kept
-        ctx.scale = 1.0 / (1.0 - p)
-        return out
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        (out,) = ctx.saved_tensors
-        return grad.masked_fill(out <= 0, 0.0).mul_(ctx.scale), None
+        # the mask is drawn again from its seed rather than kept
+        return apply_drop(grad.contiguous(), ctx.p, ctx.seed, scale=ctx.scale, out=torch.empty_like(grad)), None
 
 
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """Inverted dropout ``x * m / (1 - p)``, ``m ~ Bernoulli(1 - p)``; keeps a ``bool`` mask for backward."""
+    """Inverted dropout ``x * m / (1 - p)``, ``m ~ Bernoulli(1 - p)``; keeps only a seed for backward."""
     if not training or p == 0.0:
         return x
     return _Dropout.apply(x, p)
-
-
-def relu_dropout(h: torch.Tensor, p: float, training: bool) -> torch.Tensor:
-    """``dropout(relu(h))`` keeping only its output for backward (the next linear map keeps it anyway)."""
-    if not training or p == 0.0:
-        return torch.relu(h)
-    return _ReLUDropout.apply(h, p)
 
 
 _ALIGN = 16  # float32 elements: one 64-byte cache line, an AVX-512 register
@@ -151,6 +201,74 @@ class AlignedLinear(torch.autograd.Function):
         dw = (x2.t() @ g_pad)[:, :n].t() if ctx.needs_input_grad[1] else None
         db = g.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
         return dx, dw, db
+
+
+def _padded(weight: torch.Tensor, rows: int, cols: int, scale: float = 1.0) -> torch.Tensor:
+    out = weight.new_zeros(rows, cols)
+    out[:weight.shape[0], :weight.shape[1]] = weight if scale == 1.0 else weight * scale
+    return out
+
+
+class FeedForward(torch.autograd.Function):
+    """``y = D(ReLU(x W1^T + b1)) W2^T + b2``, the encoder layer's feed-forward block, in one function.
+
+    ``D`` is inverted dropout with rate ``p`` (``p = 0``: none). The hidden layer is kept only as
+    ``H = ReLU(x W1^T + b1) * M`` (``M`` the keep mask), ``d_ff`` rounded up to a multiple of 16 with
+    zero columns (zero rows of ``W1`` and zero bias), so each of the six products writes a 16-aligned
+    number of columns (see :class:`AlignedLinear`) and ReLU and dropout run in place on it; the
+    ``1 / (1 - p)`` scale rides on ``W2``. Backward, with ``G`` the incoming gradient padded to a
+    16-aligned width and ``W2' = W2 / (1 - p)`` (padded): ``dW2 = (G^T H)/(1 - p)``,
+    ``dH = (G W2') * [H > 0]`` (``H > 0`` exactly where the unit passed ReLU and was kept),
+    ``dW1 = dH^T x``, ``db1 = sum dH``, ``dx = dH W1``. Compared with a ``Linear -> ReLU -> Dropout ->
+    Linear`` chain this makes no padded copy of the hidden gradient, no separate ReLU output and no
+    out-of-place masked copy: three fewer ``tokens x d_ff`` tensors per layer and pass, each of which
+    costs fresh pages on a CPU.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor,  # noqa: PLR0913
+                b2: torch.Tensor, p: float, seed: int) -> torch.Tensor:
+        f, d = w1.shape
+        fp, dp = _aligned(f), _aligned(d)
+        scale = 1.0 / (1.0 - p) if p > 0 else 1.0
+        w1p, w2p = _padded(w1, fp, dp), _padded(w2, dp, fp, scale)
+        b1p = b1.new_zeros(fp)
+        b1p[:f] = b1
+        b2p = b2.new_zeros(dp)
+        b2p[:d] = b2
+        x2 = x.reshape(-1, d)
+        h = torch.addmm(b1p, x2, w1p[:, :d].t()).clamp_min_(0.0)
+        if p > 0:
+            apply_drop(h, p, seed)
+        y = torch.addmm(b2p, h, w2p.t())
+        ctx.save_for_backward(x2, h, w1p, w2p)
+        ctx.lead, ctx.scale, ctx.f = x.shape[:-1], scale, f
+        return y[:, :d].unflatten(0, ctx.lead)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x2, h, w1p, w2p = ctx.saved_tensors
+        d, f = x2.shape[1], ctx.f
+        g = grad.reshape(-1, d)
+        gp = torch.nn.functional.pad(g, (0, w2p.shape[0] - d))
+        dw2 = (gp.t() @ h)[:d] if ctx.needs_input_grad[3] else None
+        db2 = g.sum(0) if ctx.needs_input_grad[4] else None
+        dh = gp @ w2p
+        torch.ops.aten.threshold_backward.grad_input(dh, h, 0.0, grad_input=dh)  # dh * [h > 0], in place
+        dw1 = (x2.t() @ dh).t()[:f] if ctx.needs_input_grad[1] else None
+        db1 = dh.sum(0)[:f] if ctx.needs_input_grad[2] else None
+        dx = (dh @ w1p)[:, :d].unflatten(0, ctx.lead) if ctx.needs_input_grad[0] else None
+        return dx, dw1, db1, dw2[:, :f] * ctx.scale if dw2 is not None else None, db2, None, None
+
+
+def feed_forward(x: torch.Tensor, lin1: torch.nn.Linear, lin2: torch.nn.Linear, p: float,
+                 training: bool) -> torch.Tensor:
+    """``lin2(dropout(relu(lin1(x))))`` through :class:`FeedForward` (CPU float32/float64 outside autocast);
+    the plain chain otherwise."""
+    p = p if training else 0.0
+    if x.device.type != "cpu" or _autocast_on("cpu") or x.dtype not in (torch.float32, torch.float64):
+        return lin2(dropout(torch.relu(lin1(x)), p, training))
+    return FeedForward.apply(x, lin1.weight, lin1.bias, lin2.weight, lin2.bias, p, draw_seed() if p > 0 else 0)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -211,7 +329,7 @@ class SPAttention(torch.autograd.Function):
             for c, sl in enumerate(_chunks(b, h * t * t, q.device)):
                 maps = SPAttention._maps(q[sl], k[sl])
                 if p > 0:
-                    maps.masked_fill_(drop_mask(tuple(maps.shape), p, seed, c, q.device), 0.0)
+                    apply_drop(maps, p, seed, c)
                 comb = (ws @ maps.view(maps.shape[0], h, t * t)).view(-1, t, t)
                 torch.bmm(comb, x[sl], out=out[sl])
         ctx.save_for_backward(q, k, x, w)
@@ -236,7 +354,7 @@ class SPAttention(torch.autograd.Function):
         for c, sl in enumerate(_chunks(b, h * t * t, q.device)):
             n = dout[sl].shape[0]
             probs = SPAttention._maps(q[sl], k[sl])  # (n, h, t, t)
-            kept = probs.masked_fill(drop_mask(tuple(probs.shape), p, seed, c, q.device), 0.0) if p > 0 else probs
+            kept = apply_drop(probs, p, seed, c, out=torch.empty_like(probs)) if p > 0 else probs
             comb = (ws.view(1, 1, h) @ kept.view(n, h, t * t)).view(n, t, t)
             torch.bmm(comb.transpose(1, 2), dout[sl], out=dx[sl])
             g = torch.bmm(dout[sl], x[sl].transpose(1, 2))  # (n, t, t)

@@ -155,22 +155,60 @@ def test_drop_masks_have_the_rate_and_are_reproducible() -> None:
     assert not torch.equal(m, kernels.drop_mask((1000, 1000), 0.1, seed=3, stream=1))
 
 
-def test_lean_dropout_and_relu_dropout_gradients() -> None:
+def test_lean_dropout_gradients() -> None:
     from biosig_lightning.models.spdtransnet import kernels
 
     h = torch.randn(50, 40, dtype=torch.float64, requires_grad=True)
-    for fn, ref in ((kernels.dropout, lambda v, keep: v * keep / 0.75),
-                    (kernels.relu_dropout, lambda v, keep: torch.relu(v) * keep / 0.75)):
-        torch.manual_seed(7)
-        out = fn(h, 0.25, True)
-        torch.manual_seed(7)
-        keep = ~kernels.drop_mask(tuple(h.shape), 0.25, kernels.draw_seed())
-        torch.testing.assert_close(out, ref(h, keep))
-        g = torch.randn_like(out)
-        (gh,) = torch.autograd.grad(out, h, g)
-        (gr,) = torch.autograd.grad(ref(h, keep), h, g)
-        torch.testing.assert_close(gh, gr)
-        torch.testing.assert_close(fn(h, 0.25, False), ref(h, torch.ones_like(keep)) * 0.75)
+    torch.manual_seed(7)
+    out = kernels.dropout(h, 0.25, True)
+    torch.manual_seed(7)
+    keep = ~kernels.drop_mask(tuple(h.shape), 0.25, kernels.draw_seed())
+    ref = h * keep / 0.75
+    torch.testing.assert_close(out, ref)
+    g = torch.randn_like(out)
+    (gh,) = torch.autograd.grad(out, h, g)
+    (gr,) = torch.autograd.grad(ref, h, g)
+    torch.testing.assert_close(gh, gr)
+    assert kernels.dropout(h, 0.25, False) is h
+
+
+@pytest.mark.parametrize("n", [7, 3 * 2**20 + 5])  # one block; several blocks drawn in pool threads
+def test_apply_drop_is_drop_mask_applied_in_place_or_into_out(n: int) -> None:
+    from biosig_lightning.models.spdtransnet import kernels
+
+    x = torch.randn(n, dtype=torch.float64)
+    want = x.masked_fill(kernels.drop_mask((n,), 0.2, seed=5, stream=2), 0.0) * 1.25
+    got = kernels.apply_drop(x, 0.2, seed=5, stream=2, scale=1.25, out=torch.empty_like(x))
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    assert kernels.apply_drop(x, 0.2, seed=5, stream=2, scale=1.25) is x
+    torch.testing.assert_close(x, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("d", "f", "p"), [(21, 55, 0.3), (16, 32, 0.0), (351, 1035, 0.1)])
+def test_feed_forward_matches_the_linear_relu_dropout_linear_chain(d: int, f: int, p: float) -> None:
+    # the fused block against Linear -> ReLU -> Dropout -> Linear by autograd in float64, with the mask that
+    # the block draws (its hidden layer is padded to a multiple of 16, so the mask is drawn at that width)
+    from biosig_lightning.models.spdtransnet import kernels
+
+    torch.manual_seed(14)
+    lin1, lin2 = torch.nn.Linear(d, f).double(), torch.nn.Linear(f, d).double()
+    x = torch.randn(3, 5, d, dtype=torch.float64, requires_grad=True)
+    torch.manual_seed(15)
+    out = kernels.feed_forward(x, lin1, lin2, p, True)
+    keep = torch.ones(15, f, dtype=torch.bool)
+    if p > 0:
+        torch.manual_seed(15)
+        keep = ~kernels.drop_mask((15, kernels._aligned(f)), p, kernels.draw_seed())[:, :f]
+        assert not keep.all()
+    ref = lin2((torch.relu(lin1(x)).reshape(15, f) * keep / (1 - p)).reshape(3, 5, f))
+    assert out.shape == ref.shape
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    g = torch.randn_like(ref)
+    params = [x, *lin1.parameters(), *lin2.parameters()]
+    for got, want in zip(torch.autograd.grad(out, params, g), torch.autograd.grad(ref, params, g), strict=True):
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(kernels.feed_forward(x, lin1, lin2, p, False), lin2(torch.relu(lin1(x))))
 
 
 def test_fused_sp_mha_runs_in_float32_under_bfloat16_autocast() -> None:
@@ -251,9 +289,13 @@ def test_encoder_layer_cpu_path_is_the_plain_layer_with_aligned_maps(monkeypatch
     calls: list[tuple[int, ...]] = []
     apply = kernels.AlignedLinear.apply
     monkeypatch.setattr(kernels.AlignedLinear, "apply", lambda x, w, b: calls.append(tuple(w.shape)) or apply(x, w, b))
+    ff_calls: list[tuple[int, ...]] = []
+    ff_apply = kernels.FeedForward.apply
+    monkeypatch.setattr(kernels.FeedForward, "apply", lambda x, *a: ff_calls.append(tuple(a[0].shape)) or ff_apply(x, *a))
     x = torch.randn(2, 7, 21, dtype=torch.float64, requires_grad=True)
     out = layer(x)
-    assert sorted(calls) == [(21, 21), (21, 21), (21, 55), (55, 21)]
+    # q and k: 3 heads of 7, each padded to 8 columns (a multiple of 8) on the CPU
+    assert sorted(calls) == [(24, 21), (24, 21)] and ff_calls == [(55, 21)]
     h = layer.norm1(x + _reference_sp_mha(layer.attn, x, seed=0))
     ref = layer.norm2(h + layer.ff(h))
     torch.testing.assert_close(out, ref)
