@@ -31,6 +31,7 @@ what is kept for the backward pass and how the dropout masks are drawn:
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -38,7 +39,7 @@ import numpy as np
 import torch
 
 __all__ = ["AlignedLinear", "FeedForward", "SPAttention", "apply_drop", "draw_seed", "drop_mask", "dropout", "feed_forward",
-           "linear"]
+           "linear", "release_workspaces"]
 
 # attention-map elements per chunk. CPU: 16 MiB in float32, stays in a large L2/L3 cache. GPU: each chunk
 # costs a dozen kernel launches, so chunks are as large as a bounded transient (256 MiB of maps) allows
@@ -162,6 +163,46 @@ def _autocast_on(device_type: str) -> bool:
         return torch.is_autocast_cpu_enabled() if device_type == "cpu" else torch.is_autocast_enabled()
 
 
+_LOCAL = threading.local()
+_WORKSPACES = 8
+
+
+def _workspace(name: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+    """A buffer of ``shape`` (``like``'s dtype and device) that this thread keeps under ``name`` from call
+    to call, for the large temporaries of a backward pass that are neither saved nor returned.
+
+    Why: glibc serves allocations above 32 MiB by ``mmap`` and unmaps them on free, so a fresh
+    ``17,640 x 1,040`` float32 temporary costs about 18,000 page faults on every backward pass; the
+    product that first writes it ran at 95 GFLOP/s against 150-170 into warm memory (two threads,
+    task machine). Buffers are kept per thread for the last :data:`_WORKSPACES` (name, shape, dtype,
+    device) keys, so the intra- and inter-epoch encoders (17,640 and 840 tokens at batch 4) each keep
+    theirs; :func:`release_workspaces` frees them.
+    """
+    bufs: dict[tuple, torch.Tensor] = _LOCAL.__dict__.setdefault("bufs", {})
+    key = (name, tuple(shape), like.dtype, like.device)
+    buf = bufs.pop(key, None)
+    if buf is None:
+        buf = like.new_empty(shape)
+    bufs[key] = buf  # most recently used last
+    while len(bufs) > _WORKSPACES:
+        bufs.pop(next(iter(bufs)))
+    return buf
+
+
+def release_workspaces() -> None:
+    """Free this thread's backward-pass workspaces (:func:`_workspace`)."""
+    _LOCAL.__dict__.pop("bufs", None)
+
+
+def _padded_grad(name: str, g: torch.Tensor, width: int) -> torch.Tensor:
+    """``g`` (2-D) with zero columns up to ``width``, in the workspace ``name`` (its contents are
+    overwritten: use it before the next call with the same name on this thread)."""
+    out = _workspace(name, (g.shape[0], width), g)
+    out[:, :g.shape[1]] = g
+    out[:, g.shape[1]:] = 0.0
+    return out
+
+
 class AlignedLinear(torch.autograd.Function):
     """``y = x W^T + b`` (``W`` of shape ``(n, k)``), each product run with a 16-aligned output width.
 
@@ -196,7 +237,7 @@ class AlignedLinear(torch.autograd.Function):
         x2, w = ctx.saved_tensors
         n, k = ctx.n, x2.shape[1]
         g = grad.reshape(-1, n)
-        g_pad = torch.nn.functional.pad(g, (0, w.shape[0] - n))
+        g_pad = _padded_grad("linear_grad", g, w.shape[0])
         dx = (g_pad @ w)[:, :k].unflatten(0, ctx.lead) if ctx.needs_input_grad[0] else None
         dw = (x2.t() @ g_pad)[:, :n].t() if ctx.needs_input_grad[1] else None
         db = g.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
@@ -250,10 +291,10 @@ class FeedForward(torch.autograd.Function):
         x2, h, w1p, w2p = ctx.saved_tensors
         d, f = x2.shape[1], ctx.f
         g = grad.reshape(-1, d)
-        gp = torch.nn.functional.pad(g, (0, w2p.shape[0] - d))
+        gp = _padded_grad("ff_grad", g, w2p.shape[0])
         dw2 = (gp.t() @ h)[:d] if ctx.needs_input_grad[3] else None
         db2 = g.sum(0) if ctx.needs_input_grad[4] else None
-        dh = gp @ w2p
+        dh = torch.mm(gp, w2p, out=_workspace("ff_hidden_grad", tuple(h.shape), h))
         torch.ops.aten.threshold_backward.grad_input(dh, h, 0.0, grad_input=dh)  # dh * [h > 0], in place
         dw1 = (x2.t() @ dh).t()[:f] if ctx.needs_input_grad[1] else None
         db1 = dh.sum(0)[:f] if ctx.needs_input_grad[2] else None

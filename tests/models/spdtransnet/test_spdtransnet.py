@@ -303,3 +303,21 @@ def test_encoder_layer_cpu_path_is_the_plain_layer_with_aligned_maps(monkeypatch
     params = [x, *layer.parameters()]
     for got, want in zip(torch.autograd.grad(out, params, g), torch.autograd.grad(ref, params, g), strict=True):
         torch.testing.assert_close(got, want)
+
+
+def test_backward_workspaces_holding_garbage_change_no_gradient(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the backward passes of the feed-forward block and the aligned maps write their large temporaries
+    # into per-thread buffers kept from call to call; whatever those hold before (NaN here) must not reach
+    # a gradient (the zero padding columns are written anew each time)
+    torch.manual_seed(16)
+    lin1, lin2 = torch.nn.Linear(21, 55).double(), torch.nn.Linear(55, 21).double()
+    x = torch.randn(3, 5, 21, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(3, 5, 21, dtype=torch.float64)
+    params = [x, *lin1.parameters(), *lin2.parameters()]
+    want = torch.autograd.grad(lin2(torch.relu(lin1(x))), params, g)
+    want_lin = torch.autograd.grad(torch.nn.functional.linear(x, lin1.weight, lin1.bias), [x, lin1.weight], g.repeat(1, 1, 3)[..., :55])
+    monkeypatch.setattr(kernels, "_workspace", lambda name, shape, like: like.new_full(shape, float("nan")))
+    got = torch.autograd.grad(kernels.feed_forward(x, lin1, lin2, 0.0, True), params, g)
+    got_lin = torch.autograd.grad(kernels.linear(x, lin1.weight, lin1.bias), [x, lin1.weight], g.repeat(1, 1, 3)[..., :55])
+    for a, b in zip((*got, *got_lin), (*want, *want_lin), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
