@@ -501,7 +501,13 @@ def main() -> None:
     configs = [c for c in args.configs if args.authors or not c.startswith("authors@")]
     if args.threads:  # the preprocessing runs in this process (ours chunks its batched eigh over the threads)
         torch.set_num_threads(args.threads)
-    report: dict[str, Any] = {"threads": args.threads or torch.get_num_threads(), "cpus": os.cpu_count()}
+    from biosig_lightning.features import jacobi
+
+    # which eigendecomposition our preprocessing used: the numba Jacobi kernel (the 'fast' extra) or torch's
+    # (BIOSIG_NUMBA=0 or numba absent)
+    report: dict[str, Any] = {"threads": args.threads or torch.get_num_threads(), "cpus": os.cpu_count(),
+                              "eigh": "numba jacobi" if jacobi.available() else "torch.linalg.eigh"}
+    print(f"our preprocessing's eigh: {report['eigh']}", flush=True)
     if args.check:
         report["check"] = check(sorted({c.split("@")[0] for c in configs}))
     if not args.skip_preprocessing:

@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import torch
 
-__all__ = ["MAX_N", "MIN_BATCH", "available", "eigh"]
+__all__ = ["MAX_N", "MIN_BATCH", "available", "eigh", "eigh_congruent"]
 
 #: batches smaller than this go to torch (the kernel's setup is not worth it)
 MIN_BATCH = 64
@@ -52,6 +52,7 @@ except ImportError:  # pragma: no cover - exercised where numba is absent
     _numba = None
 
 _KERNEL = None
+_NO_CONGRUENCE = np.zeros((0, 0))
 _COMPILE_LOCK = threading.Lock()
 
 
@@ -72,11 +73,13 @@ def _compile():  # noqa: ANN202 - returns a numba dispatcher
 def _build(njit):  # noqa: ANN001, ANN202
 
     @njit(nogil=True, cache=True, fastmath=True, boundscheck=False, error_model="numpy")
-    def kernel(mats, basis, warm, vals, vecs, failed, tol, max_sweeps):  # noqa: ANN001, ANN202, PLR0913
+    def kernel(mats, congr, has_congr, basis, warm, vals, vecs, failed, tol, max_sweeps):  # noqa: ANN001, ANN202, PLR0913
         n_mat, n = mats.shape[0], mats.shape[1]
         lanes = 64
         a = np.empty((n, n, lanes))  # upper triangle a[p, q], p <= q, matrix index innermost
         v = np.empty((n, n, lanes))  # eigenvector columns v[:, j]
+        qm = np.empty((n, n, lanes))  # with a congruence: Q = C V, T = X Q, then B = Q^T T into a
+        tm = np.empty((n, n, lanes))
         c = np.empty(lanes)
         s = np.empty(lanes)
         order = np.empty(n, dtype=np.int64)
@@ -95,6 +98,34 @@ def _build(njit):  # noqa: ANN001, ANN202
                     if warm:  # the rotations accumulate onto the given basis: V = basis R
                         for i in range(m):
                             v[p, q, i] = basis[b0 + i, p, q]
+            if has_congr:  # B = (C^T V)^T X (C^T V) = V^T W V: W = C X C^T in the start basis V
+                for p in range(n):
+                    for q in range(n):
+                        row = qm[p, q]
+                        row[:] = 0.0
+                        for r in range(n):
+                            crp, vrq = congr[r, p], v[r, q]
+                            for i in range(lanes):
+                                row[i] += crp * vrq[i]
+                for p in range(n):
+                    for q in range(n):
+                        row = tm[p, q]
+                        row[:] = 0.0
+                        for r in range(n):
+                            xpr = a[p, r] if p <= r else a[r, p]
+                            qrq = qm[r, q]
+                            for i in range(lanes):
+                                row[i] += xpr[i] * qrq[i]
+                for p in range(n):
+                    for q in range(p, n):
+                        row = a[p, q]
+                        row[:] = 0.0
+                        for r in range(n):
+                            qrp, trq = qm[r, p], tm[r, q]
+                            for i in range(lanes):
+                                row[i] += qrp[i] * trq[i]
+                        for i in range(m, lanes):
+                            row[i] = 1.0 if p == q else 0.0
             done = False
             for _ in range(max_sweeps):
                 worst = 0.0
@@ -178,27 +209,57 @@ def eigh(mats: torch.Tensor, basis: torch.Tensor | None = None) -> tuple[torch.T
     nearly diagonalises ``W`` (the eigenvectors of a nearby matrix), Jacobi starts from ``mats``, close
     to diagonal, and needs fewer sweeps (3-4 instead of 6-7 for 9 x 9); torch's path multiplies out ``V U``.
     """
-    if basis is not None and basis.shape != mats.shape:
-        raise ValueError(f"eigh: basis of shape {tuple(basis.shape)} does not match matrices {tuple(mats.shape)}")
+    _check_basis(mats, basis)
     if not _use_kernel(mats):
         vals, vecs = torch.linalg.eigh(mats)
         return (vals, vecs) if basis is None else (vals, basis @ vecs)
+    return _kernel_eigh(mats, None, basis)
+
+
+def eigh_congruent(mats: torch.Tensor, congruence: torch.Tensor,
+                   basis: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`eigh` of ``W = C X C^T`` for each ``X`` of ``mats`` (``(..., n, n)``, lower triangles read) and
+    one ``C`` (``(n, n)``, e.g. a whitening ``M^{-1/2}``), without materialising the ``W``.
+
+    ``basis``: orthonormal ``V`` that nearly diagonalise the ``W`` (the kernel starts from ``V^T W V``;
+    torch's path ignores it, LAPACK takes no start). The kernel forms the products per block of 64
+    matrices in SIMD lanes; torch's path is ``torch.linalg.eigh(C @ X @ C^T)``.
+    """
+    _check_basis(mats, basis)
+    if congruence.shape != mats.shape[-2:]:
+        raise ValueError(f"eigh_congruent: congruence of shape {tuple(congruence.shape)} does not match "
+                         f"matrices of shape {tuple(mats.shape[-2:])}")
+    if not (_use_kernel(mats) and congruence.dtype == mats.dtype):
+        return torch.linalg.eigh(congruence @ mats @ congruence.transpose(-1, -2))
+    return _kernel_eigh(mats, congruence, basis)
+
+
+def _check_basis(mats: torch.Tensor, basis: torch.Tensor | None) -> None:
+    if basis is not None and basis.shape != mats.shape:
+        raise ValueError(f"eigh: basis of shape {tuple(basis.shape)} does not match matrices {tuple(mats.shape)}")
+
+
+def _as_array(t: torch.Tensor, n: int) -> np.ndarray:
+    return t.detach().reshape(-1, n, n).to(torch.float64).contiguous().numpy()
+
+
+def _kernel_eigh(mats: torch.Tensor, congruence: torch.Tensor | None,
+                 basis: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     lead, n = mats.shape[:-2], mats.shape[-1]
-    flat = mats.detach().reshape(-1, n, n).contiguous().numpy()
-    start = (basis.detach().reshape(-1, n, n).to(torch.float64).contiguous().numpy() if basis is not None
-             else np.empty((0, n, n)))
-    if not (np.isfinite(flat).all() and np.isfinite(start).all()):
-        # the kernel assumes finite numbers (fastmath): torch says what is wrong
-        vals, vecs = torch.linalg.eigh(mats)
-        return (vals, vecs) if basis is None else (vals, basis @ vecs)
+    flat = _as_array(mats, n)
+    start = _as_array(basis, n) if basis is not None else np.empty((0, n, n))
+    congr = _as_array(congruence, n)[0] if congruence is not None else _NO_CONGRUENCE
+    if not (np.isfinite(flat).all() and np.isfinite(start).all() and np.isfinite(congr).all()):
+        return _torch_fallback(mats, congruence, basis)  # the kernel assumes finite numbers (fastmath)
     kernel = _compile()
-    n_mat, warm = flat.shape[0], basis is not None
+    n_mat, warm, has_congr = flat.shape[0], basis is not None, congruence is not None
     vals = np.empty((n_mat, n))
     vecs = np.empty((n_mat, n, n))
     failed = np.zeros(n_mat, dtype=np.bool_)
 
     def run(sl: slice) -> None:
-        kernel(flat[sl], start[sl] if warm else start, warm, vals[sl], vecs[sl], failed[sl], _TOL, _MAX_SWEEPS)
+        kernel(flat[sl], congr, has_congr, start[sl] if warm else start, warm, vals[sl], vecs[sl], failed[sl],
+               _TOL, _MAX_SWEEPS)
 
     workers = min(torch.get_num_threads(), n_mat // (16 * _LANES))
     if workers > 1:  # whole blocks per worker
@@ -208,8 +269,17 @@ def eigh(mats: torch.Tensor, basis: torch.Tensor | None = None) -> tuple[torch.T
     else:
         run(slice(None))
     out_vals, out_vecs = torch.from_numpy(vals), torch.from_numpy(vecs)
-    if failed.any():
+    if failed.any():  # unconverged blocks: torch's answer (or error) for those matrices
         idx = torch.from_numpy(np.flatnonzero(failed))
-        out_vals[idx], u = torch.linalg.eigh(torch.from_numpy(flat)[idx])
-        out_vecs[idx] = u if basis is None else torch.from_numpy(start)[idx] @ u
+        out_vals[idx], out_vecs[idx] = _torch_fallback(
+            torch.from_numpy(flat)[idx], None if congruence is None else torch.from_numpy(congr),
+            None if basis is None else torch.from_numpy(start)[idx])
     return out_vals.reshape(*lead, n), out_vecs.reshape(*lead, n, n)
+
+
+def _torch_fallback(mats: torch.Tensor, congruence: torch.Tensor | None,
+                    basis: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    if congruence is not None:
+        return torch.linalg.eigh(congruence @ mats @ congruence.transpose(-1, -2))
+    vals, vecs = torch.linalg.eigh(mats)
+    return (vals, vecs) if basis is None else (vals, basis @ vecs)

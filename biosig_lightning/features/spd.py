@@ -57,8 +57,9 @@ pooled mean when recordings agree.
 
 Everything is batched over epochs, subwindows and channels (torch FFTs in overlap-save blocks and
 batched products in float32 for the filters and covariances, torch float64 for the matrix functions,
-whose eigendecompositions go through :func:`biosig_lightning.features.jacobi.eigh`: a compiled batched
-Jacobi kernel when numba is installed, ``torch.linalg.eigh`` otherwise, the same results to round-off);
+whose eigendecompositions go through :mod:`biosig_lightning.features.jacobi`: a compiled batched Jacobi
+kernel that also forms the whitened matrices itself and starts from each matrix's eigenbasis of the
+pass before, when numba is installed; ``torch.linalg.eigh`` otherwise; the same results to round-off);
 the Python loops are over recordings, blocks of the signal, filter bands, frequency channels and chunks
 of 1,024 matrices, and blocks and channels (or a channel's chunks) run on ``torch.get_num_threads()``
 threads. Speed against the authors' code: ``benchmarks/spdtransnet.py`` and ``benchmarks/README.md``.
@@ -415,7 +416,7 @@ def _log_divided_differences(d: torch.Tensor) -> torch.Tensor:
     return torch.where(x2 < 1e-6, series, quotient)
 
 
-def _logs_in_basis(inner: torch.Tensor, basis: torch.Tensor, white: Callable[[torch.Tensor | slice], torch.Tensor],
+def _logs_in_basis(inner: torch.Tensor, basis: torch.Tensor, mats: torch.Tensor, cm12: torch.Tensor,
                    use_basis: bool, scale: float = 1.0, floor: float | None = None, accuracy: float = 0.0,
                    warm: bool = False) -> tuple[torch.Tensor, int]:
     """``log(scale W_k)`` of SPD matrices ``W_k`` as ``V_k L_k V_k^T``: returns ``(L, n_eigh)``.
@@ -427,12 +428,12 @@ def _logs_in_basis(inner: torch.Tensor, basis: torch.Tensor, white: Callable[[to
     first-order Daleckii-Krein expansion ``log B = log D + log[D] o E`` (divided differences of ``log``
     on ``diag D``, Hadamard product) is used; its error is second order, at most ``0.5 eta^2`` for
     ``eta^2 <= 1e-2`` (measured on 9 x 9 matrices, tests). The other matrices (all of them when
-    ``use_basis`` is false) get a full ``eigh``: of ``white(index)``, their whitened matrices, or with
-    ``warm`` (``inner`` and ``basis`` hold every matrix in the eigenbasis of a nearby one, also when
-    ``use_basis`` is false) of ``B`` in that basis (:func:`~biosig_lightning.features.jacobi.eigh` with
-    ``basis``: Jacobi from a nearly diagonal start). Their eigenvectors replace their basis in ``basis``
-    and their diagonal ``B`` their rows of ``inner`` (in place); without ``use_basis`` or ``warm``,
-    ``inner`` and ``basis`` are only outputs. ``floor``: eigenvalues of ``scale W`` floored there; a matrix whose floor
+    ``use_basis`` is false) get a full ``eigh`` of their whitened matrices ``W = M^{-1/2} X M^{-1/2}``
+    (``mats`` the ``X``, ``cm12`` the ``M^{-1/2}``; :func:`~biosig_lightning.features.jacobi.eigh_congruent`),
+    with ``warm`` started from their eigenbases in ``basis`` (from a nearby ``M``: Jacobi starts close to
+    diagonal). Their eigenvectors replace their basis in ``basis`` and their diagonal ``B`` their rows of
+    ``inner`` (in place); without ``use_basis`` or ``warm``, ``inner`` and ``basis`` are only outputs.
+    ``floor``: eigenvalues of ``scale W`` floored there; a matrix whose floor
     might be active (``scale min(D) (1 - eta) <= floor``: the eigenvalues of ``B`` are at least
     ``min(D) (1 - eta)``) always gets its ``eigh``.
 
@@ -455,8 +456,7 @@ def _logs_in_basis(inner: torch.Tensor, basis: torch.Tensor, white: Callable[[to
         redo = torch.nonzero(~ok).squeeze(-1)
         if not len(redo):
             return logs, 0
-    # warm: inner holds the matrices in their previous eigenbases, a start close to diagonal for Jacobi
-    vals, vecs = jacobi.eigh(inner[redo], basis[redo]) if warm else jacobi.eigh(white(redo))
+    vals, vecs = jacobi.eigh_congruent(mats[redo], cm12, basis[redo] if warm else None)
     diag = torch.diag_embed(vals)
     scaled = scale * vals
     diag_logs = torch.diag_embed((scaled if floor is None else scaled.clamp_min(floor)).log_())
@@ -468,15 +468,6 @@ def _logs_in_basis(inner: torch.Tensor, basis: torch.Tensor, white: Callable[[to
     return logs, len(redo)
 
 
-def _chunked_whitener(mats: torch.Tensor, cm12: torch.Tensor) -> Callable[[slice], Callable[[torch.Tensor | slice], torch.Tensor]]:
-    """For a chunk ``sl`` of ``mats``, the function ``idx -> M^{-1/2} X_k M^{-1/2}`` of its matrices ``idx``."""
-    def for_chunk(sl: slice) -> Callable[[torch.Tensor | slice], torch.Tensor]:
-        def white(idx: torch.Tensor | slice) -> torch.Tensor:
-            return cm12 @ mats[sl][idx] @ cm12  # symmetric up to round-off; eigh reads one triangle
-        return white
-    return for_chunk
-
-
 def _whitened_log(mats: torch.Tensor, weights: torch.Tensor, cm12: torch.Tensor, inner: torch.Tensor,
                   basis: torch.Tensor, use_basis: bool, accuracy: float, warm: bool = False) -> tuple[torch.Tensor, int]:
     """One pass over all matrices: ``J = sum_k w_k log(M^{-1/2} X_k M^{-1/2})`` and the number of ``eigh``
@@ -484,14 +475,13 @@ def _whitened_log(mats: torch.Tensor, weights: torch.Tensor, cm12: torch.Tensor,
     ``basis`` holds eigenvectors from an earlier pass) and updated in place. Chunks of :data:`_CHUNK`
     matrices, on ``torch.get_num_threads()`` threads."""
     n_mat, n = mats.shape[0], mats.shape[-1]
-    whitener = _chunked_whitener(mats, cm12)
 
     def chunk(i0: int) -> tuple[torch.Tensor, int]:
         sl = slice(i0, min(i0 + _CHUNK, n_mat))
-        if use_basis or warm:
+        if use_basis:
             q = cm12 @ basis[sl]
             inner[sl] = q.transpose(-1, -2) @ mats[sl] @ q
-        logs, n_eigh = _logs_in_basis(inner[sl], basis[sl], whitener(sl), use_basis, accuracy=accuracy, warm=warm)
+        logs, n_eigh = _logs_in_basis(inner[sl], basis[sl], mats[sl], cm12, use_basis, accuracy=accuracy, warm=warm)
         # sum_k w_k V_k L_k V_k^T as one (n, K n) x (K n, n) product, no K dense logs
         if use_basis:
             left = (basis[sl] @ logs).mul_(weights[sl, None, None])
@@ -520,7 +510,7 @@ def _karcher(mats: torch.Tensor, weights: torch.Tensor, tol: float, maxiter: int
 
     Each pass needs ``log`` of every whitened matrix. Early passes diagonalise all of them (a batched
     ``eigh``, the whole cost of a pass; from the second pass on, in each matrix's eigenbasis from the
-    pass before, where Jacobi starts close to diagonal). Once the iterate moves by less than ``sqrt(tol / 10)``, a pass
+    pass before, where Jacobi starts close to diagonal, when numba's kernel is in use). Once the iterate moves by less than ``sqrt(tol / 10)``, a pass
     expresses each matrix in its last eigenbasis and uses the first-order expansion of ``log`` wherever
     its error bound (``eta^2``, :func:`_logs_in_basis`) is below ``tol / 10``, so ``J`` is still computed
     to a tenth of the tolerance (a pass of expansions costs half a pass of ``eigh``); only the matrices
@@ -545,7 +535,7 @@ def _karcher(mats: torch.Tensor, weights: torch.Tensor, tol: float, maxiter: int
         # the expansion pays only once the iterate moves by less than its validity radius
         # (sqrt(accuracy), shrunk further by the matrices' conditioning); before that every matrix fails it
         near = last <= math.sqrt(0.1 * tol)
-        # from the second pass on, each matrix's last eigenbasis starts its Jacobi sweeps (jacobi.eigh)
+        # from the second pass on, each matrix's last eigenbasis starts its Jacobi sweeps (jacobi.eigh_congruent)
         tangent, n_eigh = _whitened_log(mats, w, cm12, inner, basis, near, 0.1 * tol, warm=passes > 0)
         passes += 1
         stats["passes"] = stats.get("passes", 0) + 1
@@ -681,11 +671,11 @@ def recording_tokens(cov: torch.Tensor, psd: torch.Tensor, alpha: float, beta: f
     def channel(i: int) -> tuple[torch.Tensor, torch.Tensor]:
         aug = augment(cov[:, i].reshape(e * s, n, n), psd[:, i].reshape(e * s, n), alpha)
         g, inner, basis = _karcher(aug, ones, tol, 50, keep_eig=True)
-        whitener = _chunked_whitener(aug, invsqrtm(g))
+        gm12 = invsqrtm(g)
         chan = torch.empty((e * s, token_dim(n + 1)), dtype=aug.dtype)
         for i0 in range(0, e * s, _CHUNK):
             sl = slice(i0, min(i0 + _CHUNK, e * s))
-            logs, _ = _logs_in_basis(inner[sl], basis[sl], whitener(sl), True, beta, floor, 0.1 * tol, warm=True)
+            logs, _ = _logs_in_basis(inner[sl], basis[sl], aug[sl], gm12, True, beta, floor, 0.1 * tol, warm=True)
             chan[sl] = tokens_from_sym(basis[sl] @ logs @ basis[sl].transpose(-1, -2), sqrt2)
         return g, chan.reshape(e, s, -1)
 

@@ -184,3 +184,22 @@ def test_a_nearby_basis_saves_sweeps(monkeypatch: pytest.MonkeyPatch) -> None:
     assert calls == []
     jacobi.eigh(w)
     assert calls == [256]
+
+
+@pytest.mark.parametrize("kernel", [True, False])
+@pytest.mark.parametrize("warm", [False, True])
+def test_congruent_matrices_are_decomposed_without_forming_them(kernel: bool, warm: bool,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """``eigh_congruent(X, C, V)`` is the eigendecomposition of ``C X C^T`` (``C`` not symmetric here, so
+    a transposed product would show), with or without a start basis, in the kernel and in torch."""
+    if not kernel:
+        monkeypatch.setenv("BIOSIG_NUMBA", "0")
+    x = _spd(300, 9, 1.5, seed=12)
+    c = torch.eye(9, dtype=torch.float64) + 0.3 * torch.randn(9, 9, dtype=torch.float64,
+                                                              generator=torch.Generator().manual_seed(13))
+    w = c @ x @ c.T
+    basis = torch.linalg.eigh(w + 1e-3 * _spd(300, 9, 0.5, seed=14))[1] if warm else None
+    vals, vecs = jacobi.eigh_congruent(x, c, basis)
+    _check(w, vals, vecs, atol=1e-12)
+    with pytest.raises(ValueError, match="congruence of shape"):
+        jacobi.eigh_congruent(x, c[:8, :8])

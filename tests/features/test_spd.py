@@ -275,18 +275,24 @@ def _rotate(x: np.ndarray, size: float, seed: int) -> np.ndarray:
     return t @ x @ t.T
 
 
+@pytest.mark.parametrize("warm", [False, True])
 @pytest.mark.parametrize(("move", "expanded"), [(1e-8, True), (1e-3, False)])
-def test_logs_in_a_nearby_basis_equal_the_exact_logs(move: float, expanded: bool) -> None:
+def test_logs_in_a_nearby_basis_equal_the_exact_logs(move: float, expanded: bool, warm: bool) -> None:
     """The Karcher flow's late passes take log(W) in the eigenbasis of the previous pass's matrices
-    (first-order expansion where its error estimate is below tol2, eigh elsewhere): equal to logm
-    either way, the expansion used only when the iterate has barely moved."""
+    (first-order expansion where its error estimate is below tol2, eigh elsewhere, from that basis
+    with ``warm``): equal to logm either way, the expansion used only when the iterate has barely moved.
+    The matrices are given unwhitened with their whitening ``C`` (W = C X C)."""
     w = _dispersed(300, 9, 0.8, seed=6)
+    c = _dispersed(1, 9, 0.3, seed=12)[0]
+    ct = torch.from_numpy(c)
+    x = torch.linalg.solve(ct, torch.linalg.solve(ct, torch.from_numpy(w)).transpose(-1, -2))  # C^-1 W C^-1
     _, basis = np.linalg.eigh(_rotate(w, move, seed=7))
     wt, vt = torch.from_numpy(w), torch.from_numpy(basis)
     inner = vt.transpose(-1, -2) @ wt @ vt
-    logs, n_eigh = spd._logs_in_basis(inner.clone(), vt, lambda idx: wt[idx], True, accuracy=1e-11)
+    bt = vt.clone()  # updated in place where eigh replaces the basis
+    logs, n_eigh = spd._logs_in_basis(inner.clone(), bt, x, ct, True, accuracy=1e-11, warm=warm)
     assert (n_eigh == 0) if expanded else (n_eigh == 300), n_eigh
-    full = (vt @ logs @ vt.transpose(-1, -2)).numpy()
+    full = (bt @ logs @ bt.transpose(-1, -2)).numpy()
     np.testing.assert_allclose(full, pr_logm(w), atol=1e-10)
 
 
@@ -295,7 +301,8 @@ def test_logs_in_a_basis_take_eigh_where_the_floor_may_act() -> None:
     w[:10] *= 1e-3  # eigenvalues near 1e-3: under the floor 1e-2 after scaling by 2
     _, basis = np.linalg.eigh(w)
     wt, vt = torch.from_numpy(w), torch.from_numpy(basis)
-    logs, n_eigh = spd._logs_in_basis(vt.transpose(-1, -2) @ wt @ vt, vt.clone(), lambda idx: wt[idx], True,
+    eye = torch.eye(5, dtype=torch.float64)
+    logs, n_eigh = spd._logs_in_basis(vt.transpose(-1, -2) @ wt @ vt, vt.clone(), wt, eye, True,
                                       scale=2.0, floor=1e-2, accuracy=1e-9)
     assert n_eigh == 10
     np.testing.assert_allclose((vt @ logs @ vt.transpose(-1, -2)).numpy(), spd.logm(2.0 * wt, 1e-2).numpy(),
@@ -326,7 +333,7 @@ def test_first_order_log_expansion_error_is_at_most_half_eta_squared() -> None:
         root = torch.diagonal(b, dim1=-2, dim2=-1).sqrt()
         eta2 = (b / (root.unsqueeze(-1) * root.unsqueeze(-2))).square().sum((-2, -1)) - 9
         eye = torch.eye(9, dtype=torch.float64).expand(400, 9, 9).clone()
-        logs, n_eigh = spd._logs_in_basis(b.clone(), eye, lambda idx, b=b: b[idx], True, accuracy=1.0)
+        logs, n_eigh = spd._logs_in_basis(b.clone(), eye, b, eye[0], True, accuracy=1.0)
         assert n_eigh == int((eta2 > 1.0).sum())
         err = (logs - spd.logm(b)).abs().amax((-2, -1))
         small = eta2 <= 1e-2
