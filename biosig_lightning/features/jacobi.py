@@ -48,7 +48,7 @@ _TOL = float(np.finfo(np.float64).eps)
 
 try:  # numba is an optional accelerator
     import numba as _numba
-except ImportError:  # pragma: no cover - exercised where numba is absent
+except ImportError:  # without numba: torch.linalg.eigh (tests set _numba = None for this path)
     _numba = None
 
 _KERNEL = None
