@@ -471,9 +471,9 @@ def _logs_in_basis(inner: torch.Tensor, basis: torch.Tensor, mats: torch.Tensor,
 def _whitened_log(mats: torch.Tensor, weights: torch.Tensor, cm12: torch.Tensor, inner: torch.Tensor,
                   basis: torch.Tensor, use_basis: bool, accuracy: float, warm: bool = False) -> tuple[torch.Tensor, int]:
     """One pass over all matrices: ``J = sum_k w_k log(M^{-1/2} X_k M^{-1/2})`` and the number of ``eigh``
-    calls. ``inner`` and ``basis`` (:func:`_logs_in_basis`) are read (with ``use_basis`` or ``warm``: then
-    ``basis`` holds eigenvectors from an earlier pass) and updated in place. Chunks of :data:`_CHUNK`
-    matrices, on ``torch.get_num_threads()`` threads."""
+    calls. ``inner`` and ``basis`` (:func:`_logs_in_basis`) are updated in place; ``basis`` is read with
+    ``use_basis`` or ``warm`` (it then holds eigenvectors from an earlier pass), ``inner`` is recomputed
+    from it with ``use_basis``. Chunks of :data:`_CHUNK` matrices, on ``torch.get_num_threads()`` threads."""
     n_mat, n = mats.shape[0], mats.shape[-1]
 
     def chunk(i0: int) -> tuple[torch.Tensor, int]:
