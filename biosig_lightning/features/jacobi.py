@@ -30,12 +30,13 @@ splits a large batch over ``torch.get_num_threads()`` threads itself.
 
 from __future__ import annotations
 
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
+
+from biosig_lightning import accel
 
 __all__ = ["MAX_N", "MIN_BATCH", "available", "eigh", "eigh_congruent"]
 
@@ -48,10 +49,8 @@ _LANES = 64  # matrices per block: 64 x n x n doubles for the matrix and as many
 _MAX_SWEEPS = 40
 _TOL = float(np.finfo(np.float64).eps)
 
-try:  # numba is an optional accelerator
-    import numba as _numba
-except ImportError:  # without numba: torch.linalg.eigh (tests set _numba = None for this path)
-    _numba = None
+# numba is an optional accelerator; without it, torch.linalg.eigh (tests set _numba = None for this path)
+_numba = accel.numba
 
 _KERNEL = None
 _NO_CONGRUENCE = np.zeros((0, 0))
@@ -60,7 +59,7 @@ _COMPILE_LOCK = threading.Lock()
 
 def available() -> bool:
     """Whether the numba kernel can be used here (numba importable and not disabled by ``BIOSIG_NUMBA=0``)."""
-    return _numba is not None and os.environ.get("BIOSIG_NUMBA", "1") != "0"
+    return accel.enabled(_numba)
 
 
 def _compile():  # noqa: ANN202 - returns a numba dispatcher
