@@ -16,9 +16,12 @@ what is kept for the backward pass and how the dropout masks are drawn:
   elements. No mask is kept: :func:`apply_drop` draws and applies each block in the same thread,
   and a backward pass draws its mask again from the seed (``drop_mask`` materialises a mask, for
   tests and other devices).
-* :class:`SPAttention` never keeps the h ``T x T`` attention maps: it keeps ``q``, ``k``, ``x``, the
-  head weights and one seed, and recomputes the maps (and regenerates their dropout masks) chunk by
-  chunk in backward, so its memory is that of the inputs whatever h and T.
+* :class:`SPAttention` does not keep autograd's h ``T x T`` maps and their masks. On GPUs and without
+  numba it keeps ``q``, ``k``, ``x``, the head weights and one seed, and recomputes the maps (and
+  regenerates their dropout masks) chunk by chunk in backward, so its memory is that of the inputs
+  whatever h and T. With numba on CPUs (:mod:`.map_kernels`), a call whose maps fit
+  :data:`KEEP_MAPS_BYTES` keeps them once, with the masks in their sign bits, on pooled memory
+  (:func:`_slab`), and backward recomputes nothing.
 * :func:`linear` computes a linear map through zero-padded weights whose sizes are multiples of 16, so
   that every product of the forward and backward pass writes a 16-aligned number of columns. The
   widths of the published model (351, 1035) are not: one core's float32 GEMM on the task machine
@@ -30,7 +33,9 @@ what is kept for the backward pass and how the dropout masks are drawn:
 
 from __future__ import annotations
 
+import math
 import os
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -38,8 +43,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from biosig_lightning.models.spdtransnet import map_kernels
+
 __all__ = ["AlignedLinear", "FeedForward", "SPAttention", "apply_drop", "draw_seed", "drop_mask", "dropout", "feed_forward",
-           "linear", "release_workspaces"]
+           "linear", "mask_words", "release_workspaces"]
 
 # attention-map elements per chunk. CPU: 16 MiB in float32, stays in a large L2/L3 cache. GPU: each chunk
 # costs a dozen kernel launches, so chunks are as large as a bounded transient (256 MiB of maps) allows
@@ -67,10 +74,33 @@ def _pool() -> ThreadPoolExecutor | None:
     return _POOL[2]
 
 
+def _threshold(p: float) -> np.uint16:
+    """Words below this are drops: ``round(p 2^16)``."""
+    return np.uint16(min(round(p * 2**16), 2**16 - 1))
+
+
+def _raw_words(seed: int, stream: int, start: int, m: int) -> np.ndarray:
+    """The 16-bit words of elements ``start .. start + m`` (one block) of the mask ``(seed, stream)``."""
+    gen = np.random.SFC64(np.random.SeedSequence([seed, stream, start // _MASK_BLOCK]))
+    return gen.random_raw((m + 3) // 4).view(np.uint16)[:m]
+
+
 def _drop_words(seed: int, stream: int, start: int, m: int, p: float) -> np.ndarray:
     """``bool`` drops of elements ``start .. start + m`` (one block) of the mask ``(seed, stream)``."""
-    gen = np.random.SFC64(np.random.SeedSequence([seed, stream, start // _MASK_BLOCK]))
-    return gen.random_raw((m + 3) // 4).view(np.uint16)[:m] < np.uint16(min(round(p * 2**16), 2**16 - 1))
+    return _raw_words(seed, stream, start, m) < _threshold(p)
+
+
+def mask_words(n: int, seed: int, stream: int = 0) -> np.ndarray:
+    """The ``n`` 16-bit words of the mask ``(seed, stream)`` (drawn by blocks in the pool threads); an
+    element is dropped where its word is below :func:`_threshold` ``(p)``, as in :func:`drop_mask`."""
+    out = np.empty(n, dtype=np.uint16)
+
+    def fill(start: int) -> None:
+        m = min(_MASK_BLOCK, n - start)
+        out[start:start + m] = _raw_words(seed, stream, start, m)
+
+    _blockwise(n, fill)
+    return out
 
 
 def _blockwise(n: int, fill: Any) -> None:
@@ -164,7 +194,7 @@ def _autocast_on(device_type: str) -> bool:
 
 
 _LOCAL = threading.local()
-_WORKSPACES = 8
+_WORKSPACES = 16
 
 
 def _workspace(name: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
@@ -176,7 +206,7 @@ def _workspace(name: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.T
     product that first writes it ran at 95 GFLOP/s against 150-170 into warm memory (two threads,
     task machine). Buffers are kept per thread for the last :data:`_WORKSPACES` (name, shape, dtype,
     device) keys, so the intra- and inter-epoch encoders (17,640 and 840 tokens at batch 4) each keep
-    theirs; :func:`release_workspaces` frees them.
+    theirs (SP-MHA's chunk buffers included); :func:`release_workspaces` frees them.
     """
     bufs: dict[tuple, torch.Tensor] = _LOCAL.__dict__.setdefault("bufs", {})
     key = (name, tuple(shape), like.dtype, like.device)
@@ -190,8 +220,39 @@ def _workspace(name: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.T
 
 
 def release_workspaces() -> None:
-    """Free this thread's backward-pass workspaces (:func:`_workspace`)."""
+    """Free this thread's backward-pass workspaces (:func:`_workspace`) and the pool of :func:`_slab`."""
     _LOCAL.__dict__.pop("bufs", None)
+    with _SLAB_LOCK:
+        _SLABS.clear()
+
+
+_SLABS: list[np.ndarray] = []
+_SLAB_LOCK = threading.Lock()
+_SLAB_FREE_REFS: list[int] = []  # sys.getrefcount of a slab that only the pool holds, in this interpreter
+#: bytes of slabs the pool keeps referenced (slabs in use stay alive through their tensors regardless)
+_SLAB_BYTES = 2 << 30
+
+
+def _slab(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised CPU tensor of ``shape``, on memory that a pool keeps once the tensor is freed.
+
+    For tensors saved from a forward pass to its backward (SP-MHA's signed maps): a fresh 133 MB
+    tensor costs some 32,000 page faults every step on glibc (see :func:`_workspace`), but unlike a
+    workspace it must stay untouched until its backward has run. A slab is a numpy array; the tensor
+    holds a reference to it, so a slab whose only reference is the pool's is free for the next call.
+    """
+    n = math.prod(shape)
+    npdtype = torch.empty(0, dtype=dtype).numpy().dtype
+    with _SLAB_LOCK:
+        for i in range(len(_SLABS)):
+            if _SLABS[i].size == n and _SLABS[i].dtype == npdtype and sys.getrefcount(_SLABS[i]) == _SLAB_FREE_REFS[0]:
+                return torch.from_numpy(_SLABS[i]).view(shape)
+        _SLABS.append(np.empty(n, dtype=npdtype))
+        if not _SLAB_FREE_REFS:
+            _SLAB_FREE_REFS.append(sys.getrefcount(_SLABS[-1]))
+        while len(_SLABS) > 1 and sum(a.nbytes for a in _SLABS) > _SLAB_BYTES:
+            _SLABS.pop(0)
+        return torch.from_numpy(_SLABS[-1]).view(shape)
 
 
 def _padded_grad(name: str, g: torch.Tensor, width: int) -> torch.Tensor:
@@ -337,22 +398,42 @@ def _compute_dtype(*dtypes: torch.dtype) -> torch.dtype:
 
 
 class SPAttention(torch.autograd.Function):
-    """``out = sum_h w_h D_h(softmax(q_h k_h^T)) x`` (SP-MHA, eq. 2), maps recomputed in backward.
+    """``out = sum_h w_h D_h(softmax(q_h k_h^T)) x`` (SP-MHA, eq. 2), without autograd's h stored maps.
 
     ``q`` and ``k`` are ``(B, h, T, d/h)`` with ``q`` already scaled by ``sqrt(d/h)^-1``; ``x`` is
     ``(B, T, d)`` (the unprojected values); ``w`` the h combination weights; ``D_h`` inverted dropout
     with rate ``p`` on each head's probabilities (masks from ``seed``, chunk by chunk).
 
-    Backward, per chunk, with ``P_h`` the recomputed maps, ``M_h`` the masks, ``s = 1 / (1 - p)``,
+    Backward, per chunk, with ``P_h`` the maps, ``M_h`` the masks, ``s = 1 / (1 - p)``,
     ``A = sum_h w_h s M_h P_h`` and ``G = dout x^T``: ``dx = A^T dout``,
     ``dw_h = s <M_h P_h, G>``, ``dP_h = w_h s M_h G``, ``dS_h = P_h (dP_h - rowsum(dP_h P_h))``
     ``= w_h s (E_h - P_h rowsum(E_h))`` with ``E_h = M_h P_h G`` (one product serves ``dw`` and ``dS``),
     ``dq_h = dS_h k_h``, ``dk_h = dS_h^T q_h``.
+
+    Two ways, equal up to round-off and with the same masks:
+
+    * torch (GPUs, and CPUs without numba): backward recomputes the maps and draws their masks again,
+      so only ``q, k, x, w`` and the seed are kept, whatever h and T;
+    * numba on CPUs (:mod:`.map_kernels`): dropout and combination in one pass per chunk; when one
+      call's maps take at most :data:`KEEP_MAPS_BYTES` (a batch of 4 sequences of the published model:
+      133 MB per intra-epoch layer), they are kept for backward with the masks in their sign bits
+      instead of being recomputed, and backward's elementwise work is one more pass. Larger calls
+      recompute them as the torch way does.
     """
 
     @staticmethod
     def _maps(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         return torch.softmax(q @ k.transpose(-1, -2), dim=-1)
+
+    @staticmethod
+    def _fast(x: torch.Tensor) -> bool:
+        return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and map_kernels.available()
+
+    @staticmethod
+    def _signed_maps(q: torch.Tensor, k: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """The softmax maps of ``q k^T`` written into ``out`` (in place, no temporary)."""
+        torch.matmul(q, k.transpose(-1, -2), out=out)
+        return torch.ops.aten._softmax.out(out, -1, False, out=out)
 
     @staticmethod
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, x: torch.Tensor, w: torch.Tensor,  # noqa: PLR0913
@@ -366,32 +447,83 @@ class SPAttention(torch.autograd.Function):
             b, h, t, _ = q.shape
             out = torch.empty_like(x)
             scale = 1.0 / (1.0 - p) if p > 0 else 1.0
-            ws = (w * scale).view(1, 1, h)
-            for c, sl in enumerate(_chunks(b, h * t * t, q.device)):
-                maps = SPAttention._maps(q[sl], k[sl])
-                if p > 0:
-                    apply_drop(maps, p, seed, c)
-                comb = (ws @ maps.view(maps.shape[0], h, t * t)).view(-1, t, t)
-                torch.bmm(comb, x[sl], out=out[sl])
-        ctx.save_for_backward(q, k, x, w)
+            chunks = _chunks(b, h * t * t, q.device)
+            ctx.keep = SPAttention._fast(x) and b * h * t * t * x.element_size() <= KEEP_MAPS_BYTES
+            if SPAttention._fast(x):
+                kept = _slab((b, h, t, t), x.dtype) if ctx.keep else None
+                ws = (w * scale).detach().numpy()
+                for c, sl in enumerate(chunks):
+                    maps = kept[sl] if kept is not None else _chunk_buffer("sp_maps", chunks, sl, (h, t, t), x)
+                    comb = _chunk_buffer("sp_comb", chunks, sl, (t, t), x)
+                    SPAttention._combine(SPAttention._signed_maps(q[sl], k[sl], maps), p, seed, c, ws, comb,
+                                         encode=kept is not None)
+                    torch.bmm(comb, x[sl], out=out[sl])
+            else:
+                kept = None
+                ws = (w * scale).view(1, 1, h)
+                for c, sl in enumerate(chunks):
+                    maps = SPAttention._maps(q[sl], k[sl])
+                    if p > 0:
+                        apply_drop(maps, p, seed, c)
+                    comb = (ws @ maps.view(maps.shape[0], h, t * t)).view(-1, t, t)
+                    torch.bmm(comb, x[sl], out=out[sl])
+        ctx.save_for_backward(q, k, x, w, *([kept] if kept is not None else []))
         ctx.p, ctx.seed = p, seed
         return out
 
     @staticmethod
-    def backward(ctx: Any, dout: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        with torch.autocast(device_type=dout.device.type, enabled=False):
-            return SPAttention._backward(ctx, dout)
+    def _combine(maps: torch.Tensor, p: float, seed: int, stream: int, ws: np.ndarray,  # noqa: PLR0913
+                 comb: torch.Tensor, encode: bool) -> None:
+        raw = mask_words(maps.numel(), seed, stream) if p > 0 else None
+        map_kernels.combine(maps.numpy(), raw, int(_threshold(p)), ws, comb.numpy(), encode, _pool(),
+                            torch.get_num_threads())
 
     @staticmethod
-    def _backward(ctx: Any, dout: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        q, k, x, w = ctx.saved_tensors
+    def backward(ctx: Any, dout: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        with torch.autocast(device_type=dout.device.type, enabled=False):
+            q, k, x, w, *kept = ctx.saved_tensors
+            dout = dout.to(x.dtype).contiguous()
+            grads = (SPAttention._backward_fast if SPAttention._fast(x) else SPAttention._backward)(
+                ctx, q, k, x, w, kept[0] if kept else None, dout)
+            return (*(g.to(dt) for g, dt in zip(grads, ctx.dtypes, strict=True)), None, None)
+
+    @staticmethod
+    def _backward_fast(ctx: Any, q: torch.Tensor, k: torch.Tensor, x: torch.Tensor, w: torch.Tensor,  # noqa: PLR0913
+                       kept: torch.Tensor | None, dout: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        p, seed = ctx.p, ctx.seed
+        b, h, t, _ = q.shape
+        scale = 1.0 / (1.0 - p) if p > 0 else 1.0
+        ws = (w * scale).detach().numpy()
+        dq, dk, dx = torch.empty_like(q), torch.empty_like(k), torch.empty_like(x)
+        dw = torch.zeros(h, dtype=q.dtype)
+        chunks = _chunks(b, h * t * t, q.device)
+        for c, sl in enumerate(chunks):
+            comb = _chunk_buffer("sp_comb", chunks, sl, (t, t), x)
+            if kept is not None:
+                signed = kept[sl]
+            else:
+                signed = _chunk_buffer("sp_maps", chunks, sl, (h, t, t), x)
+                SPAttention._combine(SPAttention._signed_maps(q[sl], k[sl], signed), p, seed, c, ws, comb,
+                                     encode=True)
+            g = torch.bmm(dout[sl], x[sl].transpose(1, 2), out=_chunk_buffer("sp_g", chunks, sl, (t, t), x))
+            ds = _chunk_buffer("sp_ds", chunks, sl, (h, t, t), x)
+            r = map_kernels.backward(signed.numpy(), g.numpy(), ws, ds.numpy(), comb.numpy(), _pool(),
+                                     torch.get_num_threads())
+            dw += torch.from_numpy(r) * scale
+            torch.bmm(comb.transpose(1, 2), dout[sl], out=dx[sl])
+            torch.matmul(ds, k[sl], out=dq[sl])
+            torch.matmul(ds.transpose(-1, -2), q[sl], out=dk[sl])
+        return dq, dk, dx, dw
+
+    @staticmethod
+    def _backward(ctx: Any, q: torch.Tensor, k: torch.Tensor, x: torch.Tensor, w: torch.Tensor,  # noqa: PLR0913
+                  _kept: None, dout: torch.Tensor) -> tuple[torch.Tensor, ...]:
         p, seed = ctx.p, ctx.seed
         b, h, t, _ = q.shape
         scale = 1.0 / (1.0 - p) if p > 0 else 1.0
         ws = w * scale
         dq, dk, dx = torch.empty_like(q), torch.empty_like(k), torch.empty_like(x)
         dw = torch.zeros(h, dtype=q.dtype, device=q.device)
-        dout = dout.to(x.dtype).contiguous()
         for c, sl in enumerate(_chunks(b, h * t * t, q.device)):
             n = dout[sl].shape[0]
             probs = SPAttention._maps(q[sl], k[sl])  # (n, h, t, t)
@@ -406,4 +538,14 @@ class SPAttention(torch.autograd.Function):
             ds = e.sub_(probs.mul_(r)).mul_(ws.view(1, h, 1, 1))
             torch.matmul(ds, k[sl], out=dq[sl])
             torch.matmul(ds.transpose(-1, -2), q[sl], out=dk[sl])
-        return (*(g.to(dt) for g, dt in zip((dq, dk, dx, dw), ctx.dtypes, strict=True)), None, None)
+        return dq, dk, dx, dw
+
+
+#: the largest maps (bytes, over one call's sequences and heads) that the numba path keeps for backward
+KEEP_MAPS_BYTES = 1 << 29
+
+
+def _chunk_buffer(name: str, chunks: list[slice], sl: slice, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+    """Chunk ``sl``'s part of a per-thread workspace sized for the largest chunk of ``chunks``."""
+    step = chunks[0].stop - chunks[0].start
+    return _workspace(name, (step, *shape), like)[: sl.stop - sl.start]

@@ -1,0 +1,176 @@
+"""SP-MHA's numba map kernels: the same attention, masks and gradients as the torch path, maps kept safely."""
+
+from __future__ import annotations
+
+import gc
+import math
+
+import pytest
+import torch
+
+from biosig_lightning.models.spdtransnet import SPMultiheadAttention, kernels, map_kernels
+from tests.models.spdtransnet.sp_reference import reference_sp_mha
+
+PATHS = ["numba_kept", "numba_recomputed", "torch"]
+
+
+def _use(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Route SP-MHA's CPU computation through ``path``."""
+    if path == "torch":
+        monkeypatch.setattr(map_kernels, "_numba", None)
+        return
+    if not map_kernels.available():
+        pytest.skip("numba is not installed (the 'fast' extra)")
+    if path == "numba_recomputed":
+        monkeypatch.setattr(kernels, "KEEP_MAPS_BYTES", 0)
+
+
+def _kept_maps(calls: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
+    slab = kernels._slab
+    monkeypatch.setattr(kernels, "_slab", lambda shape, dtype: calls.append(math.prod(shape)) or slab(shape, dtype))
+
+
+def _grads(att: SPMultiheadAttention, x: torch.Tensor, dout: torch.Tensor, run) -> list[torch.Tensor]:  # noqa: ANN001
+    out = run()
+    return [out.detach(), *torch.autograd.grad(out, [x, *att.parameters()], dout)]
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("head_weights", ["softmax", "free"])
+def test_each_path_is_plain_autograd_with_the_same_dropout_masks(path: str, head_weights: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    _use(path, monkeypatch)
+    kept: list[int] = []
+    _kept_maps(kept, monkeypatch)
+    monkeypatch.setattr(kernels, "_MAP_CHUNK", 2 * 3 * 7 * 7)  # several chunks, one mask stream each
+    torch.manual_seed(5)
+    att = SPMultiheadAttention(21, 3, dropout=0.3, head_weights=head_weights, impl="fused").double().train()
+    x = torch.randn(5, 7, 21, dtype=torch.float64, requires_grad=True)
+    dout = torch.randn(5, 7, 21, dtype=torch.float64)
+    torch.manual_seed(6)
+    seed = kernels.draw_seed()
+    torch.manual_seed(6)
+    got = _grads(att, x, dout, lambda: att(x))
+    want = _grads(att, x, dout, lambda: reference_sp_mha(att, x, seed))
+    assert kept == ([5 * 3 * 7 * 7] if path == "numba_kept" else [])
+    assert (got[0] != 0).any()
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_sdpa_fused_and_recompute_agree_in_outputs_and_gradients(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # in float64, where the three orders of summation agree to round-off (in float32 each is about 1e-5
+    # away from the exact head-weight gradient, so comparing two of them pins their rounding, not the maths)
+    _use(path, monkeypatch)
+    torch.manual_seed(2)
+    att = SPMultiheadAttention(45, 9, dropout=0.0).double()
+    x = torch.randn(4, 30, 45, dtype=torch.float64, requires_grad=True)
+    dout = torch.randn(4, 30, 45, dtype=torch.float64)
+    results = []
+    for impl in ("sdpa", "fused", "recompute"):
+        att.impl = impl
+        results.append(_grads(att, x, dout, lambda: att(x)))
+    for other in results[1:]:
+        for a, b in zip(results[0], other, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("path", PATHS[:2])
+def test_float32_kernels_are_as_accurate_as_torch(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # each float32 path against float64, at the published head width: the kernels' error may not exceed
+    # twice the torch path's (their row sums are reassociated, so they need not round the same way)
+    torch.manual_seed(3)
+    att = SPMultiheadAttention(351, 9, dropout=0.0)
+    x = torch.randn(2, 210, 351)
+    dout = torch.randn(2, 210, 351)
+
+    def run(dtype: torch.dtype) -> list[torch.Tensor]:
+        a = SPMultiheadAttention(351, 9, dropout=0.0).to(dtype)
+        a.load_state_dict(att.state_dict())
+        xx = x.to(dtype).requires_grad_()
+        return [t.double() for t in _grads(a, xx, dout.to(dtype), lambda: a(xx))]
+
+    exact = run(torch.float64)
+    with monkeypatch.context() as m:
+        m.setattr(map_kernels, "_numba", None)
+        torch_errors = [(a - b).abs().max().item() for a, b in zip(run(torch.float32), exact, strict=True)]
+    _use(path, monkeypatch)
+    errors = [(a - b).abs().max().item() for a, b in zip(run(torch.float32), exact, strict=True)]
+    for name, err, ref in zip(["out", "x", "q.w", "q.b", "k.w", "k.b", "theta"], errors, torch_errors, strict=True):
+        assert err <= 2 * ref + 1e-7, (name, err, ref)
+
+
+@pytest.mark.parametrize("path", PATHS[:2])
+def test_nan_inputs_give_nan_where_torch_does(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the kernels' float flags keep NaN semantics: a NaN in one query of one head reaches exactly the
+    # outputs and gradients it reaches on the torch path (no silent zeros)
+    q, k = torch.randn(2, 3, 7, 4, dtype=torch.float64), torch.randn(2, 3, 7, 4, dtype=torch.float64)
+    q[1, 0, 2, 1] = float("nan")
+    x, w = torch.randn(2, 7, 5, dtype=torch.float64), torch.randn(3, dtype=torch.float64).softmax(0)
+
+    def nan_pattern() -> list[torch.Tensor]:
+        args = [t.clone().requires_grad_() for t in (q, k, x, w)]
+        out = kernels.SPAttention.apply(*args, 0.2, 9)
+        out.backward(torch.ones_like(out))
+        return [t.isnan() for t in (out, *(a.grad for a in args))]
+
+    with monkeypatch.context() as m:
+        m.setattr(map_kernels, "_numba", None)
+        want = nan_pattern()
+    _use(path, monkeypatch)
+    got = nan_pattern()
+    assert want[0][1, 2].all() and not want[0][0].any() and want[4][0] and not want[4][1:].any()
+    for a, b in zip(got, want, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_kept_maps_survive_a_second_forward_before_their_backward(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a kept map's memory returns to the pool only when no tensor holds it: with retain_graph, a second
+    # forward of the same size must not overwrite the first graph's maps before its second backward
+    _use("numba_kept", monkeypatch)
+    torch.manual_seed(17)
+    att = SPMultiheadAttention(21, 3, dropout=0.2, impl="fused").double().train()
+    x1, x2 = (torch.randn(4, 7, 21, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    out1 = att(x1)
+    (g1,) = torch.autograd.grad(out1.sum(), x1, retain_graph=True)
+    out2 = att(x2)
+    (g2,) = torch.autograd.grad(out2.sum(), x2, retain_graph=True)
+    (g1_again,) = torch.autograd.grad(out1.sum(), x1)
+    torch.testing.assert_close(g1_again, g1, rtol=0, atol=0)
+    assert not torch.equal(g1, g2)
+
+
+def test_slab_memory_is_reused_once_its_tensor_is_gone() -> None:
+    kernels.release_workspaces()
+    a = kernels._slab((3, 5), torch.float32)
+    b = kernels._slab((3, 5), torch.float32)
+    assert a.data_ptr() != b.data_ptr()  # a is still in use
+    ptr = a.data_ptr()
+    view = a[1:]
+    del a
+    gc.collect()
+    assert kernels._slab((3, 5), torch.float32).data_ptr() != ptr  # a view still holds it
+    del view
+    c = kernels._slab((3, 5), torch.float32)
+    assert c.data_ptr() == ptr and c.shape == (3, 5)
+    assert kernels._slab((15,), torch.float64).dtype == torch.float64
+
+
+@pytest.mark.parametrize("path", PATHS[:2])
+def test_garbage_in_workspaces_and_slabs_changes_nothing(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the kernels' chunk buffers are per-thread workspaces kept from call to call, and kept maps live on
+    # pooled memory: whatever they hold before (NaN here) must not reach the output or a gradient
+    _use(path, monkeypatch)
+    torch.manual_seed(18)
+    att = SPMultiheadAttention(21, 3, dropout=0.25, impl="fused").double().train()
+    x = torch.randn(3, 7, 21, dtype=torch.float64, requires_grad=True)
+    dout = torch.randn(3, 7, 21, dtype=torch.float64)
+    torch.manual_seed(19)
+    want = _grads(att, x, dout, lambda: att(x))
+    monkeypatch.setattr(kernels, "_workspace", lambda name, shape, like: like.new_full(shape, float("nan")))
+    monkeypatch.setattr(kernels, "_slab", lambda shape, dtype: torch.full(shape, float("nan"), dtype=dtype))
+    torch.manual_seed(19)
+    got = _grads(att, x, dout, lambda: att(x))
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
