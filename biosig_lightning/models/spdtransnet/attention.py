@@ -12,10 +12,20 @@ from torch.utils.checkpoint import checkpoint
 
 from biosig_lightning.models.spdtransnet import kernels
 
-__all__ = ["HeadWeights", "Impl", "SPEncoderLayer", "SPMultiheadAttention"]
+__all__ = ["Factors", "HeadWeights", "Impl", "SPEncoderLayer", "SPMultiheadAttention"]
 
 HeadWeights = Literal["softmax", "free"]
 Impl = Literal["auto", "sdpa", "fused", "recompute"]
+#: ``(u, A, c)``: a layer input ``x = u A^T + c`` given through narrower tokens ``u`` (:meth:`SPMultiheadAttention.forward`)
+Factors = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def _project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, factors: Factors | None) -> torch.Tensor:
+    """``x W^T + b``, or ``u (W A)^T + (c W^T + b)`` from ``factors = (u, A, c)`` with ``x = u A^T + c``."""
+    if factors is None:
+        return kernels.linear(x, weight, bias)
+    u, a, c = factors
+    return kernels.linear(u, weight @ a) + F.linear(c, weight, bias)
 
 
 class SPMultiheadAttention(nn.Module):
@@ -38,7 +48,11 @@ class SPMultiheadAttention(nn.Module):
     * ``fused``: :class:`~.kernels.SPAttention`, the combined map ``sum_h w_h A_h`` formed and applied
       to V once per chunk of sequences (one full-width product instead of h), keeping only ``q, k, x``,
       ``w`` and a dropout seed; backward recomputes the maps chunk by chunk and differentiates by hand
-      (the formulas are in its docstring). Chunks fit a CPU's cache, or bound a GPU's transient.
+      (the formulas are in its docstring). Chunks fit a CPU's cache, or bound a GPU's transient. With
+      numba on a CPU, the dropout, combination and backward's elementwise work run as compiled
+      kernels, and maps up to ``kernels.KEEP_MAPS_BYTES`` per call (512 MiB: a batch of up to 16
+      sequences at the published size) are kept for backward, one number per entry, instead of
+      recomputed.
     * ``recompute``: the combined map formed by plain autograd ops inside ``torch.utils.checkpoint``
       (the forward is run twice, so its dropout masks are drawn twice); kept as a reference.
     * ``auto`` (default): ``fused`` (the fastest and leanest of the three on CPU and CUDA).
@@ -78,10 +92,10 @@ class SPMultiheadAttention(nn.Module):
         """The h combination weights ``w``."""
         return self.theta.softmax(0) if self.head_weights == "softmax" else self.theta
 
-    def _qk(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _qk(self, x: torch.Tensor, factors: Factors | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         b, t, d = x.shape
-        q = self.q(x).view(b, t, self.heads, d // self.heads).transpose(1, 2)
-        k = self.k(x).view(b, t, self.heads, d // self.heads).transpose(1, 2)
+        q = _project(x, self.q.weight, self.q.bias, factors).view(b, t, self.heads, d // self.heads).transpose(1, 2)
+        k = _project(x, self.k.weight, self.k.bias, factors).view(b, t, self.heads, d // self.heads).transpose(1, 2)
         return q, k
 
     def attention_map(self, x: torch.Tensor) -> torch.Tensor:
@@ -96,16 +110,25 @@ class SPMultiheadAttention(nn.Module):
             maps = F.dropout(maps, self.dropout)
         return torch.einsum("h,bhij->bij", w, maps) @ x
 
-    def _heads(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, width: int) -> torch.Tensor:
+    def _heads(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, width: int,  # noqa: PLR0913
+               factors: Factors | None = None) -> torch.Tensor:
         """``(B, h, T, width)`` heads of ``x W^T + b``; columns past ``d/h`` are zero (``width >= d/h``)."""
         b, t, d = x.shape
         dh = d // self.heads
         if width != dh:
             weight = F.pad(weight.view(self.heads, dh, d), (0, 0, 0, width - dh)).reshape(self.heads * width, d)
             bias = F.pad(bias.view(self.heads, dh), (0, width - dh)).reshape(-1)
-        return kernels.linear(x, weight, bias).view(b, t, self.heads, width).transpose(1, 2).contiguous()
+        return _project(x, weight, bias, factors).view(b, t, self.heads, width).transpose(1, 2).contiguous()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, factors: Factors | None = None) -> torch.Tensor:
+        """SP-MHA of ``x`` ``(B, T, d)``.
+
+        ``factors``: optionally ``(u, A, c)`` with ``x = u A^T + c`` (``u`` of shape ``(B, T, r)``, ``A``
+        ``(d, r)``, ``c`` ``(T, d)``), which the caller guarantees. The queries and keys are then computed
+        as ``u (W A)^T + (c W^T + b)``, the same maps up to round-off, for r/d of the products' cost: the
+        first intra-epoch layer's input is the embedding of 45-number tokens plus the positional
+        encoding, so its q and k maps cost 45/351 of theirs in both passes.
+        """
         impl = "fused" if self.impl == "auto" else self.impl
         if impl == "fused":
             b, t, d = x.shape
@@ -114,12 +137,12 @@ class SPMultiheadAttention(nn.Module):
             # On CPUs each head is padded with zero columns to a multiple of 8: the scores are the same,
             # and the products over 39-wide heads (d = 351, h = 9) ran at half the speed of 40-wide ones
             width = -(-dh // 8) * 8 if x.device.type == "cpu" else dh
-            q = self._heads(x, self.q.weight * dh ** -0.5, self.q.bias * dh ** -0.5, width)
-            k = self._heads(x, self.k.weight, self.k.bias, width)
+            q = self._heads(x, self.q.weight * dh ** -0.5, self.q.bias * dh ** -0.5, width, factors)
+            k = self._heads(x, self.k.weight, self.k.bias, width, factors)
             p = self.dropout if self.training else 0.0
             return kernels.SPAttention.apply(q, k, x.contiguous(), self.weights(), p,
                                              kernels.draw_seed() if p > 0 else 0)
-        q, k = self._qk(x)
+        q, k = self._qk(x, factors)
         w = self.weights()
         if impl == "recompute":
             if torch.is_grad_enabled():
@@ -149,14 +172,15 @@ class SPEncoderLayer(nn.Module):
         self.drop1 = nn.Dropout(dropout)
         self.drop2 = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, factors: Factors | None = None) -> torch.Tensor:
+        """The layer on ``x``; ``factors``: ``x`` as ``u A^T + c`` for SP-MHA's q and k (see its ``forward``)."""
         if x.is_cuda:  # torch's fused dropout kernels
-            x = self.norm1(x + self.drop1(self.attn(x)))
+            x = self.norm1(x + self.drop1(self.attn(x, factors)))
             return self.norm2(x + self.drop2(self.ff(x)))
         # CPU: the same layer with dropout masks drawn by blocks in threads, the feed-forward block as one
         # function and linear maps with 16-aligned products (:mod:`.kernels`); the modules' parameters
         # are the ones above
         p, train = self.drop1.p, self.training
-        x = self.norm1(x + kernels.dropout(self.attn(x), p, train))
+        x = self.norm1(x + kernels.dropout(self.attn(x, factors), p, train))
         lin1, _, drop, lin2 = self.ff
         return self.norm2(x + kernels.dropout(kernels.feed_forward(x, lin1, lin2, drop.p, train), self.drop2.p, train))

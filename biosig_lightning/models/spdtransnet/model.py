@@ -36,12 +36,13 @@ import math
 from typing import Any, Literal
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from biosig_lightning.models.base import BiosignalModel, check_positive_ints
 from biosig_lightning.models.catalog import register_backbone
-from biosig_lightning.models.spdtransnet.attention import HeadWeights, Impl, SPEncoderLayer
+from biosig_lightning.models.spdtransnet.attention import Factors, HeadWeights, Impl, SPEncoderLayer
 
 __all__ = ["D_FF", "PositionalEncoding", "SPDTransNet", "sinusoidal_table"]
 
@@ -75,12 +76,15 @@ class PositionalEncoding(nn.Module):
         self.register_buffer("table", sinusoidal_table(length, d), persistent=False)
         self.mlp = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, d)) if pe != "sinusoidal" else None
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def offset(self) -> torch.Tensor | None:
+        """The ``(length, d)`` term added to the tokens; ``None`` for ``learnable_tokens``, which is not additive."""
         if self.mlp is None:
-            return x + self.table
-        if self.pe == "learnable":
-            return x + self.mlp(self.table)
-        return self.mlp(x + self.table)
+            return self.table
+        return self.mlp(self.table) if self.pe == "learnable" else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        offset = self.offset()
+        return self.mlp(x + self.table) if offset is None else x + offset
 
 
 @register_backbone(
@@ -113,7 +117,15 @@ class SPDTransNet(BiosignalModel):
         checkpoint_layers: keep only each encoder layer's input for backward and recompute the layer
             (activation checkpointing): the feed-forward activations (d_ff = 1035 per token) dominate
             memory, so this cuts it several-fold for about a third more compute. Same result.
+
+    The first intra-epoch layer's queries and keys are computed from the 45-number input tokens
+    (:meth:`~.attention.SPMultiheadAttention.forward`'s ``factors``) when the positional encoding is
+    additive (``sinusoidal``, ``learnable``): the same maps up to round-off, for 45/351 of those
+    products (about 24 of the step's 620 GFLOP at the published size). ``factor_first_layer = False``
+    computes them from the embedded tokens instead (tests compare the two).
     """
+
+    factor_first_layer: bool = True
 
     def __init__(self, n_chans: int, n_outputs: int, n_times: int, sfreq: float, n_bands: int = 7,
                  n_subwindows: int = 30, d_model: int = 351, tokens_per_epoch: int = 10, intra_heads: int = 9,
@@ -158,17 +170,23 @@ class SPDTransNet(BiosignalModel):
         """``(B, L*C*S, d(n))`` -> the inter-epoch encoder's output ``(B, L*t, d(m))``."""
         self.check_input(x)
         b = x.shape[0]
-        z = self.embed(x.reshape(b * self.seq_len, self.grid, self.n_times))
-        z = self._encode(self.intra, self.intra_pe(z))
+        u = x.reshape(b * self.seq_len, self.grid, self.n_times)
+        offset = self.intra_pe.offset() if self.factor_first_layer else None
+        if offset is None:
+            z, factors = self.intra_pe(self.embed(u)), None
+        else:  # z = u W^T + (b + PE): the first layer's q and k maps are computed from u (45 numbers)
+            c = self.embed.bias + offset
+            z, factors = F.linear(u, self.embed.weight) + c, (u, self.embed.weight, c)
+        z = self._encode(self.intra, z, factors)
         z = z.reshape(b * self.seq_len, self.t, self.grid // self.t, self.d_model).mean(2)  # t groups
         z = z.reshape(b, self.seq_len * self.t, self.d_model)
         return self._encode(self.inter, self.inter_pe(z))
 
-    def _encode(self, layers: nn.Sequential, z: torch.Tensor) -> torch.Tensor:
-        if not (self.checkpoint_layers and torch.is_grad_enabled()):
-            return layers(z)
-        for layer in layers:
-            z = checkpoint(layer, z, use_reentrant=False)
+    def _encode(self, layers: nn.Sequential, z: torch.Tensor, factors: Factors | None = None) -> torch.Tensor:
+        ckpt = self.checkpoint_layers and torch.is_grad_enabled()
+        for i, layer in enumerate(layers):
+            f = factors if i == 0 else None
+            z = checkpoint(layer, z, f, use_reentrant=False) if ckpt else layer(z, f)
         return z
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
 from biosig_lightning.features.spd import sym_from_tokens, tokens_from_sym
 from biosig_lightning.models import catalog
 from biosig_lightning.models.spdtransnet import SPDTransNet, SPMultiheadAttention, kernels
+from tests.models.spdtransnet.sp_reference import reference_sp_mha
 
 
 def _mixing(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -42,23 +41,6 @@ def test_free_head_weights_are_the_authors_unnormalised_combination() -> None:
     x = torch.randn(2, 6, 28, dtype=torch.float64)
     w = _mixing(att(x), x)
     torch.testing.assert_close(w.sum(-1), att.theta.sum().expand(2, 6))
-
-
-def test_sdpa_fused_and_recompute_agree_in_outputs_and_gradients() -> None:
-    torch.manual_seed(2)
-    att = SPMultiheadAttention(45, 9, dropout=0.0)
-    x = torch.randn(4, 30, 45, requires_grad=True)
-    grads = []
-    for impl in ("sdpa", "fused", "recompute"):
-        att.impl = impl
-        out = att(x)
-        (out ** 2).sum().backward()
-        grads.append((out.detach(), x.grad.clone(), att.q.weight.grad.clone(), att.theta.grad.clone()))
-        x.grad = None
-        att.zero_grad()
-    for other in grads[1:]:
-        for a, b in zip(grads[0], other, strict=True):
-            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
 def test_published_best_has_the_authors_live_parameter_count_and_no_dead_parameters() -> None:
@@ -109,41 +91,6 @@ def test_checkpointed_layers_give_the_same_gradients() -> None:
         m(x).square().sum().backward()
     for (name, a), b in zip(plain.named_parameters(), ckpt.parameters(), strict=True):
         torch.testing.assert_close(a.grad, b.grad, msg=name)
-
-
-def _reference_sp_mha(att: SPMultiheadAttention, x: torch.Tensor, seed: int) -> torch.Tensor:
-    """Eq. 2 by plain autograd ops (h maps kept), with the dropout masks the fused kernel draws from ``seed``."""
-    q, k = att._qk(x)
-    maps = (q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])).softmax(-1)
-    drops = [kernels.drop_mask((sl.stop - sl.start,) + tuple(maps.shape[1:]), att.dropout, seed, c)
-             for c, sl in enumerate(kernels._chunks(x.shape[0], maps[0].numel()))]
-    maps = maps.masked_fill(torch.cat(drops), 0.0) / (1 - att.dropout)
-    return torch.einsum("h,bhij->bij", att.weights(), maps) @ x
-
-
-@pytest.mark.parametrize("head_weights", ["softmax", "free"])
-def test_fused_sp_mha_matches_plain_autograd_with_the_same_dropout_masks(head_weights: str,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from biosig_lightning.models.spdtransnet import kernels
-
-    monkeypatch.setattr(kernels, "_MAP_CHUNK", 2 * 3 * 7 * 7)  # several chunks, one mask stream each
-    torch.manual_seed(5)
-    att = SPMultiheadAttention(21, 3, dropout=0.3, head_weights=head_weights, impl="fused").double().train()
-    x = torch.randn(5, 7, 21, dtype=torch.float64, requires_grad=True)
-    dout = torch.randn(5, 7, 21, dtype=torch.float64)
-    grads = []
-    for fused in (True, False):
-        torch.manual_seed(6)
-        seed = kernels.draw_seed()
-        torch.manual_seed(6)
-        out = att(x) if fused else _reference_sp_mha(att, x, seed)
-        out.backward(dout)
-        grads.append([out.detach(), x.grad.clone()] + [p.grad.clone() for p in att.parameters()])
-        x.grad = None
-        att.zero_grad()
-    assert (grads[0][0] != 0).any()
-    for a, b in zip(*grads, strict=True):
-        torch.testing.assert_close(a, b)
 
 
 def test_drop_masks_have_the_rate_and_are_reproducible() -> None:
@@ -296,7 +243,7 @@ def test_encoder_layer_cpu_path_is_the_plain_layer_with_aligned_maps(monkeypatch
     out = layer(x)
     # q and k: 3 heads of 7, each padded to 8 columns (a multiple of 8) on the CPU
     assert sorted(calls) == [(24, 21), (24, 21)] and ff_calls == [(55, 21)]
-    h = layer.norm1(x + _reference_sp_mha(layer.attn, x, seed=0))
+    h = layer.norm1(x + reference_sp_mha(layer.attn, x, seed=0))
     ref = layer.norm2(h + layer.ff(h))
     torch.testing.assert_close(out, ref)
     g = torch.randn_like(ref)
@@ -321,3 +268,51 @@ def test_backward_workspaces_holding_garbage_change_no_gradient(monkeypatch: pyt
     got_lin = torch.autograd.grad(kernels.linear(x, lin1.weight, lin1.bias), [x, lin1.weight], g.repeat(1, 1, 3)[..., :55])
     for a, b in zip((*got, *got_lin), (*want, *want_lin), strict=True):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("impl", ["fused", "sdpa", "recompute"])
+def test_queries_and_keys_from_factors_are_those_of_the_full_input(impl: str) -> None:
+    # x = u A^T + c given as (u, A, c): q and k from u (W A)^T + (c W^T + b) must be x's, so the layer's
+    # output and every gradient (u, A and c included) are the same
+    from biosig_lightning.models.spdtransnet.attention import SPEncoderLayer
+
+    torch.manual_seed(20)
+    layer = SPEncoderLayer(21, 3, 28, dropout=0.2 if impl == "fused" else 0.0, impl=impl).double().train()
+    u = torch.randn(4, 7, 6, dtype=torch.float64, requires_grad=True)
+    a = torch.randn(21, 6, dtype=torch.float64, requires_grad=True)
+    c = torch.randn(7, 21, dtype=torch.float64, requires_grad=True)
+    g = torch.randn(4, 7, 21, dtype=torch.float64)
+    params = [u, a, c, *layer.parameters()]
+    results = []
+    for factors in ((u, a, c), None):
+        torch.manual_seed(21)
+        out = layer(u @ a.T + c, factors)
+        results.append([out, *torch.autograd.grad(out, params, g)])
+    for got, want in zip(*results, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("pe", ["sinusoidal", "learnable", "learnable_tokens"])
+def test_first_layer_factored_queries_change_no_output_or_gradient(pe: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from biosig_lightning.models.spdtransnet import attention
+
+    kw = dict(n_chans=3 * 6, n_outputs=5, n_times=6, sfreq=100.0, n_bands=2, n_subwindows=3, d_model=10,
+              tokens_per_epoch=2, intra_heads=2, intra_layers=2, inter_heads=2, inter_layers=1, d_ff=15, fc_width=10,
+              dropout=0.3, pe=pe)
+    torch.manual_seed(22)
+    model = SPDTransNet(**kw).double()
+    x = torch.randn(2, 18, 6, dtype=torch.float64)
+    widths: list[int] = []
+    project = attention._project
+    monkeypatch.setattr(attention, "_project", lambda x, w, b, f: widths.append((f or (x,))[0].shape[-1]) or project(x, w, b, f))
+    results = []
+    for factored in (True, False):
+        model.factor_first_layer = factored
+        torch.manual_seed(23)
+        logits = model(x)
+        results.append([logits, *torch.autograd.grad(logits.square().sum(), list(model.parameters()))])
+    # q and k of 2 + 1 layers in each forward: in the first forward, the first layer's from the 6-number
+    # tokens when the encoding is additive
+    assert widths == ([6, 6] if pe != "learnable_tokens" else [10, 10]) + [10] * 4 + [10] * 6
+    for got, want in zip(*results, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
