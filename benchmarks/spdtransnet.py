@@ -220,12 +220,22 @@ def train_step(variant: str, batch: int, steps: int, context: int = 21, authors:
         "sequences_per_s": batch / float(np.median(times)),
         "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, "device": device,
         "threads": torch.get_num_threads(),
+        "sp_mha_maps": _map_kernels_in_use(variant, device),
         "params": sum(p.numel() for p in model.parameters()),
         "params_with_grad": sum(p.numel() for p in model.parameters() if p.grad is not None)}
     if device == "cuda":
         out["peak_gpu_gib"] = torch.cuda.max_memory_allocated() / 2**30
         out["gpu"] = torch.cuda.get_device_name()
     return out
+
+
+def _map_kernels_in_use(variant: str, device: str) -> str | None:
+    """Which SP-MHA map kernels our CPU step used: ``numba`` (maps kept for backward at batch 4) or ``torch``."""
+    if parse_variant(variant)[0] == "authors" or device != "cpu":
+        return None
+    from biosig_lightning.models.spdtransnet import map_kernels
+
+    return "numba" if map_kernels.available() else "torch"
 
 
 def check(variants: list[str], batch: int = 2, context: int = 5, seed: int = 0) -> dict[str, Any]:
