@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from sklearn.metrics import f1_score
 
 from biosig_lightning.cli import main
@@ -89,4 +90,25 @@ def test_learns_on_the_stand_in(in_tmp: Path, capsys: pytest.CaptureFixture[str]
     train = np.asarray(dm.cache.labels[dm.cache.indices_for_subjects([1, 2, 3])])
     f1, baseline = _scores(res, train)
     print(f"test macro-F1 {f1:.3f}, majority class {baseline:.3f}")
+    assert f1 > baseline + 0.3, (f1, baseline)
+
+
+def test_learns_on_the_stand_in_with_bf16_mixed_precision_on_a_cpu(in_tmp: Path, capsys: pytest.CaptureFixture[str],
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # Lightning's bf16-mixed on a CPU (torch's CPU autocast): the feed-forward blocks run their products in
+    # bfloat16 (kernels.FeedForward with low=bfloat16), and the model learns as in float32 above
+    from biosig_lightning.models.spdtransnet import kernels
+
+    lows: list[Any] = []
+    apply = kernels.FeedForward.apply
+    monkeypatch.setattr(kernels.FeedForward, "apply", lambda *a: lows.append(a[-1]) or apply(*a))
+    options = {"n_subjects": 6, "windows_per_subject": 60}
+    res = _fit(capsys, "spdtransnet_mass.yaml", {"train": [1, 2, 3], "val": [4], "test": [5, 6]},
+               "--config", str(EXPERIMENTS / "synthetic.yaml"), "--data.init_args.synthetic_options",
+               json.dumps(options), "--trainer.precision", "bf16-mixed", epochs=6)
+    assert res["dataset"] == "mass_ss3-synthetic"
+    assert lows and set(lows) == {torch.bfloat16}
+    dm = MASSSS3DataModule(synthetic=True, synthetic_options=options, context=3, cache_dir="cache")
+    f1, baseline = _scores(res, np.asarray(dm.cache.labels[dm.cache.indices_for_subjects([1, 2, 3])]))
+    print(f"bf16-mixed: test macro-F1 {f1:.3f}, majority class {baseline:.3f}")
     assert f1 > baseline + 0.3, (f1, baseline)

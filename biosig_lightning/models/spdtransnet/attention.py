@@ -110,15 +110,23 @@ class SPMultiheadAttention(nn.Module):
             maps = F.dropout(maps, self.dropout)
         return torch.einsum("h,bhij->bij", w, maps) @ x
 
-    def _heads(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, width: int,  # noqa: PLR0913
-               factors: Factors | None = None) -> torch.Tensor:
-        """``(B, h, T, width)`` heads of ``x W^T + b``; columns past ``d/h`` are zero (``width >= d/h``)."""
+    def _qk_heads(self, x: torch.Tensor, width: int, factors: Factors | None = None,
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``q`` (pre-scaled by ``(d/h)^-1/2``) and ``k`` as contiguous ``(B, h, T, width)`` heads from one
+        product with the stacked weights ``[W_q / sqrt(d/h); W_k]``: the input is read (and under autocast
+        cast to half precision) once, not twice. Columns past ``d/h`` are zero (``width >= d/h``)."""
         b, t, d = x.shape
         dh = d // self.heads
+        scale = dh ** -0.5
+        weight = torch.cat([self.q.weight * scale, self.k.weight])
+        bias = torch.cat([self.q.bias * scale, self.k.bias])
         if width != dh:
-            weight = F.pad(weight.view(self.heads, dh, d), (0, 0, 0, width - dh)).reshape(self.heads * width, d)
-            bias = F.pad(bias.view(self.heads, dh), (0, width - dh)).reshape(-1)
-        return _project(x, weight, bias, factors).view(b, t, self.heads, width).transpose(1, 2).contiguous()
+            weight = F.pad(weight.view(2 * self.heads, dh, d), (0, 0, 0, width - dh)).reshape(2 * self.heads * width, d)
+            bias = F.pad(bias.view(2 * self.heads, dh), (0, width - dh)).reshape(-1)
+        qk = _project(x, weight, bias, factors).view(b, t, 2, self.heads, width)
+        # unbind (not two index ops): its backward stacks dq and dk into one tensor
+        q, k = qk.permute(2, 0, 3, 1, 4).contiguous().unbind(0)
+        return q, k
 
     def forward(self, x: torch.Tensor, factors: Factors | None = None) -> torch.Tensor:
         """SP-MHA of ``x`` ``(B, T, d)``.
@@ -137,8 +145,7 @@ class SPMultiheadAttention(nn.Module):
             # On CPUs each head is padded with zero columns to a multiple of 8: the scores are the same,
             # and the products over 39-wide heads (d = 351, h = 9) ran at half the speed of 40-wide ones
             width = -(-dh // 8) * 8 if x.device.type == "cpu" else dh
-            q = self._heads(x, self.q.weight * dh ** -0.5, self.q.bias * dh ** -0.5, width, factors)
-            k = self._heads(x, self.k.weight, self.k.bias, width, factors)
+            q, k = self._qk_heads(x, width, factors)
             p = self.dropout if self.training else 0.0
             return kernels.SPAttention.apply(q, k, x.contiguous(), self.weights(), p,
                                              kernels.draw_seed() if p > 0 else 0)

@@ -142,11 +142,16 @@ def apply_drop(x: torch.Tensor, p: float, seed: int, stream: int = 0, scale: flo
     20-40 ms on the task machine; drawing and applying by blocks in two threads, 12 ms).
     """
     out = x if out is None else out
-    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64) or not (
+    # half precision without a scale: numpy has no bfloat16, but zeroing a 16-bit float is zeroing its bits
+    half = x.dtype in (torch.bfloat16, torch.float16) and out.dtype == x.dtype and scale == 1.0
+    if x.device.type != "cpu" or (x.dtype not in (torch.float32, torch.float64) and not half) or not (
             x.is_contiguous() and out.is_contiguous()):
         drop = drop_mask(tuple(x.shape), p, seed, stream, x.device)
         return torch.mul(x.masked_fill(drop, 0.0), scale, out=out)
-    src, dst = x.detach().reshape(-1).numpy(), out.detach().reshape(-1).numpy()
+    if half:
+        src, dst = (t.detach().reshape(-1).view(torch.int16).numpy() for t in (x, out))
+    else:
+        src, dst = x.detach().reshape(-1).numpy(), out.detach().reshape(-1).numpy()
     factor = dst.dtype.type(scale)
 
     def fill(start: int) -> None:
@@ -255,10 +260,10 @@ def _slab(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         return torch.from_numpy(_SLABS[-1]).view(shape)
 
 
-def _padded_grad(name: str, g: torch.Tensor, width: int) -> torch.Tensor:
+def _padded_grad(name: str, g: torch.Tensor, width: int, dtype: torch.dtype | None = None) -> torch.Tensor:
     """``g`` (2-D) with zero columns up to ``width``, in the workspace ``name`` (its contents are
-    overwritten: use it before the next call with the same name on this thread)."""
-    out = _workspace(name, (g.shape[0], width), g)
+    overwritten: use it before the next call with the same name on this thread); cast to ``dtype``."""
+    out = _workspace(name, (g.shape[0], width), g if dtype in (None, g.dtype) else g.new_empty(0, dtype=dtype))
     out[:, :g.shape[1]] = g
     out[:, g.shape[1]:] = 0.0
     return out
@@ -325,52 +330,76 @@ class FeedForward(torch.autograd.Function):
     Linear`` chain this makes no padded copy of the hidden gradient, no separate ReLU output and no
     out-of-place masked copy: three fewer ``tokens x d_ff`` tensors per layer and pass, each of which
     costs fresh pages on a CPU.
+
+    ``low`` (``None`` or ``torch.bfloat16``): the dtype of the six products, as CPU autocast would run
+    the two ``Linear`` maps (``x``, ``W1``, ``W2``, ``H`` and the padded ``G`` in bfloat16, each product
+    rounded to bfloat16), so under ``bf16-mixed`` the block keeps ``H`` in bfloat16 and still runs
+    ReLU and dropout in place. ``y``, ``dx`` and the parameter gradients come back in the dtypes of
+    ``x`` and the parameters; ``db1`` and ``db2`` are summed in float32.
     """
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor,  # noqa: PLR0913
-                b2: torch.Tensor, p: float, seed: int) -> torch.Tensor:
+                b2: torch.Tensor, p: float, seed: int, low: torch.dtype | None = None) -> torch.Tensor:
         f, d = w1.shape
         fp, dp = _aligned(f), _aligned(d)
         scale = 1.0 / (1.0 - p) if p > 0 else 1.0
-        w1p, w2p = _padded(w1, fp, dp), _padded(w2, dp, fp, scale)
-        b1p = b1.new_zeros(fp)
-        b1p[:f] = b1
-        b2p = b2.new_zeros(dp)
-        b2p[:d] = b2
-        x2 = x.reshape(-1, d)
-        h = torch.addmm(b1p, x2, w1p[:, :d].t()).clamp_min_(0.0)
-        if p > 0:
-            apply_drop(h, p, seed)
-        y = torch.addmm(b2p, h, w2p.t())
+        dtype = low or x.dtype
+        with torch.autocast("cpu", enabled=False):
+            w1p, w2p = _padded(w1, fp, dp).to(dtype), _padded(w2, dp, fp, scale).to(dtype)
+            b1p = b1.new_zeros(fp, dtype=dtype)
+            b1p[:f] = b1
+            b2p = b2.new_zeros(dp, dtype=dtype)
+            b2p[:d] = b2
+            x2 = x.reshape(-1, d).to(dtype)
+            h = torch.addmm(b1p, x2, w1p[:, :d].t()).clamp_min_(0.0)
+            if p > 0:
+                apply_drop(h, p, seed)
+            y = torch.addmm(b2p, h, w2p.t())
         ctx.save_for_backward(x2, h, w1p, w2p)
-        ctx.lead, ctx.scale, ctx.f = x.shape[:-1], scale, f
-        return y[:, :d].unflatten(0, ctx.lead)
+        ctx.lead, ctx.scale, ctx.f, ctx.dtypes = x.shape[:-1], scale, f, (x.dtype, w1.dtype, b1.dtype, w2.dtype, b2.dtype)
+        return y[:, :d].to(x.dtype).unflatten(0, ctx.lead)
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x2, h, w1p, w2p = ctx.saved_tensors
         d, f = x2.shape[1], ctx.f
+        tx, tw1, tb1, tw2, tb2 = ctx.dtypes
         g = grad.reshape(-1, d)
-        gp = _padded_grad("ff_grad", g, w2p.shape[0])
-        dw2 = (gp.t() @ h)[:d] if ctx.needs_input_grad[3] else None
-        db2 = g.sum(0) if ctx.needs_input_grad[4] else None
-        dh = torch.mm(gp, w2p, out=_workspace("ff_hidden_grad", tuple(h.shape), h))
-        torch.ops.aten.threshold_backward.grad_input(dh, h, 0.0, grad_input=dh)  # dh * [h > 0], in place
-        dw1 = (x2.t() @ dh).t()[:f] if ctx.needs_input_grad[1] else None
-        db1 = dh.sum(0)[:f] if ctx.needs_input_grad[2] else None
-        dx = (dh @ w1p)[:, :d].unflatten(0, ctx.lead) if ctx.needs_input_grad[0] else None
-        return dx, dw1, db1, dw2[:, :f] * ctx.scale if dw2 is not None else None, db2, None, None
+        with torch.autocast("cpu", enabled=False):
+            gp = _padded_grad("ff_grad", g, w2p.shape[0], h.dtype)
+            dw2 = (gp.t() @ h)[:d] if ctx.needs_input_grad[3] else None
+            db2 = g.sum(0, dtype=torch.promote_types(g.dtype, torch.float32)).to(tb2) if ctx.needs_input_grad[4] else None
+            dh = torch.mm(gp, w2p, out=_workspace("ff_hidden_grad", tuple(h.shape), h))
+            torch.ops.aten.threshold_backward.grad_input(dh, h, 0.0, grad_input=dh)  # dh * [h > 0], in place
+            dw1 = (x2.t() @ dh).t()[:f].to(tw1) if ctx.needs_input_grad[1] else None
+            db1 = dh.sum(0, dtype=torch.promote_types(dh.dtype, torch.float32))[:f].to(tb1) \
+                if ctx.needs_input_grad[2] else None
+            dx = (dh @ w1p)[:, :d].to(tx).unflatten(0, ctx.lead) if ctx.needs_input_grad[0] else None
+            dw2 = (dw2[:, :f].to(tw2) * ctx.scale) if dw2 is not None else None
+        return dx, dw1, db1, dw2, db2, None, None, None
+
+
+def _autocast_dtype(device_type: str) -> torch.dtype:
+    try:
+        return torch.get_autocast_dtype(device_type)
+    except AttributeError:  # torch < 2.4
+        return torch.get_autocast_cpu_dtype()
 
 
 def feed_forward(x: torch.Tensor, lin1: torch.nn.Linear, lin2: torch.nn.Linear, p: float,
                  training: bool) -> torch.Tensor:
-    """``lin2(dropout(relu(lin1(x))))`` through :class:`FeedForward` (CPU float32/float64 outside autocast);
-    the plain chain otherwise."""
+    """``lin2(dropout(relu(lin1(x))))`` through :class:`FeedForward` on the CPU for float32/float64 ``x``
+    (its products in bfloat16 under bfloat16 autocast); the plain chain otherwise."""
     p = p if training else 0.0
-    if x.device.type != "cpu" or _autocast_on("cpu") or x.dtype not in (torch.float32, torch.float64):
+    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64):
         return lin2(dropout(torch.relu(lin1(x)), p, training))
-    return FeedForward.apply(x, lin1.weight, lin1.bias, lin2.weight, lin2.bias, p, draw_seed() if p > 0 else 0)
+    low = None
+    if _autocast_on("cpu"):
+        if _autocast_dtype("cpu") != torch.bfloat16:
+            return lin2(dropout(torch.relu(lin1(x)), p, training))
+        low = torch.bfloat16
+    return FeedForward.apply(x, lin1.weight, lin1.bias, lin2.weight, lin2.bias, p, draw_seed() if p > 0 else 0, low)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
