@@ -448,7 +448,24 @@ class SPAttention(torch.autograd.Function):
       133 MB per intra-epoch layer), they are kept for backward with the masks in their sign bits
       instead of being recomputed, and backward's elementwise work is one more pass. Larger calls
       recompute them as the torch way does.
+
+    Under autocast, ``q`` and ``k`` arrive in half precision: the scores ``q k^T``, the softmax, the
+    dropout and the combination (and backward's elementwise work) stay in float32, while the three
+    products with ``x`` (``A x``, ``dout x^T``, ``A^T dout``) take half-precision operands, as autocast
+    runs ``bmm``; ``dq`` and ``dk`` come from float32 ``dS``. The output and ``dx`` are float32.
     """
+
+    @staticmethod
+    def _low(dtypes: tuple[torch.dtype, ...]) -> torch.dtype | None:
+        """The half dtype of autocast's ``q`` (``dtypes[0]``), for the products with ``x``; else ``None``."""
+        return dtypes[0] if dtypes[0] in (torch.bfloat16, torch.float16) else None
+
+    @staticmethod
+    def _bmm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """``out = a @ b`` with ``a`` cast to ``b``'s dtype (``out`` float32 when ``b`` is half)."""
+        if a.dtype == b.dtype == out.dtype:
+            return torch.bmm(a, b, out=out)
+        return out.copy_(torch.bmm(a.to(b.dtype), b))
 
     @staticmethod
     def _maps(q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -473,6 +490,8 @@ class SPAttention(torch.autograd.Function):
         compute = _compute_dtype(*ctx.dtypes)
         with torch.autocast(device_type=q.device.type, enabled=False):
             q, k, x, w = (t.to(compute) for t in (q, k, x, w))
+            low = SPAttention._low(ctx.dtypes)
+            xl = x.to(low) if low else x
             b, h, t, _ = q.shape
             out = torch.empty_like(x)
             scale = 1.0 / (1.0 - p) if p > 0 else 1.0
@@ -486,7 +505,7 @@ class SPAttention(torch.autograd.Function):
                     comb = _chunk_buffer("sp_comb", chunks, sl, (t, t), x)
                     SPAttention._combine(SPAttention._signed_maps(q[sl], k[sl], maps), p, seed, c, ws, comb,
                                          encode=kept is not None)
-                    torch.bmm(comb, x[sl], out=out[sl])
+                    SPAttention._bmm(comb, xl[sl], out[sl])
             else:
                 kept = None
                 ws = (w * scale).view(1, 1, h)
@@ -495,7 +514,7 @@ class SPAttention(torch.autograd.Function):
                     if p > 0:
                         apply_drop(maps, p, seed, c)
                     comb = (ws @ maps.view(maps.shape[0], h, t * t)).view(-1, t, t)
-                    torch.bmm(comb, x[sl], out=out[sl])
+                    SPAttention._bmm(comb, xl[sl], out[sl])
         ctx.save_for_backward(q, k, x, w, *([kept] if kept is not None else []))
         ctx.p, ctx.seed = p, seed
         return out
@@ -526,6 +545,8 @@ class SPAttention(torch.autograd.Function):
         dq, dk, dx = torch.empty_like(q), torch.empty_like(k), torch.empty_like(x)
         dw = torch.zeros(h, dtype=q.dtype)
         chunks = _chunks(b, h * t * t, q.device)
+        low = SPAttention._low(ctx.dtypes)
+        xl, dl = (x.to(low), dout.to(low)) if low else (x, dout)
         for c, sl in enumerate(chunks):
             comb = _chunk_buffer("sp_comb", chunks, sl, (t, t), x)
             if kept is not None:
@@ -534,12 +555,12 @@ class SPAttention(torch.autograd.Function):
                 signed = _chunk_buffer("sp_maps", chunks, sl, (h, t, t), x)
                 SPAttention._combine(SPAttention._signed_maps(q[sl], k[sl], signed), p, seed, c, ws, comb,
                                      encode=True)
-            g = torch.bmm(dout[sl], x[sl].transpose(1, 2), out=_chunk_buffer("sp_g", chunks, sl, (t, t), x))
+            g = SPAttention._bmm(dl[sl], xl[sl].transpose(1, 2), _chunk_buffer("sp_g", chunks, sl, (t, t), x))
             ds = _chunk_buffer("sp_ds", chunks, sl, (h, t, t), x)
             r = map_kernels.backward(signed.numpy(), g.numpy(), ws, ds.numpy(), comb.numpy(), _pool(),
                                      torch.get_num_threads())
             dw += torch.from_numpy(r) * scale
-            torch.bmm(comb.transpose(1, 2), dout[sl], out=dx[sl])
+            SPAttention._bmm(comb.transpose(1, 2), dl[sl], dx[sl])
             torch.matmul(ds, k[sl], out=dq[sl])
             torch.matmul(ds.transpose(-1, -2), q[sl], out=dk[sl])
         return dq, dk, dx, dw
@@ -553,13 +574,15 @@ class SPAttention(torch.autograd.Function):
         ws = w * scale
         dq, dk, dx = torch.empty_like(q), torch.empty_like(k), torch.empty_like(x)
         dw = torch.zeros(h, dtype=q.dtype, device=q.device)
+        low = SPAttention._low(ctx.dtypes)
+        xl, dl = (x.to(low), dout.to(low)) if low else (x, dout)
         for c, sl in enumerate(_chunks(b, h * t * t, q.device)):
             n = dout[sl].shape[0]
             probs = SPAttention._maps(q[sl], k[sl])  # (n, h, t, t)
             kept = apply_drop(probs, p, seed, c, out=torch.empty_like(probs)) if p > 0 else probs
             comb = (ws.view(1, 1, h) @ kept.view(n, h, t * t)).view(n, t, t)
-            torch.bmm(comb.transpose(1, 2), dout[sl], out=dx[sl])
-            g = torch.bmm(dout[sl], x[sl].transpose(1, 2))  # (n, t, t)
+            SPAttention._bmm(comb.transpose(1, 2), dl[sl], dx[sl])
+            g = torch.bmm(dl[sl], xl[sl].transpose(1, 2)).to(x.dtype)  # (n, t, t)
             # e_h = M_h P_h G, r_h = rowsum(e_h): dw_h = s sum(r_h), dS_h = w_h s (e_h - P_h r_h)
             e = kept * g.unsqueeze(1)
             r = e.sum(-1, keepdim=True)

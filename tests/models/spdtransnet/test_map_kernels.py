@@ -76,6 +76,36 @@ def test_sdpa_fused_and_recompute_agree_in_outputs_and_gradients(path: str, monk
             torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("path", PATHS)
+def test_under_bf16_autocast_as_accurate_as_autocasts_own_ops(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # CPU bf16 autocast hands the kernel bfloat16 q and k; it keeps the scores, softmax, dropout and
+    # combination in float32 and takes bfloat16 operands only for the three products with x. Against
+    # float64 with the same masks, its output and every gradient must be no further off than the plain
+    # ops of eq. 2 under the same autocast (whose q k^T, combination and A x all run in bfloat16)
+    _use(path, monkeypatch)
+    torch.manual_seed(26)
+    att = SPMultiheadAttention(351, 9, dropout=0.1, impl="fused").train()
+    x = torch.randn(2, 210, 351)
+    dout = torch.randn(2, 210, 351)
+    torch.manual_seed(27)
+    seed = kernels.draw_seed()
+
+    def grads(module: SPMultiheadAttention, inp: torch.Tensor, run, autocast: bool) -> list[torch.Tensor]:  # noqa: ANN001
+        inp = inp.detach().requires_grad_()
+        torch.manual_seed(27)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out = run(module, inp)
+        return [t.double() for t in (out, *torch.autograd.grad(out, [inp, *module.parameters()], dout.to(out.dtype)))]
+
+    got = grads(att, x, lambda m, i: m(i), True)
+    assert got[0].abs().sum() > 0
+    chain = grads(att, x, lambda m, i: reference_sp_mha(m, i, seed), True)
+    exact = grads(att.double(), x.double(), lambda m, i: reference_sp_mha(m, i, seed), False)
+    for name, a, b, r in zip(["out", "x", "q.w", "q.b", "k.w", "k.b", "theta"], got, chain, exact, strict=True):
+        err, ref = ((a - r).norm() / r.norm()).item(), ((b - r).norm() / r.norm()).item()
+        assert err <= 1.25 * ref + 1e-6, (name, err, ref)
+
+
 @pytest.mark.parametrize("path", PATHS[:2])
 def test_float32_kernels_are_as_accurate_as_torch(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # each float32 path against float64, at the published head width: the kernels' error may not exceed

@@ -250,10 +250,11 @@ def test_fused_kernel_takes_the_mixed_dtypes_that_autocast_hands_it_on_any_devic
     ref = kernels.SPAttention.apply(*ref_args, 0.0, 0)
     ref.sum().backward()
     assert out.dtype == torch.float32
-    torch.testing.assert_close(out, ref)
-    for a, r in zip(args, ref_args, strict=True):
-        assert a.grad.dtype == a.dtype
-        torch.testing.assert_close(a.grad, r.grad.to(a.dtype))
+    # the products with x take bfloat16 operands, so the results are those of float32 to a few bfloat16
+    # roundings (2^-8 each) in norm; test_map_kernels pins their accuracy against float64
+    for a, r in ((out, ref), *((a.grad, r.grad) for a, r in zip(args, ref_args, strict=True))):
+        assert ((a.double() - r.double()).norm() / r.double().norm()).item() < 4 * 2**-8
+    assert [a.grad.dtype for a in args] == [a.dtype for a in args]
 
 
 @pytest.mark.parametrize(("k", "n", "bias"), [(35, 103, True), (351, 1035, True), (32, 17, False), (16, 48, True)])
