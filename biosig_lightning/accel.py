@@ -1,6 +1,7 @@
-"""numba, the optional compiler of the CPU kernels (``pip install biosig-lightning[fast]``).
+"""What this CPU can accelerate: numba, the optional compiler of the CPU kernels
+(``pip install biosig-lightning[fast]``), and native bfloat16 for ``bf16-mixed`` runs.
 
-The kernels that use it (:mod:`biosig_lightning.features.jacobi`,
+The kernels that use numba (:mod:`biosig_lightning.features.jacobi`,
 :mod:`biosig_lightning.models.spdtransnet.map_kernels`) fall back to torch where it is absent or where
 ``BIOSIG_NUMBA=0`` is set in the environment, with the same results to round-off.
 """
@@ -8,6 +9,7 @@ The kernels that use it (:mod:`biosig_lightning.features.jacobi`,
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from types import ModuleType
 
 try:
@@ -15,9 +17,36 @@ try:
 except ImportError:
     numba = None
 
-__all__ = ["enabled", "numba"]
+__all__ = ["bf16_cpu_warning", "cpu_native_bf16", "enabled", "numba"]
 
 
 def enabled(module: ModuleType | None = numba) -> bool:
     """Whether kernels compiled by ``module`` (numba, ``None`` where absent) may run here."""
     return module is not None and os.environ.get("BIOSIG_NUMBA", "1") != "0"
+
+
+def cpu_native_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool | None:
+    """Whether this CPU multiplies bfloat16 in hardware (the ``avx512_bf16`` or ``amx_bf16`` flag of Linux's
+    ``/proc/cpuinfo``); ``None`` where that file cannot be read (another OS: unknown)."""
+    try:
+        text = Path(cpuinfo).read_text()
+    except OSError:
+        return None
+    flags = set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.partition(":")[2].split())
+    return bool(flags & {"avx512_bf16", "amx_bf16"})
+
+
+def bf16_cpu_warning(precision: str, device_type: str, native: bool | None) -> str | None:
+    """The warning for a bfloat16 run on a CPU that emulates bfloat16 (``native`` False), else ``None``.
+
+    Without the instructions, oneDNN converts to float32 around each product, and a ``bf16-mixed`` step
+    can take longer than a float32 one.
+    """
+    if device_type != "cpu" or not str(precision).startswith("bf16") or native is not False:
+        return None
+    return (f"trainer.precision={precision} on a CPU without bfloat16 instructions (no avx512_bf16 or amx_bf16 "
+            "in /proc/cpuinfo): bfloat16 products are emulated and may be slower than float32; "
+            "drop --trainer.precision to train in float32")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import types
+from pathlib import Path
 
 import pytest
 
@@ -18,3 +19,25 @@ def test_enabled_needs_the_module_and_no_opt_out(monkeypatch: pytest.MonkeyPatch
     assert not accel.enabled(fake)
     monkeypatch.setenv("BIOSIG_NUMBA", "1")
     assert accel.enabled(fake)
+
+
+@pytest.mark.parametrize(("flags", "native"), [
+    ("fpu sse avx2 avx512f avx512bw avx512_bf16 avx512_vnni", True),  # AMD Zen 4, Intel Cooper Lake
+    ("fpu avx2 avx512f amx_bf16 amx_tile amx_int8", True),  # Intel Sapphire Rapids
+    ("fpu sse avx2 avx512f avx512bw avx512_vnni", False),  # AVX-512 without bfloat16 (Skylake-SP, Ice Lake)
+    ("fpu sse avx2 fma", False),
+])
+def test_native_bf16_is_read_from_the_cpu_flags(tmp_path: Path, flags: str, native: bool) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text("".join(f"processor\t: {i}\nmodel name\t: test\nflags\t\t: {flags}\n\n" for i in range(2)))
+    assert accel.cpu_native_bf16(info) is native
+    assert accel.cpu_native_bf16(tmp_path / "absent") is None
+
+
+def test_bf16_warning_only_for_emulated_bfloat16_on_a_cpu() -> None:
+    msg = accel.bf16_cpu_warning("bf16-mixed", "cpu", native=False)
+    assert msg is not None and "trainer.precision=bf16-mixed" in msg and "avx512_bf16" in msg
+    assert accel.bf16_cpu_warning("bf16-true", "cpu", native=False) is not None
+    for args in (("bf16-mixed", "cpu", True), ("bf16-mixed", "cpu", None), ("bf16-mixed", "cuda", False),
+                 ("32-true", "cpu", False), ("16-mixed", "cpu", False)):
+        assert accel.bf16_cpu_warning(*args) is None, args

@@ -33,10 +33,12 @@ import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
+from lightning.pytorch.utilities import rank_zero_warn
 
 import biosig_lightning.data.datamodules  # noqa: F401  (LightningCLI registers imported subclasses: short names)
 import biosig_lightning.robust  # noqa: F401  (DGTask by short name)
 import biosig_lightning.tasks  # noqa: F401
+from biosig_lightning import accel
 from biosig_lightning.data.module import BiosignalDataModule
 from biosig_lightning.runs.checks import (
     CONFIG_KEY,
@@ -255,6 +257,10 @@ class BiosigCLI(LightningCLI):
             for lg in self.trainer.loggers:
                 if isinstance(lg, CSVLogger) and Path(lg.log_dir).resolve() == history.path.parent.resolve():
                     restore_history(lg, history)
+        warning = accel.bf16_cpu_warning(self.trainer.precision, self.trainer.strategy.root_device.type,
+                                         accel.cpu_native_bf16())
+        if warning:
+            rank_zero_warn(warning)
         self._fit_started = time.perf_counter()
 
     def after_fit(self) -> None:

@@ -309,3 +309,12 @@ def test_profile_counts_transformer_encoder_flops(in_tmp: Path, capsys: pytest.C
 
     # one more layer of 16 tokens x width 32 costs at least its q/k/v/out projections
     assert flops(2) - flops(1) >= 2 * 16 * 4 * 32 * 32
+
+
+def test_bf16_on_a_cpu_without_bfloat16_instructions_warns(in_tmp: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from biosig_lightning import accel
+
+    monkeypatch.setattr(accel, "cpu_native_bf16", lambda: False)
+    with pytest.warns(UserWarning, match="bfloat16 products are emulated"):
+        run_fit(capsys, "--trainer.precision", "bf16-mixed")
