@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/biosig fit --config experiments/bioformer_apava.yaml --config experiments/synthetic.yaml \
+	$(BIN)/biosig fit --config experiments/bioformer_apava.yaml --config experiments/overlays/synthetic.yaml \
 		--trainer.max_epochs=$(DEMO_EPOCHS)
 	$(BIN)/python -m biosig_lightning.analysis.band_power_baseline runs/bioformer_apava
 

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from biosig_lightning.models.dcrnn import DCRNN
-from biosig_lightning.models.modules.graph_ops import correlation_adjacency, dual_random_walk
+from biosig_lightning.models.modules.channel_graphs import correlation_adjacency, dual_random_walk
 
 
 def reference_model(path: Path, graph: str) -> Any:

@@ -38,12 +38,12 @@ from biosig_lightning.runs.biosig_cli import BiosigCLI
 
 REPO = Path(__file__).resolve().parents[1]
 EXP = REPO / "experiments"
-SYNTHETIC = ["--config", str(EXP / "synthetic.yaml")]
+SYNTHETIC = ["--config", str(EXP / "overlays" / "synthetic.yaml")]
 
 BIOFORMER_CASES = [
     ("BioFormer", "apava", [EXP / "bioformer_apava.yaml"]),
-    ("Transformer", "apava", [EXP / "bioformer_apava.yaml", EXP / "bioformer/table3/transformer.yaml"]),
-    ("Medformer", "apava", [EXP / "bioformer_apava.yaml", EXP / "bioformer/table3/medformer.yaml"]),
+    ("Transformer", "apava", [EXP / "bioformer_apava.yaml", EXP / "bioformer/baselines/transformer.yaml"]),
+    ("Medformer", "apava", [EXP / "bioformer_apava.yaml", EXP / "bioformer/baselines/medformer.yaml"]),
 ]
 SDFORMER_CASES = [
     (name, corpus, [EXP / (f"sdformer_{corpus}.yaml" if name == "SDFormer" else f"sdformer/{name}_{corpus}.yaml")])

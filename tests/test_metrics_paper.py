@@ -164,7 +164,7 @@ def test_fit_on_tusz_stand_in_writes_detection_metrics(tmp_path, monkeypatch, ca
     from tests.conftest import EXPERIMENTS
 
     monkeypatch.chdir(tmp_path)
-    main(["fit", "--config", str(EXPERIMENTS / "demo.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml"),
+    main(["fit", "--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml"),
           "--data", "TUSZDataModule", "--data.init_args.synthetic", "true",
           "--data.init_args.cache_dir", str(tmp_path / "cache"),
           "--data.init_args.synthetic_options", '{"n_subjects": 10, "dev_subjects": 2, "windows_per_subject": 7}',

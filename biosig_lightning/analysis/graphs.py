@@ -78,7 +78,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from biosig_lightning.utils import atomic_write_bytes, atomic_write_json
+from biosig_lightning.atomic_io import atomic_write_bytes, atomic_write_json
 
 __all__ = [
     "ClassGraphs",

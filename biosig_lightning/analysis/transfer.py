@@ -80,9 +80,9 @@ import torch.nn.functional as F
 import yaml
 from torch import nn
 
+from biosig_lightning.atomic_io import atomic_write_bytes, atomic_write_json
 from biosig_lightning.metrics import METRIC_KEYS, build_metrics
 from biosig_lightning.runs import RunError, load_run
-from biosig_lightning.utils import atomic_write_bytes, atomic_write_json
 
 __all__ = [
     "ChannelMapping",

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from biosig_lightning.analysis import fbd
 from biosig_lightning.analysis.fbd import resolve_device
+from biosig_lightning.atomic_io import atomic_write_json
 from biosig_lightning.commands._shared import add_loading_options, run_dir_parser
 from biosig_lightning.runs import load_run
-from biosig_lightning.utils import atomic_write_json
 
 
 def run(argv: list[str]) -> None:

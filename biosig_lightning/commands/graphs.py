@@ -19,7 +19,7 @@ from biosig_lightning.analysis.graphs import (
     stability,
     write_run_outputs,
 )
-from biosig_lightning.utils import atomic_write_json
+from biosig_lightning.atomic_io import atomic_write_json
 
 
 def _print_run(summary: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     ap.add_argument("--target-config", required=True, type=Path,
                     help="YAML whose data section is the target dataset")
     ap.add_argument("--config", action="append", default=[], type=Path,
-                    help="more YAML overriding the target data (repeatable, e.g. experiments/synthetic.yaml)")
+                    help="more YAML overriding the target data (repeatable, e.g. experiments/overlays/synthetic.yaml)")
     ap.add_argument("--out", type=Path, default=None,
                     help="output directory (default: SOURCE/transfer/<target dataset>)")
     ap.add_argument("--checkpoint", default="best", help="best, last or a checkpoint path of the source run")

@@ -70,7 +70,7 @@ CORPORA: dict[str, Shape] = {
     "tusz_classification": Shape(19, 4, 1200, 200.0),
     "chbmit_stdro": Shape(18, 2, 128, 64.0),  # features: fft, 4 steps of 32 bins
     "dodh": Shape(16, 5, 7500, 250.0),
-    # the built-in demo corpus: experiments/demo.yaml
+    # the built-in demo corpus: experiments/overlays/demo.yaml
     "synthetic": Shape(16, 2, 256, 256.0),
 }
 

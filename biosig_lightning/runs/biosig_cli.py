@@ -140,7 +140,7 @@ class BiosigCLI(LightningCLI):
                             help="wandb group (default: the experiment name, so seeds of one experiment group)")
         parser.add_argument("--tensorboard", type=bool, default=False,
                             help="also log to TensorBoard, in the run directory of the first logger")
-        # a wandb dashboard added to whatever loggers the experiment has (experiments/wandb.yaml)
+        # a wandb dashboard added to whatever loggers the experiment has (experiments/overlays/wandb.yaml)
         parser.add_argument("--wandb.enabled", type=bool, default=False, help="also log to wandb")
         parser.add_argument("--wandb.project", type=str, default="biosig-lightning")
         parser.add_argument("--wandb.entity", type=str | None, default=None)

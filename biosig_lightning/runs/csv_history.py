@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 from lightning.pytorch.loggers import CSVLogger
 
-from biosig_lightning.utils import atomic_write_bytes
+from biosig_lightning.atomic_io import atomic_write_bytes
 
 
 @dataclass(frozen=True)

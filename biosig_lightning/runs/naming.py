@@ -55,7 +55,7 @@ def config_keys(path: str | Path) -> list[str] | None:
 def is_overlay(path: str | Path) -> bool:
     """Whether a config only touches logging (``wandb``, ``tensorboard``, ``run``, ``trainer.logger`` keys).
 
-    Such a file (``experiments/wandb.yaml``) cannot change a result, so it neither renames the
+    Such a file (``experiments/overlays/wandb.yaml``) cannot change a result, so it neither renames the
     experiment (its seeds stay resumable in the same directory) nor makes a new report row.
     """
     keys = config_keys(path)
@@ -77,7 +77,7 @@ def config_label(path: str | Path) -> str:
 def experiment_name(fit_args: list[str]) -> str:
     """The experiment's name: the logger name the configs give, plus ``+<label>`` per later override file.
 
-    ``--config sdformer_sleepedf.yaml --config ablations/no_dep.yaml`` gives
+    ``--config sdformer_sleepedf.yaml --config sdformer/variants/no_dep.yaml`` gives
     ``sdformer_sleepedf+no_dep``, so a variant never shares (and never skips the seeds of) the base
     experiment's directory. Overlays (:func:`is_overlay`: ``wandb.yaml``, ``tensorboard.yaml``) add
     nothing. A ``--trainer.logger.init_args.name`` / ``--run.name`` on the command line names the
@@ -113,9 +113,9 @@ def variant_of(config_paths: list[str | Path]) -> str:
     """The variant a run's configs make of its base experiment (the first config): ``'+'``-joined labels.
 
     It is what distinguishes two report rows of one model: ``bioformer_apava.yaml +
-    table3/medformer.yaml + table3/mmd.yaml`` is the variant ``mmd`` of the model Medformer. Left out
+    bioformer/baselines/medformer.yaml + bioformer/baselines/mmd.yaml`` is the variant ``mmd`` of the model Medformer. Left out
     are overlays (they change no result), files that only pick the dataset (``synthetic.yaml``: the
-    report's column names the dataset) and files that pick the backbone (``table3/medformer.yaml``:
+    report's column names the dataset) and files that pick the backbone (``bioformer/baselines/medformer.yaml``:
     the row names the model).
     """
     labels: list[str] = []

@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from biosig_lightning.utils import atomic_write_json
+from biosig_lightning.atomic_io import atomic_write_json
 
 RESULTS = "results.json"
 #: what a run that never trained leaves in its directory

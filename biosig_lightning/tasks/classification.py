@@ -21,6 +21,7 @@ from lightning.pytorch import LightningModule
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from torch import nn
 
+from biosig_lightning.atomic_io import atomic_write_bytes
 from biosig_lightning.metrics import (
     DEFAULT_THRESHOLD,
     PositiveScores,
@@ -29,7 +30,6 @@ from biosig_lightning.metrics import (
     build_metrics,
     threshold_metrics,
 )
-from biosig_lightning.utils import atomic_write_bytes
 
 
 def warmup_cosine(step: int, warmup_steps: int, total_steps: int, min_ratio: float = 0.0) -> float:

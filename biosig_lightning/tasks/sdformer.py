@@ -77,7 +77,7 @@ read as follows.
   ``round(d M (M - 1))`` edges, ``d`` the validation edge density of that run's selected
   checkpoint, with seed ``random_graph_seed``. Validation, not test, windows measure ``d``
   so the control's configuration never looks at test data. ``graph_density_from: auto``
-  (what ``experiments/sdformer/ablations/random_graph.yaml`` sets) finds that run from this
+  (what ``experiments/sdformer/variants/random_graph.yaml`` sets) finds that run from this
   run's own directory (:func:`resolve_learned_run`): the same seed of the base experiment
   under ``biosig repeat``, the newest learned run of the same experiment under ``biosig fit``.
 """

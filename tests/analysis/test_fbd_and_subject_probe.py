@@ -302,7 +302,7 @@ data:
 
 def test_fbd_and_probe_on_a_trained_bioformer_run(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (in_tmp / "tiny.yaml").write_text(TINY_RUN)
-    main(["fit", "--config", "tiny.yaml", "--config", str(EXPERIMENTS / "smoke.yaml"),
+    main(["fit", "--config", "tiny.yaml", "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml"),
           "--data.init_args.synthetic_options", '{"windows_per_subject": 30}', "--trainer.enable_progress_bar=false"])
     run_dir = in_tmp / "runs" / "tiny_bioformer" / "version_0"
     results = json.loads((run_dir / "results.json").read_text())

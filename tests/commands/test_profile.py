@@ -7,7 +7,7 @@ import torch
 from biosig_lightning.models.baselines import TransformerClassifier
 from biosig_lightning.profiling import count_forward_flops
 
-# BioFormer's Table 3 "Trans." at APAVA's shape (experiments/bioformer/table3/transformer.yaml).
+# BioFormer's Table 3 "Trans." at APAVA's shape (experiments/bioformer/baselines/transformer.yaml).
 TSLIB_APAVA = dict(n_chans=16, n_outputs=2, n_times=256, sfreq=256.0, d_model=128, n_layers=6, n_heads=8,
                    d_ff=256, dropout=0.1, embedding="circular_conv", norm_first=False, pooling="flatten")
 

@@ -18,7 +18,7 @@ from biosig_lightning.cli import main
 from tests.conftest import EXPERIMENTS
 from tests.helpers import csv_val_epochs
 
-SMOKE = ["--config", str(EXPERIMENTS / "demo.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml")]
+SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")]
 
 
 @pytest.fixture(scope="module")
@@ -288,7 +288,7 @@ def test_report_without_results_is_a_clear_error(tmp_path: Path) -> None:
 def test_variant_overrides_name_their_own_experiment(tmp_path: Path) -> None:
     from biosig_lightning.runs.naming import experiment_name
 
-    base, abl = EXPERIMENTS / "sdformer_sleepedf.yaml", EXPERIMENTS / "sdformer" / "ablations" / "no_dep.yaml"
+    base, abl = EXPERIMENTS / "sdformer_sleepedf.yaml", EXPERIMENTS / "sdformer" / "variants" / "no_dep.yaml"
     assert experiment_name(["--config", str(base)]) == "sdformer_sleepedf"
     # an ablation must not land in (and skip the seeds of) the full model's directory
     assert experiment_name(["--config", str(base), "--config", str(abl)]) == "sdformer_sleepedf+no_dep"
@@ -309,7 +309,7 @@ def test_logging_overlays_do_not_rename_the_experiment(tmp_path: Path) -> None:
     demo, smoke, synthetic = (str(EXPERIMENTS / f"{n}.yaml") for n in ("demo", "smoke", "synthetic"))
     bars = tmp_path / "quiet.yaml"
     bars.write_text("trainer: {enable_progress_bar: false}\nwandb: {tags: [x]}\nrun: {group: g}\n")
-    for overlay in (EXPERIMENTS / "wandb.yaml", EXPERIMENTS / "tensorboard.yaml", bars):
+    for overlay in (EXPERIMENTS / "overlays" / "wandb.yaml", EXPERIMENTS / "overlays" / "tensorboard.yaml", bars):
         assert is_overlay(overlay), overlay
         assert experiment_name(["--config", demo, "--config", smoke, "--config", str(overlay)]) == "demo+smoke"
     # files that change results keep their place in the name
@@ -320,7 +320,7 @@ def test_logging_overlays_do_not_rename_the_experiment(tmp_path: Path) -> None:
 def test_repeat_with_a_dashboard_overlay_resumes_the_same_seeds(repeated: Path, in_tmp: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     shutil.copytree(repeated / "demo", in_tmp / "runs" / "repeat" / "demo+smoke")
-    main(["repeat", *SMOKE, "--config", str(EXPERIMENTS / "tensorboard.yaml"), "--seeds", "3,4"])
+    main(["repeat", *SMOKE, "--config", str(EXPERIMENTS / "overlays" / "tensorboard.yaml"), "--seeds", "3,4"])
     text = capsys.readouterr().out
     assert text.count("exists, skipped") == 2 and "2/2 seeds finished under runs/repeat/demo+smoke" in text
 
@@ -328,13 +328,13 @@ def test_repeat_with_a_dashboard_overlay_resumes_the_same_seeds(repeated: Path, 
 def test_variant_leaves_out_what_the_row_and_column_already_say() -> None:
     from biosig_lightning.runs.naming import variant_of
 
-    t3 = EXPERIMENTS / "bioformer" / "table3"
+    t3 = EXPERIMENTS / "bioformer" / "baselines"
     configs = [EXPERIMENTS / "bioformer_apava.yaml", t3 / "medformer.yaml", t3 / "mmd.yaml",
-               EXPERIMENTS / "synthetic.yaml", EXPERIMENTS / "smoke.yaml", EXPERIMENTS / "wandb.yaml"]
+               EXPERIMENTS / "overlays" / "synthetic.yaml", EXPERIMENTS / "overlays" / "smoke.yaml", EXPERIMENTS / "overlays" / "wandb.yaml"]
     # medformer.yaml picks the model (the row's name), synthetic.yaml the dataset (the column), wandb changes nothing
     assert variant_of(configs) == "mmd+smoke"
     assert variant_of(configs[:1]) == ""
-    assert variant_of([EXPERIMENTS / "sdformer_sleepedf.yaml", EXPERIMENTS / "sdformer" / "ablations" / "no_dag.yaml"]) \
+    assert variant_of([EXPERIMENTS / "sdformer_sleepedf.yaml", EXPERIMENTS / "sdformer" / "variants" / "no_dag.yaml"]) \
         == "no_dag"
 
 

@@ -21,7 +21,7 @@ from biosig_lightning.cli import main
 from biosig_lightning.commands.tune import OptunaPruning, open_storage
 from tests.conftest import EXPERIMENTS, REPO
 
-SMOKE = ["--config", str(EXPERIMENTS / "demo.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml")]
+SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")]
 SPACE = """
 model.init_args.lr: {type: float, low: 1.0e-3, high: 1.0e-2, log: true}
 model.init_args.backbone.init_args.width: {type: categorical, choices: [8, 16]}

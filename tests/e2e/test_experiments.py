@@ -20,7 +20,7 @@ from tests.conftest import EXPERIMENTS, REPO
 from tests.helpers import assert_metrics_match_predictions
 
 ALL_YAMLS = sorted(p for p in EXPERIMENTS.rglob("*.yaml"))
-SMOKE = ["--config", str(EXPERIMENTS / "synthetic.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml"),
+SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "synthetic.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml"),
          "--trainer.enable_progress_bar=false"]
 BIOFORMER = ["apava", "adftd", "ptb", "ptbxl", "bci2a", "bci2b"]
 # Appendix C.3 (the paper; the authors' scripts use batch 32 on BCI)
@@ -138,7 +138,7 @@ def _structure(module: torch.nn.Module) -> list[tuple[str, ...]]:
         (n, str(tuple(p.shape))) for n, p in module.named_parameters()]
 
 
-@pytest.mark.parametrize("override", sorted((EXPERIMENTS / "bioformer" / "table5").glob("*.yaml")),
+@pytest.mark.parametrize("override", sorted((EXPERIMENTS / "bioformer" / "variants").glob("*.yaml")),
                          ids=lambda p: p.stem)
 def test_table5_override_runs_and_changes_the_model(override: Path, in_tmp: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
@@ -197,7 +197,7 @@ FBAM_TINY = {
 
 @pytest.mark.parametrize("backbone", sorted(FBAM_TINY))
 def test_table3_fbam_trains_on_each_backbone(backbone: str, in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    table3 = EXPERIMENTS / "bioformer" / "table3"
+    table3 = EXPERIMENTS / "bioformer" / "baselines"
     res = _fit(capsys, "--config", str(EXPERIMENTS / "bioformer_apava.yaml"), "--config", str(table3 / f"{backbone}.yaml"),
                "--config", str(table3 / "fbam.yaml"), *SMOKE, *FBAM_TINY[backbone])
     assert res["config"]["model"]["init_args"]["backbone"]["init_args"]["fbam"] is True

@@ -34,7 +34,7 @@ from tests.conftest import EXPERIMENTS, REPO
 from tests.helpers import assert_metrics_match_predictions
 
 SEED = 7
-SMOKE_CONFIGS = [EXPERIMENTS / "synthetic.yaml", EXPERIMENTS / "smoke.yaml"]
+SMOKE_CONFIGS = [EXPERIMENTS / "overlays" / "synthetic.yaml", EXPERIMENTS / "overlays" / "smoke.yaml"]
 #: our own tiny sizes per backbone class (the YAMLs keep the papers' sizes)
 TINY: dict[str, dict[str, Any]] = {
     "BioFormer": dict(n_layers=1, d_model=32, d_ff=32, n_heads=2, d_token=16),
@@ -94,8 +94,11 @@ def _rel(path: Path) -> str:
 ALL = sorted(EXPERIMENTS.rglob("*.yaml"))
 SPACES = EXPERIMENTS / "search_spaces"
 EXPERIMENT_FILES = [p for p in ALL if SPACES not in p.parents and _is_experiment(p)]
-MODIFIERS = [p for p in ALL if p.parent == EXPERIMENTS and not _is_experiment(p)]  # smoke, synthetic, overlays
-OVERRIDES = [p for p in ALL if SPACES not in p.parents and p.parent != EXPERIMENTS and not _is_experiment(p)]
+OVERLAYS = EXPERIMENTS / "overlays"
+#: overlays that change no result (data source, size, loggers); the others (bf16) are cases of their own
+MODIFIERS = [p for p in ALL if p.parent == OVERLAYS and p.stem in ("smoke", "synthetic", "wandb", "tensorboard")]
+OVERRIDES = [p for p in ALL if SPACES not in p.parents and p.parent != EXPERIMENTS and p not in MODIFIERS
+             and not _is_experiment(p)]
 
 
 def _header_configs(path: Path) -> list[Path]:
@@ -256,8 +259,8 @@ def test_logging_overlays_resume_a_finished_experiment(overlay: Path, root: Path
     monkeypatch.chdir(root)
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        main(["repeat", *_fit_args(CASES["demo.yaml"]), "--config", str(overlay), "--seeds", str(SEED)])
-    done = (repeated["demo.yaml"] / f"seed_{SEED}" / "results.json").relative_to(root)
+        main(["repeat", *_fit_args(CASES["overlays/demo.yaml"]), "--config", str(overlay), "--seeds", str(SEED)])
+    done = (repeated["overlays/demo.yaml"] / f"seed_{SEED}" / "results.json").relative_to(root)
     assert f"seed {SEED}: {done} exists, skipped" in buf.getvalue()
 
 

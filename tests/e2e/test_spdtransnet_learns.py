@@ -82,7 +82,7 @@ def test_learns_on_the_stand_in(in_tmp: Path, capsys: pytest.CaptureFixture[str]
     # the stand-in's per-subject drift needs three training subjects; two unseen ones steady the score
     options = {"n_subjects": 6, "windows_per_subject": 60}
     res = _fit(capsys, experiment, {"train": [1, 2, 3], "val": [4], "test": [5, 6]},
-               "--config", str(EXPERIMENTS / "synthetic.yaml"), "--data.init_args.synthetic_options",
+               "--config", str(EXPERIMENTS / "overlays" / "synthetic.yaml"), "--data.init_args.synthetic_options",
                json.dumps(options), epochs=6)
     assert res["dataset"] == dataset and res["subjects"]["test"] == [5, 6]
     # the training subjects' labels, read back from the run's own token cache
@@ -104,7 +104,7 @@ def test_learns_on_the_stand_in_with_bf16_mixed_precision_on_a_cpu(in_tmp: Path,
     monkeypatch.setattr(kernels.FeedForward, "apply", lambda *a: lows.append(a[-1]) or apply(*a))
     options = {"n_subjects": 6, "windows_per_subject": 60}
     res = _fit(capsys, "spdtransnet_mass.yaml", {"train": [1, 2, 3], "val": [4], "test": [5, 6]},
-               "--config", str(EXPERIMENTS / "synthetic.yaml"), "--data.init_args.synthetic_options",
+               "--config", str(EXPERIMENTS / "overlays" / "synthetic.yaml"), "--data.init_args.synthetic_options",
                json.dumps(options), "--trainer.precision", "bf16-mixed", epochs=6)
     assert res["dataset"] == "mass_ss3-synthetic"
     assert lows and set(lows) == {torch.bfloat16}

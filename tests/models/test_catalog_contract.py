@@ -121,7 +121,7 @@ def test_catalog_corpus_shapes_are_the_datamodules_shapes() -> None:
         "tusz_classification": (dm.TUSZDataModule, {"task": "classification"}),
         "chbmit_stdro": (dm.CHBMITSeizureDataModule, {"features": "fft"}),  # experiments/stdro*chbmit*.yaml
         "dodh": (dm.DODHDataModule, {}),
-        "synthetic": (dm.SyntheticDataModule, {}),  # experiments/demo.yaml
+        "synthetic": (dm.SyntheticDataModule, {}),  # experiments/overlays/demo.yaml
     }
     assert set(producers) == set(catalog.CORPORA)
     for entry in catalog.entries():  # an entry that names a known corpus uses that corpus's shape

@@ -31,7 +31,7 @@ from biosig_lightning.runs import load_run
 from tests.conftest import EXPERIMENTS
 from tests.helpers import assert_metrics_match_predictions, printed_metrics
 
-TABLE3 = EXPERIMENTS / "bioformer" / "table3"
+TABLE3 = EXPERIMENTS / "bioformer" / "baselines"
 TINY_TRANSFORMER = dict(d_model=8, n_layers=1, n_heads=2, d_ff=16, dropout=0.0)
 
 
@@ -323,8 +323,8 @@ def test_transformer_fbam_option() -> None:
 
 # ---- CLI: base + backbone override + method override -------------------------------------------------
 TINY_CLI = [f"--model.init_args.backbone.init_args.{k}={v}" for k, v in TINY_TRANSFORMER.items()]
-SMOKE = ["--config", str(EXPERIMENTS / "demo.yaml"), "--config", str(EXPERIMENTS / "synthetic.yaml"),
-         "--config", str(EXPERIMENTS / "smoke.yaml"), "--trainer.enable_progress_bar=false",
+SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "synthetic.yaml"),
+         "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml"), "--trainer.enable_progress_bar=false",
          "--data.init_args.n_times=32"]
 
 

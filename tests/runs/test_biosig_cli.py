@@ -14,7 +14,7 @@ from biosig_lightning.cli import main
 from tests.conftest import EXPERIMENTS, REPO
 from tests.helpers import assert_metrics_match_predictions, csv_val_epochs, printed_metrics, val_row_of_epoch
 
-DEMO = ["--config", str(EXPERIMENTS / "demo.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml")]
+DEMO = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")]
 RESULT_KEYS = {"model", "dataset", "seed", "metrics", "subjects", "num_params", "fit_seconds", "best_checkpoint",
                "config"}
 METRIC_KEYS = {f"test/{k}" for k in ("acc", "precision", "recall", "f1", "auroc", "auprc", "ece")}
@@ -239,7 +239,7 @@ def test_fit_on_a_real_corpus_layout(in_tmp: Path, capsys: pytest.CaptureFixture
     root = in_tmp / "apava"
     _write_apava(root)
     cfg = _real_corpus_config(in_tmp, root)
-    main(["fit", "--config", str(cfg), "--config", str(EXPERIMENTS / "smoke.yaml")])
+    main(["fit", "--config", str(cfg), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")])
     out = capsys.readouterr().out.strip().splitlines()
     res = json.loads(Path(out[-1].split("results: ", 1)[1]).read_text())
     assert res["dataset"] == "apava"
@@ -251,7 +251,7 @@ def test_missing_corpus_root_is_one_clear_error(in_tmp: Path) -> None:
     missing = in_tmp / "no-such-corpus"
     cfg = _real_corpus_config(in_tmp, missing)
     with pytest.raises(SystemExit) as err:
-        main(["fit", "--config", str(cfg), "--config", str(EXPERIMENTS / "smoke.yaml")])
+        main(["fit", "--config", str(cfg), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")])
     msg = str(err.value)
     assert str(missing) in msg and "does not exist" in msg and "\n" not in msg
 
@@ -259,8 +259,8 @@ def test_missing_corpus_root_is_one_clear_error(in_tmp: Path) -> None:
 def test_synthetic_override_never_needs_root(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = _real_corpus_config(in_tmp, in_tmp / "absent")
     res_line = None
-    main(["fit", "--config", str(cfg), "--config", str(EXPERIMENTS / "synthetic.yaml"),
-          "--config", str(EXPERIMENTS / "smoke.yaml")])
+    main(["fit", "--config", str(cfg), "--config", str(EXPERIMENTS / "overlays" / "synthetic.yaml"),
+          "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")])
     res_line = capsys.readouterr().out.strip().splitlines()[-1]
     res = json.loads(Path(res_line.split("results: ", 1)[1]).read_text())
     assert res["dataset"] == "apava-synthetic"
@@ -270,9 +270,9 @@ def test_tensorboard_and_wandb_loggers_selectable(in_tmp: Path, capsys: pytest.C
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_DIR", str(in_tmp))
-    res = run_fit(capsys, "--config", str(EXPERIMENTS / "tensorboard.yaml"))
+    res = run_fit(capsys, "--config", str(EXPERIMENTS / "overlays" / "tensorboard.yaml"))
     assert list(Path(res["run_dir"]).parent.parent.rglob("events.out.tfevents.*"))
-    res = run_fit(capsys, "--config", str(EXPERIMENTS / "wandb.yaml"))
+    res = run_fit(capsys, "--config", str(EXPERIMENTS / "overlays" / "wandb.yaml"))
     offline = list(in_tmp.rglob("offline-run-*"))
     assert offline, "wandb wrote no offline run"
     assert res["metrics"]

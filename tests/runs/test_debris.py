@@ -18,7 +18,7 @@ from biosig_lightning.data.cache import load_or_build
 from biosig_lightning.data.spec import CorpusSpec, WindowBlock
 from tests.conftest import EXPERIMENTS, REPO
 
-DEMO = ["--config", str(EXPERIMENTS / "demo.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml")]
+DEMO = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")]
 
 
 def test_a_fit_that_fails_before_training_leaves_no_run_dir(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,7 +15,7 @@ from biosig_lightning.data.spec import CorpusSpec, WindowBlock
 from biosig_lightning.models.baselines import TransformerClassifier
 from tests.conftest import EXPERIMENTS
 
-DEMO = ["--config", str(EXPERIMENTS / "demo.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml")]
+DEMO = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")]
 
 
 def _one_line(err: pytest.ExceptionInfo[SystemExit], command: str = "fit") -> str:

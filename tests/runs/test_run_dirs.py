@@ -14,7 +14,7 @@ import pytest
 from biosig_lightning.cli import main
 from tests.conftest import EXPERIMENTS, REPO
 
-DEMO = ["--config", str(EXPERIMENTS / "demo.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml")]
+DEMO = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")]
 
 
 def _env() -> dict[str, str]:

@@ -12,8 +12,8 @@ from biosig_lightning.cli import main
 from tests.conftest import EXPERIMENTS
 from tests.helpers import wait_for_wandb_run
 
-WANDB = ["--config", str(EXPERIMENTS / "demo.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml"),
-         "--config", str(EXPERIMENTS / "wandb.yaml"), "--trainer.max_epochs", "2"]
+WANDB = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml"),
+         "--config", str(EXPERIMENTS / "overlays" / "wandb.yaml"), "--trainer.max_epochs", "2"]
 
 
 @pytest.fixture(autouse=True)

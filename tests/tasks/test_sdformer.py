@@ -28,7 +28,7 @@ from tests.helpers import state_hash
 
 CORPORA = ("sleepedf", "chbmit", "ptbxl")
 BASELINES = ("patchtst", "transformer", "static_gnn", "cnn1d")
-ABLATIONS = EXPERIMENTS / "sdformer" / "ablations"
+ABLATIONS = EXPERIMENTS / "sdformer" / "variants"
 MONITOR = {"sleepedf": "val/f1", "chbmit": "val/auroc", "ptbxl": "val/f1"}
 POOLING = {"sleepedf": False, "chbmit": True, "ptbxl": True}
 TINY_SDFORMER = dict(d_model=16, n_layers=1, n_heads=2, d_ff=16, stft_frames=4, token_hidden=4, encoder_ff=16,
@@ -41,7 +41,7 @@ TINY = {
     "TransformerClassifier": dict(d_model=16, n_layers=1, n_heads=2, d_ff=16),
     "StaticGNN": dict(width=8, encoder_blocks=1),
 }
-SMOKE = ["--config", str(EXPERIMENTS / "synthetic.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml"),
+SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "synthetic.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml"),
          "--trainer.enable_progress_bar=false",  # smoke.yaml: at most 2 batches per stage
          "--data.init_args.batch_size", "8", "--data.init_args.eval_batch_size", "16",
          "--data.init_args.synthetic_options", "{windows_per_subject: 4}"]
@@ -345,7 +345,7 @@ def test_resume_restores_phase_optimizer_and_schedule(in_tmp: Path, capsys: pyte
 # ---- the experiment files ------------------------------------------------------------------------------
 def _all_yamls() -> list[Path]:
     return ([EXPERIMENTS / f"sdformer_{c}.yaml" for c in CORPORA]
-            + [EXPERIMENTS / "sdformer" / f"{b}_{c}.yaml" for c in CORPORA for b in BASELINES])
+            + [EXPERIMENTS / "sdformer" / "baselines" / f"{b}_{c}.yaml" for c in CORPORA for b in BASELINES])
 
 
 def test_yamls_share_the_paper_schedule() -> None:
@@ -362,7 +362,7 @@ def test_yamls_share_the_paper_schedule() -> None:
         assert (init["optimizer"], init["lr"], init["weight_decay"], init["warmup_epochs"]) == ("adamw", 1e-3, 1e-2, 5)
         assert init["monitor"] == MONITOR[corpus] and init["early_stopping_patience"] == 10, path
         assert cfg["data"]["init_args"]["batch_size"] == 64, path
-    bf16 = yaml.safe_load((EXPERIMENTS / "sdformer" / "bf16.yaml").read_text())
+    bf16 = yaml.safe_load((EXPERIMENTS / "overlays" / "bf16.yaml").read_text())
     assert bf16 == {"trainer": {"precision": "bf16-mixed"}}  # forced on any device, for checks
 
 
@@ -379,7 +379,7 @@ class _ParseOnly(BiosigCLI):
     (False, ["--trainer.accelerator", "cuda"], "bf16-mixed"),  # Lightning then fails on its own, clearly
     (False, ["--trainer.accelerator", "gpu"], None),  # gpu without CUDA is Apple's MPS
     (True, ["--trainer.precision", "32-true"], "32-true"),  # an explicit precision wins
-    (False, ["--config", str(EXPERIMENTS / "sdformer" / "bf16.yaml")], "bf16-mixed"),
+    (False, ["--config", str(EXPERIMENTS / "overlays" / "bf16.yaml")], "bf16-mixed"),
     (True, ["--gpu_precision", "null"], None),
     (True, ["--gpu_precision", "16-mixed"], "16-mixed"),
 ])
@@ -430,7 +430,7 @@ def test_sdformer_yaml_smoke_runs(in_tmp: Path, capsys: pytest.CaptureFixture[st
 
 @pytest.mark.parametrize("name", [f"{b}_{c}" for c in CORPORA for b in BASELINES])
 def test_baseline_yaml_smoke_runs(in_tmp: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
-    path = EXPERIMENTS / "sdformer" / f"{name}.yaml"
+    path = EXPERIMENTS / "sdformer" / "baselines" / f"{name}.yaml"
     res = cli_fit(capsys, [path])
     assert res["model"] == backbone_class(path) and res["task"] == "ClassificationTask"
     assert {"test/f1", "test/auroc"} <= res["metrics"].keys()

@@ -117,7 +117,7 @@ def _eegnet_8_2_params(n_chans: int, n_outputs: int, n_times: int) -> int:
 
 
 @register_backbone(
-    # BioFormer Table 3 backbones run on APAVA, ADFTD and PTB-XL (experiments/bioformer/table3/eegnet.yaml
+    # BioFormer Table 3 backbones run on APAVA, ADFTD and PTB-XL (experiments/bioformer/baselines/eegnet.yaml
     # over the base experiments; class defaults, dropout 0.25).
     shapes=["apava", "adftd", "ptbxl_medformer"],
     param_pins={"apava": _eegnet_8_2_params(16, 2, 256), "adftd": _eegnet_8_2_params(19, 3, 256),

@@ -18,7 +18,7 @@ from torch import nn
 
 from biosig_lightning.models.base import BiosignalModel
 from biosig_lightning.models.catalog import register_backbone
-from biosig_lightning.models.modules.steps import as_steps, step_size
+from biosig_lightning.models.modules.time_steps import as_steps, step_size
 
 __all__ = ["SeizureLSTM"]
 

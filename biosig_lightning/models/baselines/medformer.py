@@ -257,7 +257,7 @@ class MultiGranularityLayer(PostNormLayer):
 
 
 #: Medformer's ADFTD / PTB-XL configuration (scripts/classification/Medformer.sh), as in
-#: experiments/bioformer/table3/medformer_adftd.yaml and medformer_ptbxl.yaml
+#: experiments/bioformer/baselines/medformer_adftd.yaml and medformer_ptbxl.yaml
 _MEDFORMER_LONG = (2, 4, 8, 8, 16, 16, 16, 16, 32, 32, 32, 32, 32, 32, 32, 32)
 
 

@@ -77,7 +77,7 @@ class _PatchTSTLayer(nn.Module):
 
 
 @register_backbone(
-    # experiments/sdformer/patchtst_*.yaml (patch 16, stride 8, 3 layers, 4 heads, width 128: the defaults)
+    # experiments/sdformer/baselines/patchtst_*.yaml (patch 16, stride 8, 3 layers, 4 heads, width 128: the defaults)
     shapes=["sleepedf", "chbmit", "ptbxl"],
     # Exact count of this implementation at Sleep-EDF (module docstring); SD-Former Table 5 gives
     # "0.9 M" (rounded; no public code).

@@ -34,9 +34,9 @@ from torch import nn
 from biosig_lightning.features.montage import channel_adjacency
 from biosig_lightning.models.base import BiosignalModel, check_positive_ints
 from biosig_lightning.models.catalog import register_backbone
-from biosig_lightning.models.modules.graph import normalized_adjacency
+from biosig_lightning.models.modules.learned_graphs import normalized_adjacency
 
-__all__ = ["StaticGNN", "normalized_adjacency"]  # normalized_adjacency: re-exported from models.modules.graph
+__all__ = ["StaticGNN", "normalized_adjacency"]  # normalized_adjacency: re-exported from models.modules.learned_graphs
 
 
 def _conv_block(in_channels: int, out_channels: int, kernel: int) -> nn.Sequential:
@@ -48,7 +48,7 @@ def _conv_block(in_channels: int, out_channels: int, kernel: int) -> nn.Sequenti
 
 
 @register_backbone(
-    # experiments/sdformer/static_gnn_*.yaml: each names its corpus's channels
+    # experiments/sdformer/baselines/static_gnn_*.yaml: each names its corpus's channels
     shapes=["sleepedf", "chbmit", "ptbxl"],
     kwargs={
         "sleepedf": {"ch_names": ["EEG Fpz-Cz", "EEG Pz-Oz"]},

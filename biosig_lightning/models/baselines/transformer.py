@@ -83,9 +83,9 @@ Embedding = Literal["linear", "circular_conv"]
 Activation = Literal["gelu", "relu"]
 
 
-#: BioFormer Table 3 / Table 2's TSLib vanilla Transformer (experiments/bioformer/table3/transformer.yaml)
+#: BioFormer Table 3 / Table 2's TSLib vanilla Transformer (experiments/bioformer/baselines/transformer.yaml)
 _TSLIB = {"n_heads": 8, "d_ff": 256, "embedding": "circular_conv", "norm_first": False, "pooling": "flatten"}
-#: SD-Former's Vanilla Transformer (experiments/sdformer/transformer_*.yaml)
+#: SD-Former's Vanilla Transformer (experiments/sdformer/baselines/transformer_*.yaml)
 _SDFORMER = {"patch_len": 16, "norm_first": True}
 
 

@@ -57,14 +57,14 @@ from torch import nn
 
 from biosig_lightning.models.base import BiosignalModel
 from biosig_lightning.models.catalog import register_backbone
-from biosig_lightning.models.modules.graph_ops import (
+from biosig_lightning.models.modules.channel_graphs import (
     TUSZ_CHANNELS,
     correlation_adjacency,
     distance_adjacency,
     dual_random_walk,
     scaled_laplacian,
 )
-from biosig_lightning.models.modules.steps import step_size
+from biosig_lightning.models.modules.time_steps import step_size
 
 __all__ = ["CHBMIT_BIPOLAR_18", "DCGRUCell", "DCRNN", "NodeMaxHead", "dcgru_encode", "diffusion_operator", "diffusion_terms"]
 

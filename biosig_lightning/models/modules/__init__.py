@@ -7,9 +7,9 @@
 * :mod:`.attention`: head split/merge, written-out softmax attention, the post-norm layer half.
 * :mod:`.dropout`: :class:`MaskDropout`, the fast inverted dropout.
 * :mod:`.augment`: BioFormer's / Medformer's in-model augmentations.
-* :mod:`.graph`: GCN normalisation, NOTEARS acyclicity, random DAGs.
-* :mod:`.graph_ops`: DCRNN's diffusion supports (scaled Laplacian, dual random walk) and graph convolution.
-* :mod:`.steps`: cutting ``(batch, channels, steps * bins)`` inputs into 1-s steps for the recurrent seizure models.
+* :mod:`.learned_graphs`: GCN normalisation, NOTEARS acyclicity, random DAGs.
+* :mod:`.channel_graphs`: DCRNN's diffusion supports (scaled Laplacian, dual random walk) and graph convolution.
+* :mod:`.time_steps`: cutting ``(batch, channels, steps * bins)`` inputs into 1-s steps for the recurrent seizure models.
 * :mod:`.domain`: the domain-generalisation blocks every backbone can host (MixStyle, DSU,
   gradient reversal, subject discriminator, MMD, CORAL).
 """
@@ -41,7 +41,11 @@ from biosig_lightning.models.modules.domain import (
 )
 from biosig_lightning.models.modules.dropout import MaskDropout
 from biosig_lightning.models.modules.encodings import SinusoidalPositionalEncoding, sinusoidal_positions
-from biosig_lightning.models.modules.graph import normalized_adjacency, notears_acyclicity, random_dag
+from biosig_lightning.models.modules.learned_graphs import (
+    normalized_adjacency,
+    notears_acyclicity,
+    random_dag,
+)
 from biosig_lightning.models.modules.scln import SampleConditionalLayerNorm
 
 __all__ = [

@@ -22,7 +22,7 @@ Pipeline (``x`` of shape ``(B, C, T)``):
    50 more tokens) is what per-pair weights give, and a shared MLP would not grow at all. The
    per-pair MLPs make every token's identity explicit, so no positional embedding is added.
    ``N = 5 C`` tokens of width 128, channel-major (token ``5 c + b``). The earlier reading,
-   ``tokenizer="trajectory"`` (``experiments/sdformer/trajectory_tokenizer.yaml``), feeds each
+   ``tokenizer="trajectory"`` (``experiments/sdformer/variants/trajectory_tokenizer.yaml``), feeds each
    pair's whole ``F = 64``-frame log-power trajectory, standardised by a parameter-free
    BatchNorm (a per-token shift and scale with dataset statistics, which passes a subject's
    channel gain through as an offset on every token of the channel), into the per-pair MLPs
@@ -167,7 +167,7 @@ from biosig_lightning.features.spectral import EEG_BANDS, ShortTimeBandPower
 from biosig_lightning.models.base import BiosignalModel, check_dropout, check_heads, check_positive_ints
 from biosig_lightning.models.catalog import register_backbone
 from biosig_lightning.models.modules.attention import merge_heads, split_heads
-from biosig_lightning.models.modules.graph import notears_acyclicity, random_dag
+from biosig_lightning.models.modules.learned_graphs import notears_acyclicity, random_dag
 
 __all__ = [
     "DependencyInferencer",
@@ -404,7 +404,7 @@ class SpectralTokenizer(nn.Module):
       power of a window says (ictal power, slow-wave amplitude) is not seen by the tokens; with
       one window there is no way to tell it from a subject's gain.
     * ``"trajectory"`` (the earlier code's reading, kept as an option,
-      ``experiments/sdformer/trajectory_tokenizer.yaml``): the pair's whole ``n_frames``-frame log-power
+      ``experiments/sdformer/variants/trajectory_tokenizer.yaml``): the pair's whole ``n_frames``-frame log-power
       trajectory, standardised per token by a parameter-free BatchNorm over batch and frames
       (``F -> token_hidden -> d_model``). That BatchNorm is a per-token affine map with
       dataset-wide statistics, so it undoes a global per-channel z-scoring exactly (the log of a

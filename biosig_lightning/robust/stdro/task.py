@@ -95,6 +95,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader
 
+from biosig_lightning.atomic_io import atomic_write_bytes
 from biosig_lightning.robust.dg import DGTask
 from biosig_lightning.robust.stdro.cost import (
     Projection,
@@ -106,7 +107,6 @@ from biosig_lightning.robust.stdro.cost import (
     smoothness,
     transport_cost,
 )
-from biosig_lightning.utils import atomic_write_bytes
 
 __all__ = ["VARIANTS", "STDROTask", "Variant"]
 

@@ -76,7 +76,7 @@ def test_tiny_models_learn_a_separable_toy_problem(make) -> None:  # noqa: ANN00
 def test_cli_smoke_fit(in_tmp: Path, capsys: pytest.CaptureFixture[str], backbone: str, overrides: list[str]) -> None:
     args = ["fit"]
     for name in ("demo.yaml", "synthetic.yaml", "smoke.yaml"):
-        args += ["--config", str(EXPERIMENTS / name)]
+        args += ["--config", str(EXPERIMENTS / "overlays" / name)]
     args += ["--trainer.enable_progress_bar=false", f"--model.init_args.backbone=biosig_lightning.models.baselines.{backbone}"]
     args += [f"--model.init_args.backbone.init_args.{o}" for o in overrides]
     main(args)

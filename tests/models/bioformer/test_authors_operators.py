@@ -145,7 +145,7 @@ def test_default_yamls_carry_every_authors_switch(name: str) -> None:
 
 
 def test_paper_equations_override_restores_every_paper_operator() -> None:
-    cfg = yaml.safe_load((ROOT / "experiments/bioformer/table5/paper_equations.yaml").read_text())
+    cfg = yaml.safe_load((ROOT / "experiments/bioformer/variants/paper_equations.yaml").read_text())
     backbone = cfg["model"]["init_args"]["backbone"]["init_args"]
     paper = {"phase_mode": "rotate", "gain_mode": "tanh", "magnitude_clamp": None, "token_init": "xavier",
              "ffn_residual": "normed", "eval_kernel": "batch", "eps_mode": "paper"}

@@ -22,9 +22,9 @@ from biosig_lightning.models.modules.alignment import FBAM, TSAM
 from biosig_lightning.models.modules.scln import SampleConditionalLayerNorm
 from tests.conftest import EXPERIMENTS, REPO
 
-T5 = EXPERIMENTS / "bioformer" / "table5"
-T3 = EXPERIMENTS / "bioformer" / "table3"
-SMOKE = ["--config", str(EXPERIMENTS / "synthetic.yaml"), "--config", str(EXPERIMENTS / "smoke.yaml"),
+T5 = EXPERIMENTS / "bioformer" / "variants"
+T3 = EXPERIMENTS / "bioformer" / "baselines"
+SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "synthetic.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml"),
          "--trainer.enable_progress_bar=false"]
 TINY = [f"--model.init_args.backbone.init_args.{k}={v}"
         for k, v in (("n_layers", 2), ("d_model", 16), ("d_ff", 16), ("n_heads", 2), ("d_token", 8))]

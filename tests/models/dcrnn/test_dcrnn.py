@@ -8,7 +8,7 @@ import torch
 
 from biosig_lightning.models import catalog
 from biosig_lightning.models.dcrnn import CHBMIT_BIPOLAR_18, DCRNN, diffusion_terms
-from biosig_lightning.models.modules.graph_ops import (
+from biosig_lightning.models.modules.channel_graphs import (
     TUSZ_CHANNELS,
     correlation_adjacency,
     distance_adjacency,
