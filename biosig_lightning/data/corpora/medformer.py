@@ -54,7 +54,7 @@ PTBXL_CHANNELS = ("I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4",
 #: Shapes as the model sees them. Sources: BioFormer Table 1 and Appendix C.1 (channels, rates,
 #: 1 s windows, class counts), Medformer's preprocessing notebooks and README (T, class codes:
 #: APAVA 0 HC / 1 AD; ADFTD label_map C:0, F:1, A:2; PTB 0 HC / 1 MI; PTB-XL NORM, MI, STTC,
-#: CD, HYP), PTB's T = 300 (heartbeats zero-padded to 300 samples, anchor table).
+#: CD, HYP), PTB's T = 300 (heartbeats zero-padded to 300 samples, as Medformer's PTB loader does).
 APAVA = CorpusSpec(name="apava", ch_names=APAVA_CHANNELS, sfreq=256.0, n_times=256,
                    classes=("HC", "AD"), label_level="subject", modality="eeg")
 ADFTD = CorpusSpec(name="adftd", ch_names=ADFTD_CHANNELS, sfreq=256.0, n_times=256,
@@ -132,8 +132,7 @@ REAL_SCALE: dict[str, tuple[int, int]] = {
 #:   in a few epochs (val AUROC 0.92 after 4 epochs, against 0.71 at 2 and 0.52 at 1).
 #:
 #: With both, the regression scores 1.0 on validation and test, as it did on the APAVA-layout
-#: corpus of issue 18 (section 1), where the authors' code reached test F1 0.9975 in 8
-#: epochs. ADFTD gets the halved band-gain drift but keeps the default class strength (its paper
+#: stand-in at 100 windows per subject (docs/papers/bioformer.md). ADFTD gets the halved band-gain drift but keeps the default class strength (its paper
 #: scores are near chance for every model: F1 ~0.5 for three classes).
 SYNTHETIC_DEFAULTS: dict[str, dict[str, Any]] = {
     "apava": {"n_subjects": 23, "windows_per_subject": 90, "signal": "bands", "band_gain_drift": 0.5,

@@ -166,7 +166,7 @@ class SPEncoderLayer(nn.Module):
     ``x = LN(x + Drop(SP-MHA(x)))``, ``x = LN(x + Drop(FF(x)))`` with
     ``FF = Linear(d, d_ff) -> ReLU -> Drop -> Linear(d_ff, d)``; ``d_ff`` is a triangular number, so
     both maps are triangular maps between Sym spaces (Sec. 2.2). Our own layer, not a subclass of
-    ``nn.TransformerEncoderLayer``: torch's fused inference path would bypass SP-MHA (anchor 14c).
+    ``nn.TransformerEncoderLayer``: torch's fused inference path would bypass SP-MHA (eval, no_grad, even head count).
     """
 
     def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float = 0.1,
