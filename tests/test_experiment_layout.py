@@ -71,11 +71,11 @@ def test_a_missing_yaml_is_reported_with_its_file_and_line(tmp_path: Path) -> No
         "```bash\nT=experiments/bioformer/variants\n"
         "biosig fit --config experiments/bioformer_apava.yaml --config $T/no_fbam.yaml\n"
         "biosig fit --config experiments/bioformer_apava.yaml --config $T/no_scln.yaml\n"
-        "biosig fit --config=experiments/bioformer_apavaa.yaml --config my_apava.yaml\n```\n"
+        "biosig fit --config=experiments/" "bioformer_apavaa.yaml --config my_apava.yaml\n```\n"
     )
     assert missing_configs(readme, tmp_path) == [
         "README.md:4: --config experiments/bioformer/variants/no_scln.yaml: no such file",
-        "README.md:5: --config experiments/bioformer_apavaa.yaml: no such file",
+        "README.md:5: --config experiments/" "bioformer_apavaa.yaml: no such file",
     ]
 
 
