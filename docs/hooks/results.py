@@ -169,7 +169,10 @@ def render_standins() -> str:
     import inspect
 
     import biosig_lightning.data.datamodules as datamodules
+    from biosig_lightning.data.corpora.medformer import REAL_SCALE
 
+    real = {"APAVADataModule": "apava", "ADFTDDataModule": "adftd", "PTBDataModule": "ptb",
+            "PTBXLMedformerDataModule": "ptbxl"}
     rows = []
     for name in sorted(dir(datamodules)):
         cls = getattr(datamodules, name)
@@ -183,10 +186,12 @@ def render_standins() -> str:
         options = module.synthetic_defaults()
         rows.append([f"`{name}`", str(module.n_chans), f"{module.sfreq:g}", str(module.n_times),
                      str(options.get("kind", "")), str(options.get("n_subjects", "")),
-                     str(options.get("windows_per_subject", ""))])
+                     str(options.get("windows_per_subject", "")),
+                     f"{REAL_SCALE[real[name]][0]:,} x ~{round(REAL_SCALE[real[name]][1] / REAL_SCALE[real[name]][0]):,}"
+                     if name in real else ""])
     return render_table({"columns": ["DataModule", "channels", "Hz", "samples per window", "generator",
-                                     "stand-in subjects", "windows per subject"],
-                         "rows": rows, "align": ["left"] + ["right"] * 3 + ["left"] + ["right"] * 2})
+                                     "stand-in subjects", "windows per subject", "real corpus (subjects x windows)"],
+                         "rows": rows, "align": ["left"] + ["right"] * 3 + ["left"] + ["right"] * 3})
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:  # MkDocs hook signature

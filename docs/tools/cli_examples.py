@@ -13,6 +13,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -23,23 +24,30 @@ ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs" / "results" / "cli_examples.json"
 BIN = Path(sys.executable).parent
 DEMO = "--config experiments/overlays/demo.yaml --config experiments/overlays/smoke.yaml"
+NOISE = re.compile(r"Tip:|GPU available|TPU available|callbacks returned|Loading `train_dataloader`|Seed set to|"
+                   r"Restoring states|Loaded model weights|`Trainer.fit` stopped|^\s*$|UserWarning|warnings.warn|"
+                   r"LOCAL_RANK|HPU available|IPU available|The number of training batches|Consider setting|"
+                   r"does not have many workers|PossibleUserWarning")
 EXAMPLES = [
     ("The commands", "biosig --help", None),
-    ("Train, test the best checkpoint, write results.json", f"biosig fit {DEMO}", 14),
-    ("One fit per seed", f"biosig repeat {DEMO} --seeds 1,2", 8),
+    ("Train, test the best checkpoint, write results.json", f"biosig fit {DEMO}", 24),
+    ("One fit per seed", f"biosig repeat {DEMO} --seeds 1,2", 12),
     ("The table over seeds", "biosig report runs/repeat --metrics acc,f1,auroc,ece", None),
     ("Size and speed", f"biosig profile {DEMO}", None),
-    ("A search", f"biosig tune {DEMO} --search-space experiments/search_spaces/demo.yaml --study-name demo --n-trials 2", 10),
+    ("A search", f"biosig tune {DEMO} --search-space experiments/search_spaces/demo.yaml --study-name demo --n-trials 2", 8),
 ]
 
 
 def run(command: str, cwd: Path, keep_last: int | None) -> str:
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "WANDB_MODE": "offline", "COLUMNS": "110"}
     proc = subprocess.run(shlex.split(command), cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
-    text = (proc.stdout + proc.stderr).replace(str(cwd), ".")
-    lines = [line for line in text.splitlines() if "\r" not in line and "it/s]" not in line]
     if proc.returncode:
-        raise SystemExit(f"{command!r} failed (exit {proc.returncode}):\n" + "\n".join(lines[-30:]))
+        raise SystemExit(f"{command!r} failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+    # Lightning's own status lines (tips, accelerator summary, checkpoint restore) are left out;
+    # the command's status lines (stderr) come before its output (stdout)
+    status = [line for line in proc.stderr.splitlines() if not NOISE.search(line)]
+    lines = [line for line in status + proc.stdout.splitlines() if "\r" not in line and "it/s]" not in line]
+    lines = [line.replace(str(cwd), ".") for line in lines]
     return "\n".join(lines[-keep_last:] if keep_last else lines)
 
 

@@ -44,7 +44,7 @@ class SPMultiheadAttention(nn.Module):
       A V products cost h times the FLOPs of one full-width product, and with a value width unlike
       the key width (351 against 39) torch falls back to its math kernel, which keeps the h maps
       and h full-width outputs: on an H100 at the published size and batch 32, 328 ms and 41 GiB
-      per step against ``fused``'s 239 ms and 13 GiB (``benchmarks/README.md``).
+      per step against ``fused``'s 239 ms and 13 GiB (docs/performance.md).
     * ``fused``: :class:`~.kernels.SPAttention`, the combined map ``sum_h w_h A_h`` formed and applied
       to V once per chunk of sequences (one full-width product instead of h), keeping only ``q, k, x``,
       ``w`` and a dropout seed; backward recomputes the maps chunk by chunk and differentiates by hand
