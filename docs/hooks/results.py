@@ -200,3 +200,11 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str: 
     if STANDINS_MARKER in markdown:
         markdown = markdown.replace(STANDINS_MARKER, render_standins())
     return expand(markdown, docs / "results", page.file.src_path)
+
+
+SPHINX_ROLE = re.compile(r":(?:class|func|meth|data|mod|attr|obj|exc):(<code>)~?")
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Any) -> str:  # MkDocs hook signature
+    """Docstrings use Sphinx roles (``:class:`~a.B```); show their code without the role's markup."""
+    return SPHINX_ROLE.sub(r"\1", html)

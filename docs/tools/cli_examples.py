@@ -15,6 +15,7 @@ import os
 import platform
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,6 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs" / "results" / "cli_examples.json"
+FIGURES = ROOT / "docs" / "assets" / "cli_report"
+#: the report's figures shown on the CLI page (copied from the run of the examples)
+SHOWN_FIGURES = ("confusion_CNN1D-smoke_synthetic.png", "reliability_CNN1D-smoke_synthetic.png")
 BIN = Path(sys.executable).parent
 DEMO = "--config experiments/overlays/demo.yaml --config experiments/overlays/smoke.yaml"
 NOISE = re.compile(r"Tip:|GPU available|TPU available|callbacks returned|Loading `train_dataloader`|Seed set to|"
@@ -46,7 +50,9 @@ def run(command: str, cwd: Path, keep_last: int | None) -> str:
     # Lightning's own status lines (tips, accelerator summary, checkpoint restore) are left out;
     # the command's status lines (stderr) come before its output (stdout)
     status = [line for line in proc.stderr.splitlines() if not NOISE.search(line)]
-    lines = [line for line in status + proc.stdout.splitlines() if "\r" not in line and "it/s]" not in line]
+    lines = [line for line in status + proc.stdout.splitlines()
+             if line.strip() and "\r" not in line and "\x1b" not in line and "it/s" not in line
+             and line.strip() != "[A"]
     lines = [line.replace(str(cwd), ".") for line in lines]
     return "\n".join(lines[-keep_last:] if keep_last else lines)
 
@@ -61,6 +67,12 @@ def main() -> None:
             shown = f"(last {keep_last} lines)" if keep_last else ""
             items.append({"text": f"**{title}** {shown}\n\n```console\n$ {command}\n{output}\n```"})
             print(f"ran {command}", file=sys.stderr)
+            if command.startswith("biosig report"):
+                FIGURES.mkdir(parents=True, exist_ok=True)
+                for name in SHOWN_FIGURES:
+                    shutil.copyfile(cwd / "runs" / "repeat" / "report_figures" / name, FIGURES / name)
+                images = " ".join(f"![{name}](assets/cli_report/{name}){{ width=45% }}" for name in SHOWN_FIGURES)
+                items.append({"text": f"Two of the figures it wrote beside the table:\n\n{images}"})
     cpu = platform.processor() or platform.machine()
     doc = {
         "title": "Command-line examples as they ran",
