@@ -555,18 +555,8 @@ class SDFormer(BiosignalModel):
             straight-through gradient near its maximum; edges are then switched on by the
             task gradient and the dependency loss. With 0 the initial density is a coin
             flip of the initialisation (we saw 0.22 and 0.75), and a dense 23-node
-            start has ``h(A) ~ 2e8``. Measured on the stand-ins (3 phase-1 epochs; trajectory
-            tokenizer, before the planted graphs), the
-            graph leaves the empty start within one or two epochs: on Sleep-EDF (10
-            band nodes, weakly correlated spectra) the task gradient drives it, with or
-            without ``dep`` (validation density ~0.1-0.13); on CHB-MIT (23 channel nodes
-            with strongly correlated spectra) ``dep`` does (density ~0.05-0.18, none
-            without ``dep``). A start at -0.5 behaved the same. An empty selected graph
-            still happens when the monitor peaks at the first epoch (the CHB-MIT
-            stand-in reaches validation AUROC 1.0 in epoch 0), and on a harder CHB-MIT
-            stand-in the task gradient kept the graph empty from either start. On the graph
-            terms alone at the paper's weights (l1 0.01) the start empties completely within an
-            epoch and the edge probabilities saturate (README, SD-Former: planted-graph recovery).
+            start has ``h(A) ~ 2e8``.
+            How the graph leaves the empty start on the stand-ins: docs/papers/sdformer.md.
 
     ``forward(x)`` returns logits ``(B, n_outputs)``; ``forward_with_aux(x)`` returns an
     :class:`SDFormerOutput`; ``forward_features(x)`` the pooled ``(B, feature_dim)``
