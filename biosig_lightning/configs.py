@@ -2,8 +2,8 @@
 
 ``experiments/`` stays at the repository root; the build maps it into the wheel as
 ``biosig_lightning.experiments`` (``pyproject.toml``: ``[tool.setuptools.package-dir]``), and
-:func:`packaged_root` reads it through :mod:`importlib.resources`, which finds the same folder
-in an editable install and in an installed wheel. So ``biosig fit --config bioformer_apava
+:func:`packaged_root` finds it through the import system, which finds the same folder
+in an editable install and in an installed wheel (:func:`importlib.util.find_spec`). So ``biosig fit --config bioformer_apava
 --config overlays/smoke`` works from any folder after ``pip install``, and from a clone the
 files' own relative paths (``experiments/bioformer_apava.yaml``) keep working: a ``--config``
 that names an existing file is always that file.
@@ -17,8 +17,8 @@ that names an existing file is always that file.
 
 from __future__ import annotations
 
+import importlib.util
 import os
-from importlib import resources
 from pathlib import Path
 
 from biosig_lightning.atomic_io import atomic_write_bytes
@@ -34,11 +34,13 @@ class ConfigNotFound(ValueError):
 
 def packaged_root() -> Path:
     """The folder holding the packaged experiment YAMLs (the repository's ``experiments/`` in a clone)."""
-    try:
-        root = resources.files(PACKAGE)
-    except ModuleNotFoundError:  # a source tree run without installing: the folder beside the package
-        return Path(__file__).resolve().parent.parent / "experiments"
-    return Path(str(root))
+    # a folder of data without __init__.py is a namespace package, whose resources.files() is a
+    # MultiplexedPath rather than a path: its search locations are the folders themselves
+    spec = importlib.util.find_spec(PACKAGE)
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        if Path(location).is_dir():
+            return Path(location)
+    return Path(__file__).resolve().parent.parent / "experiments"  # a source tree used without installing
 
 
 def names() -> list[str]:
