@@ -319,3 +319,23 @@ def test_bf16_on_a_cpu_without_bfloat16_instructions_warns(in_tmp: Path, capsys:
     monkeypatch.setattr(accel, "cpu_native_bf16", lambda: False)
     with pytest.warns(UserWarning, match="bfloat16 products are emulated"):
         run_fit(capsys, "--trainer.precision", "bf16-mixed")
+
+
+def test_gpu_asked_for_without_one_is_one_line(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(SystemExit, match=r"^biosig fit: error: trainer.accelerator=gpu: torch .* sees no GPU"):
+        main(["fit", *DEMO, "--trainer.accelerator", "gpu"])
+    assert not list((in_tmp / "runs").glob("*/version_*"))  # refused before a run directory was claimed
+
+
+def test_tensorboard_without_the_extra_names_it(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("tensorboard", "tensorboardX") else real(name, *a))
+    with pytest.raises(SystemExit, match=r"pip install 'biosig-lightning\[tensorboard\]'"):
+        main(["fit", *DEMO, "--tensorboard", "true"])
