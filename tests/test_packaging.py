@@ -7,6 +7,7 @@ import ast
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -152,9 +153,16 @@ def test_config_names_resolve_and_unknown_names_are_one_line(tmp_path: Path, mon
 def test_wheel_ships_every_config_and_trains_from_an_empty_folder(tmp_path: Path) -> None:
     """Build the wheel, install it (no dependencies: this environment's site-packages are reused through a
     .pth file) into a fresh venv, and run a smoke fit by config names from an empty folder."""
+    # built from a clean copy: a clone's *.egg-info/SOURCES.txt (left by `pip install -e`) would otherwise
+    # put files into the wheel that the packaging config no longer asks for
+    source = tmp_path / "source"
+    skip = shutil.ignore_patterns("*.egg-info", "__pycache__", ".pytest_cache")
+    top = {".git", ".venv", "build", "runs", ".cache", "site", "wandb"}  # at the root only: biosig_lightning/runs stays
+    shutil.copytree(REPO, source, ignore=lambda d, names: set(skip(d, names)) | (top & set(names) if Path(d) == REPO
+                                                                                else set()))
     wheels = tmp_path / "wheels"
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(wheels), str(REPO)], capture_output=True, text=True, timeout=300)
+                            "-w", str(wheels), str(source)], capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr[-3000:]
     (wheel,) = wheels.glob("biosig_lightning-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
