@@ -191,7 +191,6 @@ class BiosigCLI(LightningCLI):
         if wandb_cfg is not None and wandb_cfg.get("enabled"):
             loggers = add_wandb_logger(cfg, loggers, wandb_cfg)
         apply_placement(loggers, cfg.get("run"), name)
-        _check_accelerator(cfg)
         _gpu_precision(cfg)
         self._resolved = config_dict(self.parser, self.config, self.subcommand)
         if self.subcommand == "fit" and cfg.get("ckpt_path") == "last":
@@ -242,6 +241,8 @@ class BiosigCLI(LightningCLI):
         self._claimed = run_dir if created else None
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        cfg = self.config.get(self.subcommand) if self.subcommand else self.config
+        _check_accelerator(cfg)  # here, where Lightning would fail with a traceback; a parse alone never asks
         trainer = super().instantiate_trainer(**kwargs)
         trainer.callbacks.append(ConfigInCheckpoint(self._resolved))
         return trainer
