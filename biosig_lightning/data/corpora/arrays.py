@@ -6,6 +6,8 @@ the same window cache, subject splits and normalisation as every corpus on disk.
 is a digest of the arrays' bytes, so other data builds another cache and the same data reuses it.
 :func:`arrays_from_epochs` reads an ``mne.Epochs`` (or a ``-epo.fif`` file): labels from its
 event codes (classes named by ``event_id``), subjects from a metadata column or given ids.
+:func:`arrays_from_braindecode` reads a braindecode windows dataset (``BaseConcatDataset`` of
+``WindowsDataset``/``EEGWindowsDataset``), subjects from each recording's ``description``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 
 from biosig_lightning.data.spec import CorpusSpec, DataError, LabelLevel, WindowBlock
 
-__all__ = ["ArrayReader", "arrays_from_epochs"]
+__all__ = ["ArrayReader", "arrays_from_braindecode", "arrays_from_epochs"]
 
 READER_VERSION = 1
 
@@ -105,3 +107,27 @@ def arrays_from_epochs(epochs: Any, subjects: Sequence[int] | None = None, subje
     return {"x": epochs.get_data(copy=True), "y": np.searchsorted(order, codes), "subjects": np.asarray(subjects),
             "sfreq": float(epochs.info["sfreq"]), "ch_names": list(epochs.ch_names),
             "classes": [names.get(c, str(c)) for c in order]}
+
+
+def arrays_from_braindecode(dataset: Any, subject_field: str = "subject") -> dict[str, Any]:
+    """``ArrayReader`` arguments from a braindecode windows dataset (0.8 or 1.x): every window of every
+    recording (``dataset.datasets``), its target as the label and ``description[subject_field]`` as the subject."""
+    xs, ys, subjects = [], [], []
+    sfreq, ch_names = None, None
+    for k, recording in enumerate(getattr(dataset, "datasets", [dataset])):
+        description = getattr(recording, "description", None)
+        if description is None or subject_field not in description:
+            raise DataError(f"braindecode dataset: recording {k} has no description[{subject_field!r}] "
+                            "(set it with dataset.set_description({...}))")
+        signal = getattr(recording, "windows", None) or getattr(recording, "raw", None)
+        if signal is not None and sfreq is None:
+            sfreq, ch_names = float(signal.info["sfreq"]), list(signal.ch_names)
+        for i in range(len(recording)):
+            x, y = recording[i][:2]
+            xs.append(np.asarray(x, dtype=np.float32))
+            ys.append(int(y))
+            subjects.append(int(description[subject_field]))
+    if sfreq is None:
+        raise DataError("braindecode dataset: no recording with an mne raw or epochs to read the rate from")
+    return {"x": np.stack(xs), "y": np.asarray(ys), "subjects": np.asarray(subjects), "sfreq": sfreq,
+            "ch_names": ch_names}

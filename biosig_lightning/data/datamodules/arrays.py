@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from biosig_lightning.data.corpora.arrays import ArrayReader, arrays_from_epochs
+from biosig_lightning.data.corpora.arrays import ArrayReader, arrays_from_braindecode, arrays_from_epochs
 from biosig_lightning.data.module import BiosignalDataModule
 from biosig_lightning.data.spec import CorpusReader, CorpusSpec, LabelLevel
 
@@ -20,7 +20,8 @@ class ArrayDataModule(BiosignalDataModule):
     """Windows from arrays: ``x (n, channels, times)``, ``y (n,)`` class indices, ``subjects (n,)`` ids.
 
     For Python use (``Trainer.fit(task, datamodule=ArrayDataModule(...))``); from a YAML use
-    :class:`EpochsDataModule` with a ``-epo.fif`` file. :meth:`from_epochs` takes an ``mne.Epochs``.
+    :class:`EpochsDataModule` with a ``-epo.fif`` file. :meth:`from_epochs` takes an ``mne.Epochs``,
+    :meth:`from_braindecode` a braindecode windows dataset.
 
     Args:
         x, y, subjects, sfreq, ch_names, classes, label_level, name:
@@ -41,6 +42,11 @@ class ArrayDataModule(BiosignalDataModule):
         """From an ``mne.Epochs``: labels from its events (named by ``event_id``), subjects given or from
         ``epochs.metadata[subject_column]``."""
         return cls(**arrays_from_epochs(epochs, subjects, subject_column), **kwargs)
+
+    @classmethod
+    def from_braindecode(cls, dataset: Any, subject_field: str = "subject", **kwargs: Any) -> ArrayDataModule:
+        """From a braindecode windows dataset: targets as labels, ``description[subject_field]`` as subjects."""
+        return cls(**arrays_from_braindecode(dataset, subject_field), **kwargs)
 
     def corpus_spec(self) -> CorpusSpec:
         return self._arrays.spec

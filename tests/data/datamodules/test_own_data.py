@@ -188,3 +188,21 @@ def test_in_memory_epochs_same_splits_cache_and_normalisation(tmp_path: Path) ->
 def test_arrays_refuse_mismatched_lengths() -> None:
     with pytest.raises(DataError, match="10 windows but 9 labels and 10 subject ids"):
         ArrayDataModule(np.zeros((10, 2, 8)), [0] * 9, [1] * 10, sfreq=8.0)
+
+
+def test_braindecode_windows_dataset_keeps_subjects_and_targets(tmp_path: Path) -> None:
+    import braindecode  # a pinned dev dependency
+    from braindecode.datasets import create_from_X_y
+
+    assert braindecode.__version__
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(6, 3, 200)).astype(np.float32)  # 6 recordings of 2 s at 100 Hz
+    dataset = create_from_X_y(x, [0, 1, 0, 1, 1, 0], drop_last_window=False, sfreq=100.0, ch_names=["a", "b", "c"],
+                              window_size_samples=100, window_stride_samples=100)
+    dataset.set_description({"subject": [1, 1, 2, 2, 3, 3]}, overwrite=True)
+    dm = ArrayDataModule.from_braindecode(dataset, cache_dir=str(tmp_path))
+    assert (dm.n_chans, dm.n_times, dm.sfreq, dm.ch_names) == (3, 100, 100.0, ["a", "b", "c"])
+    reader = dm.reader()
+    assert reader.subjects.tolist() == [1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3]
+    assert reader.y.tolist() == [0, 0, 1, 1, 0, 0, 1, 1, 1, 1, 0, 0]
+    np.testing.assert_allclose(reader.x[3], x[1][:, 100:], rtol=1e-6)  # recording 1, second window
