@@ -52,7 +52,11 @@ def _median_time(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> float:
 
 
 def throughput(n_chans: int, n_times: int, sfreq: float, batch: int, repeats: int) -> dict[str, Any]:
-    from braindecode.models import Deep4Net, EEGNetv4
+    from braindecode.models import Deep4Net
+
+    from biosig_lightning.models.braindecode_names import braindecode_model
+
+    EEGNetv4 = braindecode_model("EEGNetv4")  # braindecode 1.x: EEGNet
 
     torch.manual_seed(0)
     x = torch.randn(batch, n_chans, n_times)

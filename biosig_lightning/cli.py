@@ -3,7 +3,10 @@
 Every command is a module of :mod:`biosig_lightning.commands` with ``run(argv)``; ``fit``,
 ``validate``, ``test`` and ``predict`` are LightningCLI
 (:class:`~biosig_lightning.runs.biosig_cli.BiosigCLI`). Bad input ends in one line
-(:mod:`biosig_lightning.runs.errors`).
+(:mod:`biosig_lightning.runs.errors`). A ``--config NAME`` that is not a file is looked up among the
+configs shipped with the package (:mod:`biosig_lightning.configs`). Nothing heavy (torch, Lightning,
+matplotlib, scipy) is imported here: ``biosig --help`` and ``--version`` answer at once, and a
+command imports what it needs when it runs.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import importlib
 import os
 import sys
 
+from biosig_lightning.configs import resolve_config_args
 from biosig_lightning.runs.errors import one_line_errors, quiet_environment
 
 #: LightningCLI's own subcommands: their module gets the command word too
@@ -28,9 +32,11 @@ COMMANDS = {
     "probe": "biosig_lightning.commands.probe",
     "cv": "biosig_lightning.commands.cv",
     "stdro-weights": "biosig_lightning.commands.stdro_weights",
+    "configs": "biosig_lightning.commands.configs",
 }
 
-USAGE = """usage: biosig {fit,validate,test,predict,profile,repeat,tune,report,transfer,graphs,fbd,probe,cv,stdro-weights} --config CONFIG.yaml [--config MORE.yaml] [--key value ...]
+USAGE = """usage: biosig {fit,validate,test,predict,profile,repeat,tune,report,transfer,graphs,fbd,probe,cv,stdro-weights,configs} --config CONFIG [--config MORE] [--key value ...]
+       biosig --version
 
   fit        train, test the best checkpoint, write results.json (LightningCLI)
   validate   evaluate a checkpoint on the validation subjects (LightningCLI)
@@ -47,6 +53,9 @@ USAGE = """usage: biosig {fit,validate,test,predict,profile,repeat,tune,report,t
   probe      subject probe of a run's frozen features: subject F1, NMI/AMI, silhouettes (RUN_DIR)
   stdro-weights  STDRO's Fig. 2: the learned spatiotemporal weights W_t M_t of an STDRO run (RUN_DIR)
   cv         one fit per cross-validation fold (--folds 0-30 [--out DIR]), resumable; mean ± std over folds
+  configs    list the experiment configs shipped with the package; 'configs copy NAME [DEST]' copies one out
+
+--config takes a YAML file or the name of a shipped config (bioformer_apava, overlays/smoke: see 'biosig configs').
 
 'biosig fit --help' lists every option; 'biosig fit --config X --print_config' shows the resolved config."""
 
@@ -57,10 +66,16 @@ def main(argv: list[str] | None = None) -> None:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return
+    if argv[0] in ("-V", "--version"):
+        from biosig_lightning import __version__
+
+        print(f"biosig-lightning {__version__}")
+        return
     command = argv[0]
     if command not in COMMANDS:
         raise SystemExit(f"biosig: unknown command {command!r}\n\n{USAGE}")
     with one_line_errors(command):
+        argv = resolve_config_args(argv)
         importlib.import_module(COMMANDS[command]).run(argv if command in LIGHTNING else argv[1:])
 
 

@@ -101,7 +101,9 @@ class BiosignalModel(nn.Module):
         n_times: samples per window.
         sfreq: sampling rate in Hz (positive).
         chs_info: optional per-channel descriptions (braindecode / MNE ``info["chs"]`` style);
-            when given its length must equal ``n_chans``.
+            when given its length must equal ``n_chans``, and ``n_chans`` may be left out.
+        input_window_seconds: optional window length in seconds; ``n_times`` may be left out
+            when it is given (``round(input_window_seconds * sfreq)``), as in braindecode.
 
     Subclasses that expose features set ``head`` and ``feature_dim`` in ``__init__`` and
     override :meth:`forward_features`; ones with a style or alignment site set the class or
@@ -125,19 +127,31 @@ class BiosignalModel(nn.Module):
     def __init__(
         self,
         *,
-        n_chans: int,
+        n_chans: int | None = None,
         n_outputs: int,
-        n_times: int,
+        n_times: int | None = None,
         sfreq: float,
         chs_info: Sequence[dict[str, Any]] | None = None,
+        input_window_seconds: float | None = None,
     ) -> None:
         super().__init__()
         owner = type(self).__name__
+        # braindecode's inference: channels from chs_info, samples from the window length and the rate
+        if n_chans is None and chs_info is not None:
+            n_chans = len(chs_info)
+        if n_times is None and input_window_seconds is not None and isinstance(sfreq, int | float):
+            n_times = int(round(float(input_window_seconds) * float(sfreq)))
+        if n_chans is None or n_times is None:
+            missing = "n_chans (or chs_info)" if n_chans is None else "n_times (or input_window_seconds)"
+            raise ValueError(f"{owner}: {missing} is required (a DataModule links it from the data)")
         check_positive_ints(owner, n_chans=n_chans, n_outputs=n_outputs, n_times=n_times)
         if isinstance(sfreq, bool) or not isinstance(sfreq, int | float) or not float(sfreq) > 0.0:
             raise ValueError(f"{owner}: sfreq must be a positive number of Hz, got {sfreq!r}")
         if chs_info is not None and len(chs_info) != n_chans:
             raise ValueError(f"{owner}: chs_info describes {len(chs_info)} channels but n_chans={n_chans}")
+        if input_window_seconds is not None and abs(n_times - float(input_window_seconds) * float(sfreq)) > 0.5:
+            raise ValueError(f"{owner}: input_window_seconds={input_window_seconds} at sfreq={sfreq} is "
+                             f"{float(input_window_seconds) * float(sfreq):g} samples, but n_times={n_times}")
         self.n_chans = int(n_chans)
         self.n_outputs = int(n_outputs)
         self.n_times = int(n_times)

@@ -10,6 +10,17 @@
 * :mod:`.errors` -- the one-line error policy of every command.
 """
 
-from biosig_lightning.runs.load import LoadedRun, RunError, load_run, read_results, resolve_checkpoint
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = ["LoadedRun", "RunError", "load_run", "read_results", "resolve_checkpoint"]
+
+
+def __getattr__(name: str) -> Any:
+    # imported on first use, so `biosig --help` (which reaches runs.errors) does not load torch and Lightning
+    if name in __all__:
+        from biosig_lightning.runs import load
+
+        return getattr(load, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -42,6 +42,7 @@ from biosig_lightning import accel
 from biosig_lightning.data.module import BiosignalDataModule
 from biosig_lightning.runs.checks import (
     CONFIG_KEY,
+    RunConfigError,
     check_config_files,
     check_same_experiment,
     check_sizes,
@@ -183,6 +184,7 @@ class BiosigCLI(LightningCLI):
             if init is not None and init.get("name") in (None, "auto"):
                 init["name"] = name
         if cfg.get("tensorboard"):
+            _require_tensorboard()
             loggers = add_file_logger(cfg, loggers, "lightning.pytorch.loggers.TensorBoardLogger",
                                       default_hp_metric=False)
         wandb_cfg = cfg.get("wandb")
@@ -239,6 +241,8 @@ class BiosigCLI(LightningCLI):
         self._claimed = run_dir if created else None
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        cfg = self.config.get(self.subcommand) if self.subcommand else self.config
+        _check_accelerator(cfg)  # here, where Lightning would fail with a traceback; a parse alone never asks
         trainer = super().instantiate_trainer(**kwargs)
         trainer.callbacks.append(ConfigInCheckpoint(self._resolved))
         return trainer
@@ -299,6 +303,26 @@ def _gpu_precision(cfg: Any) -> None:
     # "gpu" without CUDA means Apple's MPS to Lightning: not a CUDA run, precision untouched
     if kind == "cuda" or "cudaaccelerator" in kind or (kind in ("gpu", "auto") and torch.cuda.is_available()):
         cfg.trainer.precision = gpu_precision
+
+
+def _check_accelerator(cfg: Any) -> None:
+    """``trainer.accelerator: gpu|cuda`` on a machine where torch sees no GPU is one line, not Lightning's traceback."""
+    accelerator = cfg.trainer.get("accelerator")
+    kind = str(accelerator).lower() if isinstance(accelerator, str) else ""
+    if kind not in ("gpu", "cuda") or torch.cuda.is_available():
+        return
+    if kind == "gpu" and torch.backends.mps.is_available():
+        return  # Lightning's "gpu" is Apple's MPS there
+    raise RunConfigError(f"trainer.accelerator={kind}: torch {torch.__version__} sees no GPU on this machine "
+                         "(torch.cuda.is_available() is False); use --trainer.accelerator cpu or auto")
+
+
+def _require_tensorboard() -> None:
+    """``--tensorboard`` without the package TensorBoardLogger writes with: one line naming the extra."""
+    from importlib.util import find_spec
+
+    if find_spec("tensorboard") is None and find_spec("tensorboardX") is None:
+        raise RunConfigError("--tensorboard needs the tensorboard package: pip install 'biosig-lightning[tensorboard]'")
 
 
 def run_lightning(argv: list[str]) -> None:

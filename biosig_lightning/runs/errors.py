@@ -12,9 +12,6 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from biosig_lightning.data.spec import DataError
-from biosig_lightning.data.splits import SplitError
-
 
 def quiet_environment() -> None:
     """What every ``biosig`` process sets first: offline dashboards and no warnings meant for others."""
@@ -28,6 +25,8 @@ def quiet_environment() -> None:
 
 def is_ours(err: BaseException) -> bool:
     """Whether ``err`` is one of the project's own bad-input errors (a ValueError it raised)."""
+    from biosig_lightning.data.spec import DataError  # here, not at the top: `biosig --help` stays light
+
     return isinstance(err, DataError) or (isinstance(err, ValueError)
                                           and type(err).__module__.startswith("biosig_lightning."))
 
@@ -50,6 +49,8 @@ def our_cause(err: BaseException) -> BaseException | None:
 
 def message(err: BaseException) -> str:
     """The one line shown for one of the project's errors (a split error names its config key)."""
+    from biosig_lightning.data.splits import SplitError
+
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     if isinstance(err, SplitError) and not text.startswith("data."):
         text = f"data.init_args.split: {text}"

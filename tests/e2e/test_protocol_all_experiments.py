@@ -124,7 +124,12 @@ CASES |= {_rel(p): _header_configs(p) for p in OVERRIDES}
 
 
 def _model(configs: list[Path]) -> str:
-    return _merged(configs)["model"]["init_args"]["backbone"]["class_path"].rsplit(".", 1)[-1]
+    path = _merged(configs)["model"]["init_args"]["backbone"]["class_path"]
+    if path.startswith("biosig_lightning.models.braindecode_names."):  # the installed braindecode's own name
+        from biosig_lightning.models.braindecode_names import braindecode_model
+
+        return braindecode_model(path.rsplit(".", 1)[-1]).__name__
+    return path.rsplit(".", 1)[-1]
 
 
 def _expected_variant(configs: list[Path]) -> str:

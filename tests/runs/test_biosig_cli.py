@@ -92,8 +92,9 @@ def test_braindecode_backbone_by_class_path(in_tmp: Path, capsys: pytest.Capture
     import braindecode  # a pinned dev dependency: its absence is a failure, not a skip
 
     assert braindecode.__version__
-    res = run_fit(capsys, "--model.init_args.backbone", "braindecode.models.EEGNetv4")
-    assert res["model"] == "EEGNetv4"
+    # by the name that holds for braindecode 0.8 (EEGNetv4) and 1.x (EEGNet) alike
+    res = run_fit(capsys, "--model.init_args.backbone", "biosig_lightning.models.braindecode_names.EEGNet")
+    assert res["model"] == ("EEGNet" if hasattr(braindecode.models, "EEGNet") else "EEGNetv4")
     assert METRIC_KEYS <= res["metrics"].keys()
     assert_metrics_match_predictions(res["run_dir"])
 
@@ -318,3 +319,23 @@ def test_bf16_on_a_cpu_without_bfloat16_instructions_warns(in_tmp: Path, capsys:
     monkeypatch.setattr(accel, "cpu_native_bf16", lambda: False)
     with pytest.warns(UserWarning, match="bfloat16 products are emulated"):
         run_fit(capsys, "--trainer.precision", "bf16-mixed")
+
+
+def test_gpu_asked_for_without_one_is_one_line(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(SystemExit, match=r"^biosig fit: error: trainer.accelerator=gpu: torch .* sees no GPU"):
+        main(["fit", *DEMO, "--trainer.accelerator", "gpu"])
+    assert not list((in_tmp / "runs").glob("*/version_*"))  # refused before a run directory was claimed
+
+
+def test_tensorboard_without_the_extra_names_it(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("tensorboard", "tensorboardX") else real(name, *a))
+    with pytest.raises(SystemExit, match=r"pip install 'biosig-lightning\[tensorboard\]'"):
+        main(["fit", *DEMO, "--tensorboard", "true"])
