@@ -13,6 +13,7 @@ from biosig_lightning.analysis.report.collect import (
     metric_key,
     sleep_table1_groups,
     table1_groups,
+    warn_unfinished,
 )
 from biosig_lightning.analysis.report.figures import write_figures
 from biosig_lightning.analysis.report.render import Section, render, render_section
@@ -73,6 +74,7 @@ def report(dirs: list[Path], fmt: str = "markdown", out: Path | None = None, met
     """
     if fmt not in ("markdown", "csv", "latex"):
         raise ReportError(f"--format must be markdown, csv or latex, got {fmt!r}")
+    warn_unfinished([Path(d) for d in dirs])
     groups, metrics = choose_columns(group_runs(find_results([Path(d) for d in dirs])), metrics, table1)
     sections: list[Section] = []
     subjects = Subjects(groups)

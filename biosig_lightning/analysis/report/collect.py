@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -26,6 +27,7 @@ from biosig_lightning.analysis.run_stats import (
     sleep_table1_metrics,
     table1_metrics,
 )
+from biosig_lightning.runs.rundir import RESULTS
 
 LOWER_IS_BETTER = {"ece", "loss"}
 #: columns that are no score: never marked best, left out of --baseline and --ranks, shown as integers
@@ -69,8 +71,23 @@ def warn(message: str) -> None:
     print(f"biosig report: {message}", file=sys.stderr)
 
 
+def _read_results(path: Path) -> dict[str, Any] | None:
+    """``path`` parsed, or ``None`` with a warning naming it when it is not a readable JSON object."""
+    try:
+        results = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        warn(f"warning: skipping {path}: not a readable results.json ({err})")
+        return None
+    if not isinstance(results, dict):
+        kind = {list: "a list", str: "a string", type(None): "null"}.get(type(results), "a number")
+        warn(f"warning: skipping {path}: not a results.json (its JSON is {kind}, not an object)")
+        return None
+    return results
+
+
 def find_results(dirs: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
-    """Every ``results.json`` below ``dirs`` (sorted, each file once), parsed; missing dirs or none found is an error."""
+    """Every ``results.json`` below ``dirs`` (sorted, each file once), parsed; missing dirs or none found is an
+    error, an unreadable file is skipped with a warning naming it."""
     if not dirs:
         raise ReportError("give at least one directory that holds results.json files")
     found: list[tuple[Path, dict[str, Any]]] = []
@@ -85,13 +102,44 @@ def find_results(dirs: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
             if p.resolve() in seen:
                 continue
             seen.add(p.resolve())
-            try:
-                found.append((p, json.loads(p.read_text())))
-            except (OSError, json.JSONDecodeError) as err:
-                raise ReportError(f"{p}: not a readable results.json ({err})") from None
+            results = _read_results(p)
+            if results is not None:
+                found.append((p, results))
     if not found:
         raise ReportError(f"no results.json below {', '.join(str(d) for d in dirs)} (run biosig fit / repeat first)")
     return found
+
+
+def unfinished_runs(dirs: list[Path]) -> list[tuple[Path, Path]]:
+    """``(run directory, checkpoint to resume from)`` of every run below ``dirs`` that saved a checkpoint
+    but no ``results.json`` (an interrupted fit), each once: its newest ``last*.ckpt``, else its newest
+    checkpoint."""
+    found: dict[Path, tuple[Path, Path]] = {}
+    for d in map(Path, dirs):
+        for ckpt_dir in sorted(d.rglob("checkpoints")) if d.is_dir() else []:
+            run = ckpt_dir.parent
+            ckpts = sorted(ckpt_dir.glob("*.ckpt"), key=lambda c: (c.name.startswith("last"), c.stat().st_mtime))
+            if ckpts and not (run / RESULTS).exists():
+                found.setdefault(run.resolve(), (run, ckpts[-1]))
+    return list(found.values())
+
+
+def resume_command(run: Path, ckpt: Path) -> str:
+    """The command that continues an interrupted run in its own directory, from the directory it was started
+    in (its saved ``config.yaml`` names the run directory relative to there)."""
+    config = shlex.quote(str(run / "config.yaml")) if (run / "config.yaml").is_file() else "<its --config files>"
+    return f"biosig fit --config {config} --ckpt_path {shlex.quote(str(ckpt))}"
+
+
+def warn_unfinished(dirs: list[Path]) -> list[tuple[Path, Path]]:
+    """List the unfinished runs below ``dirs`` on stderr, apart from the table, each with its resume command."""
+    runs = unfinished_runs(dirs)
+    if runs:
+        warn(f"{len(runs)} unfinished run{'s' if len(runs) > 1 else ''} (a checkpoint, no results.json), not in "
+             "the table; resume from the directory it was started in with:")
+        for run, ckpt in runs:
+            print(f"  {resume_command(run, ckpt)}", file=sys.stderr)
+    return runs
 
 
 def _norm(text: str) -> str:
