@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import optuna
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
 
+from biosig_lightning.atomic_io import atomic_write_json
 from biosig_lightning.tuning.errors import FatalTrialError, TuneError
 from biosig_lightning.tuning.storage import open_storage
+
+#: written into every trial's run directory when it starts training (``biosig report`` knows the name)
+TRIAL_MARKER = "tune_trial.json"
 
 
 class OptunaPruning(Callback):
@@ -37,6 +42,7 @@ class OptunaPruning(Callback):
         self.trial: optuna.Trial | None = trial
         self.metric, self.direction, self.storage_url = metric, direction, storage_url
         self._study_name, self._trial_id = trial.study.study_name, trial._trial_id
+        self._trial_number = getattr(trial, "number", None)
         self.best: float | None = None
         self.taken_over_epoch: int | None = None  # the epoch after which another worker's FAIL was seen
 
@@ -52,6 +58,13 @@ class OptunaPruning(Callback):
             study = optuna.load_study(study_name=self._study_name, storage=open_storage(self.storage_url))
             self.trial = optuna.trial.Trial(study, self._trial_id)
         return self.trial
+
+    def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        # a trial's run ends without results.json (tune scores it on validation); this file says so, and
+        # `biosig report` does not list the run as an interrupted fit to resume
+        if trainer.is_global_zero and trainer.log_dir:
+            atomic_write_json(Path(trainer.log_dir) / TRIAL_MARKER,
+                              {"study": self._study_name, "trial": self._trial_number})
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if trainer.sanity_checking:

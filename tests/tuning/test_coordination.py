@@ -3,6 +3,7 @@ worker whose trial another worker failed ends cleanly with its trial directory k
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -95,3 +96,5 @@ def test_a_worker_whose_trial_another_failed_ends_it_cleanly(in_tmp: Path, capfd
     assert "Traceback" not in err and "Cannot tell" not in err + out
     # the trial's run is kept as it was: its log and the checkpoint of the epoch it finished
     assert (run_dir / "metrics.csv").is_file() and list((run_dir / "checkpoints").glob("last*.ckpt"))
+    # ... marked as a trial's run, so `biosig report` does not offer to resume it as an interrupted fit
+    assert json.loads((run_dir / "tune_trial.json").read_text()) == {"study": "t", "trial": 0}

@@ -119,7 +119,8 @@ def unfinished_runs(dirs: list[Path]) -> list[tuple[Path, Path]]:
         for ckpt_dir in sorted(d.rglob("checkpoints")) if d.is_dir() else []:
             run = ckpt_dir.parent
             ckpts = sorted(ckpt_dir.glob("*.ckpt"), key=lambda c: (c.name.startswith("last"), c.stat().st_mtime))
-            if ckpts and not (run / RESULTS).exists():
+            # a `biosig tune` trial (marked by tune_trial.json) is scored without results.json: not interrupted
+            if ckpts and not (run / RESULTS).exists() and not (run / "tune_trial.json").exists():
                 found.setdefault(run.resolve(), (run, ckpts[-1]))
     return list(found.values())
 

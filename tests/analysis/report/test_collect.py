@@ -64,6 +64,10 @@ def test_unfinished_runs_are_listed_apart_with_their_resume_command(tmp_path: Pa
     (stopped / "config.yaml").write_text("trainer: {}\n")
     (stopped / "checkpoints" / "best-epoch000.ckpt").write_bytes(b"x")
     (stopped / "checkpoints" / "last.ckpt").write_bytes(b"x")
+    trial = root / "tune" / "s" / "trial_0" / "version_0"  # a tune trial: scored on validation, no results.json
+    (trial / "checkpoints").mkdir(parents=True)
+    (trial / "checkpoints" / "last.ckpt").write_bytes(b"x")
+    (trial / "tune_trial.json").write_text('{"study": "s", "trial": 0}')
     early = root / "early"  # killed in its first epoch: nothing to resume, nothing listed
     early.mkdir()
     (early / "metrics.csv").write_text("epoch,step\n")
@@ -72,4 +76,4 @@ def test_unfinished_runs_are_listed_apart_with_their_resume_command(tmp_path: Pa
     assert "1 unfinished run (a checkpoint, no results.json), not in the table" in err
     resume = f"biosig fit --config {stopped / 'config.yaml'} --ckpt_path {stopped / 'checkpoints' / 'last.ckpt'}"
     assert f"  {resume}\n" in err
-    assert str(finished) not in err and str(early) not in err
+    assert str(finished) not in err and str(early) not in err and str(trial) not in err
