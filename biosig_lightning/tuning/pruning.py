@@ -62,9 +62,9 @@ class OptunaPruning(Callback):
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         # a trial's run ends without results.json (tune scores it on validation); this file says so, and
         # `biosig report` does not list the run as an interrupted fit to resume
-        if trainer.is_global_zero and trainer.log_dir:
-            atomic_write_json(Path(trainer.log_dir) / TRIAL_MARKER,
-                              {"study": self._study_name, "trial": self._trial_number})
+        log_dir = trainer.log_dir  # on every rank: under DDP, Trainer.log_dir is a broadcast
+        if trainer.is_global_zero and log_dir:
+            atomic_write_json(Path(log_dir) / TRIAL_MARKER, {"study": self._study_name, "trial": self._trial_number})
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if trainer.sanity_checking:

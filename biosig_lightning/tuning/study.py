@@ -10,6 +10,7 @@ import optuna
 import yaml
 from optuna.trial import TrialState
 
+from biosig_lightning.atomic_io import atomic_write_bytes
 from biosig_lightning.tuning.coordination import (
     HEARTBEAT_LOST,
     TrialTakenOver,
@@ -106,9 +107,8 @@ def export_best(study: optuna.Study, path: str | Path) -> Path:
             node = node.setdefault(part, {})
         node[parts[-1]] = value
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     header = (f"# best trial {best.number} of study {study.study_name!r}: value {best.value}\n"
               f"# biosig fit --config <experiment.yaml> --config {path}\n")
-    path.write_text(header + yaml.safe_dump(nested, sort_keys=False))
+    atomic_write_bytes(path, (header + yaml.safe_dump(nested, sort_keys=False)).encode())
     return path
 
