@@ -56,6 +56,10 @@ precision):
   ``--baseline`` and ``--ranks`` use the higher-is-better columns only (not ``ece``, ``loss`` or
   ``params``), and ``--ranks`` needs every row on every dataset.
 
+A ``results.json`` that cannot be read (truncated, a JSON list) is skipped with a warning naming it;
+runs with a checkpoint but no ``results.json`` (interrupted fits) are listed on stderr, apart from the
+table, each with the ``biosig fit`` command that resumes it (``biosig tune`` trials are not listed).
+
 Each problem is a one-line error: an unknown row label (the message lists the rows), a run without
 ``test_predictions.npz``, runs of ``A`` and ``B`` that do not pair (or pair twice), fewer than two
 pairs or two runs per row, a single test subject for ``--anova``.
