@@ -21,7 +21,8 @@ from sklearn import metrics as skm
 
 from biosig_lightning.cli import main
 from biosig_lightning.commands import cv
-from biosig_lightning.commands.tune import load_search_space, open_storage
+from biosig_lightning.tuning.search_space import load_search_space
+from biosig_lightning.tuning.storage import open_storage
 from tests.conftest import EXPERIMENTS, REPO
 from tests.helpers import assert_metrics_match_predictions
 

@@ -263,7 +263,7 @@ def test_report_derives_the_variant_of_older_results(tmp_path: Path, capsys: pyt
 
 
 def test_best_cell_needs_two_rows_and_compares_displayed_values() -> None:
-    from biosig_lightning.commands.report import Row, best_cells
+    from biosig_lightning.analysis.report import Row, best_cells
 
     a, b, c = Row("A"), Row("B"), Row("C")
     stats = {

@@ -18,7 +18,8 @@ import torch
 from optuna.trial import TrialState
 
 from biosig_lightning.cli import main
-from biosig_lightning.commands.tune import OptunaPruning, open_storage
+from biosig_lightning.tuning.pruning import OptunaPruning
+from biosig_lightning.tuning.storage import open_storage
 from tests.conftest import EXPERIMENTS, REPO
 
 SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")]
@@ -121,7 +122,7 @@ def test_ddp_spawn_trial_reports_once(in_tmp: Path, capfd: pytest.CaptureFixture
 def test_ddp_spawn_trial_is_pruned_on_both_ranks(in_tmp: Path) -> None:
     from optuna.distributions import FloatDistribution
 
-    from biosig_lightning.commands.tune import make_objective
+    from biosig_lightning.tuning.objective import make_objective
 
     # five finished trials that reached val/f1 = 2 (beyond any real score) at epochs 0-2: the study's
     # default MedianPruner (5 startup trials, no warm-up) -- the one the spawned rank 0 reopens from the
@@ -238,7 +239,8 @@ def test_unreachable_storage_names_the_url(in_tmp: Path, url: str) -> None:
 
 
 def test_storage_errors_hide_the_password_and_name_a_missing_driver() -> None:
-    from biosig_lightning.commands.tune import TuneError, open_storage, storage_url
+    from biosig_lightning.tuning.errors import TuneError
+    from biosig_lightning.tuning.storage import open_storage, storage_url
 
     with pytest.raises(TuneError) as err:
         open_storage("postgresql+psycopg2://user:s3cret@127.0.0.1:1/x")
@@ -295,8 +297,8 @@ def test_bad_search_space_is_one_error_before_the_study(in_tmp: Path, text: str,
 
 
 def test_validation_parses_both_ends_of_every_range(monkeypatch: pytest.MonkeyPatch) -> None:
-    from biosig_lightning.commands import tune
-    from biosig_lightning.commands.tune import IntDistribution, validate_space
+    from biosig_lightning.tuning import search_space as tune
+    from biosig_lightning.tuning.search_space import IntDistribution, validate_space
 
     seen: list[list[str]] = []
     real = tune._parse
@@ -309,7 +311,7 @@ def test_validation_parses_both_ends_of_every_range(monkeypatch: pytest.MonkeyPa
 
 
 def test_validation_does_not_seed(capfd: pytest.CaptureFixture[str]) -> None:
-    from biosig_lightning.commands.tune import load_search_space, validate_space
+    from biosig_lightning.tuning.search_space import load_search_space, validate_space
 
     capfd.readouterr()
     validate_space(SMOKE, load_search_space(EXPERIMENTS / "search_spaces" / "demo.yaml"))
@@ -330,7 +332,7 @@ def test_setup_every_trial_would_fail_is_an_error_before_the_study(in_tmp: Path,
 
 
 def test_a_trial_the_parser_rejects_is_recorded_as_failed(in_tmp: Path) -> None:
-    from biosig_lightning.commands.tune import make_objective
+    from biosig_lightning.tuning.objective import make_objective
 
     # the parser exits (SystemExit) on a bad value; Optuna does not catch that, so the objective must
     study = optuna.create_study(direction="maximize")
@@ -344,7 +346,7 @@ def test_a_trial_the_parser_rejects_is_recorded_as_failed(in_tmp: Path) -> None:
 
 
 def test_a_fatal_trial_error_stops_the_worker_at_once(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from biosig_lightning.commands import tune
+    from biosig_lightning.tuning import study as tune
 
     # the setup check is bypassed, so the first trial meets the unlogged metric itself
     monkeypatch.setattr(tune, "check_setup", lambda cfg, metric: None)
@@ -356,7 +358,8 @@ def test_a_fatal_trial_error_stops_the_worker_at_once(in_tmp: Path, monkeypatch:
 
 
 def test_metric_and_direction_default_to_the_experiments_monitor() -> None:
-    from biosig_lightning.commands.tune import experiment_monitor, load_search_space, validate_space
+    from biosig_lightning.tuning.search_space import load_search_space, validate_space
+    from biosig_lightning.tuning.trial_setup import experiment_monitor
 
     space = load_search_space(EXPERIMENTS / "search_spaces" / "sdformer.yaml")
     cfg = validate_space(["--config", str(EXPERIMENTS / "sdformer_chbmit.yaml")], space)

@@ -236,7 +236,7 @@ def reported(root: Path, repeated: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_report_has_a_row_and_cell_for_every_config(case: str, repeated: dict[str, Any],
                                                     reported: dict[str, Any]) -> None:
-    from biosig_lightning.commands.report import _slug
+    from biosig_lightning.analysis.report.figures import _slug
 
     out = repeated[case]
     if isinstance(out, BaseException):
