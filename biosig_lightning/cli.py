@@ -27,10 +27,11 @@ COMMANDS = {
     "fbd": "biosig_lightning.commands.fbd",
     "probe": "biosig_lightning.commands.probe",
     "cv": "biosig_lightning.commands.cv",
+    "benchmark": "biosig_lightning.commands.benchmark",
     "stdro-weights": "biosig_lightning.commands.stdro_weights",
 }
 
-USAGE = """usage: biosig {fit,validate,test,predict,profile,repeat,tune,report,transfer,graphs,fbd,probe,cv,stdro-weights} --config CONFIG.yaml [--config MORE.yaml] [--key value ...]
+USAGE = """usage: biosig {fit,validate,test,predict,profile,repeat,tune,report,transfer,graphs,fbd,probe,cv,benchmark,stdro-weights} --config CONFIG.yaml [--config MORE.yaml] [--key value ...]
 
   fit        train, test the best checkpoint, write results.json (LightningCLI)
   validate   evaluate a checkpoint on the validation subjects (LightningCLI)
@@ -45,6 +46,7 @@ USAGE = """usage: biosig {fit,validate,test,predict,profile,repeat,tune,report,t
   graphs     SD-Former's learned graphs per class, and their stability across runs (RUN_DIR...)
   fbd        BioFormer's frequency-band discriminability of a run's embeddings (RUN_DIR)
   probe      subject probe of a run's frozen features: subject F1, NMI/AMI, silhouettes (RUN_DIR)
+  benchmark  a grid of corpora x methods x seeds on a shared queue (--grid FILE --out DIR), then its leaderboard
   stdro-weights  STDRO's Fig. 2: the learned spatiotemporal weights W_t M_t of an STDRO run (RUN_DIR)
   cv         one fit per cross-validation fold (--folds 0-30 [--out DIR]), resumable; mean ± std over folds
 
