@@ -126,11 +126,13 @@ def build(out: str | Path, pairs: Sequence[tuple[str, str]] = ()) -> Leaderboard
 def score_matrix(board: Leaderboard) -> tuple[list[str], list[str], np.ndarray, list[str]]:
     """The complete corpus x method matrix of first-metric means the Friedman test uses, and notes
     on what was dropped to make it complete."""
-    corpora, methods = list(board.corpora), list(board.methods)
-    notes: list[str] = []
-
     def have(c: str, m: str) -> bool:
         return board.mean(c, m, board.primary(c)) is not None
+
+    # methods and corpora without any score (n/a everywhere, nothing finished) are not candidates at all
+    methods = [m for m in board.methods if any(have(c, m) for c in board.corpora)]
+    corpora = [c for c in board.corpora if any(have(c, m) for m in methods)]
+    notes: list[str] = [f"corpus {c} left out (no finished run)" for c in board.corpora if c not in corpora]
 
     while corpora and methods and not all(have(c, m) for c in corpora for m in methods):
         gaps_c = {c: sum(not have(c, m) for m in methods) for c in corpora}
@@ -209,6 +211,8 @@ def pairwise(board: Leaderboard, a: str, b: str) -> dict[str, Any]:
 def _ms(vals: list[float], digits: int = 3) -> str:
     if not vals:
         return "-"
+    if len(vals) == 1:
+        return f"{vals[0]:.{digits}f} (1 run)"
     std = float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0
     return f"{np.mean(vals):.{digits}f} ± {std:.{digits}f}"
 
