@@ -31,11 +31,12 @@ COMMANDS = {
     "fbd": "biosig_lightning.commands.fbd",
     "probe": "biosig_lightning.commands.probe",
     "cv": "biosig_lightning.commands.cv",
+    "benchmark": "biosig_lightning.commands.benchmark",
     "stdro-weights": "biosig_lightning.commands.stdro_weights",
     "configs": "biosig_lightning.commands.configs",
 }
 
-USAGE = """usage: biosig {fit,validate,test,predict,profile,repeat,tune,report,transfer,graphs,fbd,probe,cv,stdro-weights,configs} --config CONFIG [--config MORE] [--key value ...]
+USAGE = """usage: biosig {fit,validate,test,predict,profile,repeat,tune,report,transfer,graphs,fbd,probe,cv,benchmark,stdro-weights,configs} --config CONFIG [--config MORE] [--key value ...]
        biosig --version
 
   fit        train, test the best checkpoint, write results.json (LightningCLI)
@@ -51,6 +52,7 @@ USAGE = """usage: biosig {fit,validate,test,predict,profile,repeat,tune,report,t
   graphs     SD-Former's learned graphs per class, and their stability across runs (RUN_DIR...)
   fbd        BioFormer's frequency-band discriminability of a run's embeddings (RUN_DIR)
   probe      subject probe of a run's frozen features: subject F1, NMI/AMI, silhouettes (RUN_DIR)
+  benchmark  a grid of corpora x methods x seeds on a shared queue (--grid FILE --out DIR), then its leaderboard
   stdro-weights  STDRO's Fig. 2: the learned spatiotemporal weights W_t M_t of an STDRO run (RUN_DIR)
   cv         one fit per cross-validation fold (--folds 0-30 [--out DIR]), resumable; mean ± std over folds
   configs    list the experiment configs shipped with the package; 'configs copy NAME [DEST]' copies one out

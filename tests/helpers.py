@@ -312,3 +312,18 @@ CHB_MIT = [
     "T8-P8-1",
 ]
 ECG = ["I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6"]
+
+
+class PauseForKill(Callback):
+    """When ``BIOSIG_TEST_PAUSE`` names a file: at the start of epoch ``epoch`` of the run seeded
+    ``seed`` (the epoch before is checkpointed), touch that file and sleep, so a test can kill -9
+    the process mid-run. Without the variable it does nothing (the rerun that resumes)."""
+
+    def __init__(self, seed: int, epoch: int = 1, seconds: float = 120.0) -> None:
+        self.seed, self.epoch, self.seconds = seed, epoch, seconds
+
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        marker = os.environ.get("BIOSIG_TEST_PAUSE")
+        if marker and trainer.current_epoch == self.epoch and os.environ.get("PL_GLOBAL_SEED") == str(self.seed):
+            Path(marker).touch()
+            time.sleep(self.seconds)

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -44,6 +43,7 @@ import numpy as np
 
 from biosig_lightning.runs.biosig_cli import run_lightning
 from biosig_lightning.runs.naming import experiment_name
+from biosig_lightning.runs.resume import resume_plan
 
 SUMMARY_METRICS = ("test/acc", "test/f1", "test/auroc")
 #: the seed range every library seeded by ``seed_everything`` accepts (numpy: 32-bit unsigned)
@@ -122,17 +122,17 @@ def repeat(fit_args: list[str], seeds: list[int], out: Path | None = None, worke
     resume: dict[int, Path] = {}
     for seed in seeds:
         run_dir = out / f"seed_{seed}"
-        if (run_dir / "results.json").exists():
+        existed = run_dir.exists()
+        plan, last = resume_plan(run_dir)
+        if plan == "finished":
             print(f"seed {seed}: {run_dir / 'results.json'} exists, skipped")
             continue
-        last = run_dir / "checkpoints" / "last.ckpt"
-        if last.is_file():
+        if last is not None:
             print(f"seed {seed}: {run_dir} has no results.json (an interrupted run), resuming from {last}")
             resume[seed] = last
-        elif run_dir.exists():
-            print(f"seed {seed}: {run_dir} has no results.json and no last.ckpt (an interrupted run), "
+        elif existed:
+            print(f"seed {seed}: {run_dir} had no results.json and no last.ckpt (an interrupted run), "
                   "starting it again")
-            shutil.rmtree(run_dir)
         todo.append(seed)
     out.mkdir(parents=True, exist_ok=True)
     failed: list[int] = []

@@ -79,6 +79,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from biosig_lightning.analysis.leaderboard import write_leaderboard
 from biosig_lightning.analysis.report import DEFAULT_METRICS, PROTOCOL_METRICS, ReportError, report
 
 
@@ -86,7 +87,9 @@ def run(argv: list[str]) -> str:
     """Entry point of ``biosig report`` (argv without the command word)."""
     ap = argparse.ArgumentParser(prog="biosig report", allow_abbrev=False,
                                  description="mean ± std table, statistics and figures over results.json files")
-    ap.add_argument("dirs", nargs="+", type=Path, help="directories searched recursively for results.json")
+    ap.add_argument("dirs", nargs="*", type=Path, help="directories searched recursively for results.json")
+    ap.add_argument("--leaderboard", type=Path, default=None, metavar="DIR",
+                    help="(re)write and print the leaderboard of a `biosig benchmark` folder instead")
     ap.add_argument("--format", default="markdown", choices=("markdown", "csv", "latex"))
     ap.add_argument("--out", type=Path, default=None, help="write the table (and sections) here too")
     ap.add_argument("--metrics", default=None,
@@ -118,6 +121,12 @@ def run(argv: list[str]) -> str:
                     help="Pos. Rate and Worst Δ of every other row against this row (BioFormer Table 3)")
     st.add_argument("--ranks", action="store_true", help="average rank and wins across datasets (BioFormer Table 2)")
     a = ap.parse_args(argv)
+    if a.leaderboard is not None:
+        table = write_leaderboard(a.leaderboard)[0]
+        print(table, flush=True)
+        return table
+    if not a.dirs:
+        ap.error("the following arguments are required: dirs")
     metrics = [m.strip() for m in a.metrics.split(",") if m.strip()] if a.metrics is not None else None
     try:
         table, figs = report(a.dirs, a.format, a.out, metrics, a.figures, a.spread_metric, a.digits,

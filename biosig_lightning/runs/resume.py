@@ -41,3 +41,20 @@ def latest_last_checkpoint(experiment_dir: Path) -> tuple[Path, Path] | None:
                           "--ckpt_path to start a new run")
     ckpt = unfinished[-1]
     return ckpt.parent.parent, ckpt
+
+
+def resume_plan(run_dir: Path) -> tuple[str, Path | None]:
+    """What a rerun does with a named run directory (``biosig repeat``'s seeds, ``biosig benchmark``'s
+    cells): ``("finished", None)`` when it holds ``results.json`` (skip it); ``("resume", last.ckpt)``
+    when it died after a training epoch; ``("fresh", None)`` otherwise, an interrupted directory
+    without a checkpoint being removed first (it died in its first epoch)."""
+    if is_finished(run_dir):
+        return "finished", None
+    last = run_dir / "checkpoints" / "last.ckpt"
+    if last.is_file():
+        return "resume", last
+    if run_dir.exists():
+        import shutil
+
+        shutil.rmtree(run_dir)
+    return "fresh", None

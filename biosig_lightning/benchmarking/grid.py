@@ -1,0 +1,324 @@
+"""A benchmark grid: corpora x methods x seeds (x folds), read from ``experiments/benchmarks/*.yaml``.
+
+A grid file holds::
+
+    name: smoke
+    seeds: [1, 2]
+    fit_args: {trainer.enable_progress_bar: false}     # optional, every cell
+    corpora:
+      apava:
+        task: window_classification
+        configs: [experiments/bioformer_apava.yaml]     # the corpus's reference experiment
+        overlays: [experiments/overlays/synthetic.yaml] # e.g. the built-in stand-in
+        overrides: {trainer.max_epochs: 3}              # budget shared by every method
+        protocol:                                       # one split protocol every method shares
+          split: {strategy: ratio, ratios: [0.6, 0.2, 0.2], seed: 0}
+          folds: [0, 1, 2]                              # optional: the kfold/loso folds run
+          fold_key: data.init_args.split.fold           # the key set to the fold (this is the default)
+        metrics: [f1, acc, auroc]                       # first: the one methods are ranked by
+    methods:
+      cnn1d:
+        tasks: [window_classification]
+        backbone: {class_path: CNN1D, init_args: {width: 16}}   # a catalog name or a dotted path
+        recipe: {class_path: biosig_lightning.robust.DGTask, init_args: {method: mmd}}
+        configs: {apava: [experiments/bioformer/baselines/transformer.yaml]}  # per corpus
+        overrides: {model.init_args.lr: 1.0e-3}
+        not_applicable: {tusz: "needs the step-major FFT features"}
+
+A cell is one ``biosig fit``: the corpus's ``configs``, then the method's configs for that corpus,
+backbone and recipe swaps and overrides, then the corpus's ``overlays``, ``overrides`` and split
+(given last, so every method on a corpus trains under the same data, budget and subjects), then
+the grid's ``fit_args``. A method whose ``tasks`` do not include the corpus's ``task``, or which
+names the corpus under ``not_applicable``, gets an n/a cell with its reason instead of runs.
+Relative paths are looked up from the current directory, then from the grid file's folder and
+each folder above it (so a grid under ``experiments/benchmarks/`` finds ``experiments/...``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["Cell", "Corpus", "Grid", "GridError", "Method", "NotApplicable", "load_grid"]
+
+DEFAULT_METRICS = ("f1", "acc", "auroc")
+FOLD_KEY = "data.init_args.split.fold"
+
+
+class GridError(ValueError):
+    """A grid file that cannot be run (one line, names the file and key)."""
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """One corpus of the grid and the protocol every method on it shares."""
+
+    name: str
+    task: str
+    configs: tuple[Path, ...]
+    overlays: tuple[Path, ...] = ()
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    split: Mapping[str, Any] | None = None
+    folds: tuple[int, ...] = ()
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+    fold_key: str = FOLD_KEY
+
+
+@dataclass(frozen=True)
+class Method:
+    """A model and its recipe, as one leaderboard row."""
+
+    name: str
+    tasks: tuple[str, ...]
+    backbone: Mapping[str, Any] | None = None
+    recipe: Mapping[str, Any] | None = None
+    configs: Mapping[str, tuple[Path, ...]] = field(default_factory=dict)
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    not_applicable: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run: a method on a corpus with one seed (and fold)."""
+
+    corpus: str
+    method: str
+    seed: int
+    fold: int | None = None
+
+    @property
+    def id(self) -> str:
+        """``<corpus>/<method>/seed_<s>[/fold_<k>]``: the cell's queue id and its run directory under DIR."""
+        tail = f"/fold_{self.fold}" if self.fold is not None else ""
+        return f"{self.corpus}/{self.method}/seed_{self.seed}{tail}"
+
+    def run_dir(self, out: Path) -> Path:
+        return Path(out) / self.id
+
+
+@dataclass(frozen=True)
+class NotApplicable:
+    """A method x corpus pair the grid lists but does not run, and why."""
+
+    corpus: str
+    method: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A parsed grid file (module docstring)."""
+
+    name: str
+    path: Path
+    seeds: tuple[int, ...]
+    corpora: Mapping[str, Corpus]
+    methods: Mapping[str, Method]
+    fit_args: Mapping[str, Any] = field(default_factory=dict)
+
+    def not_applicable(self) -> list[NotApplicable]:
+        """Every method x corpus pair that gets no runs, with its reason."""
+        out = []
+        for c in self.corpora.values():
+            for m in self.methods.values():
+                reason = self.reason_not_applicable(m, c)
+                if reason:
+                    out.append(NotApplicable(c.name, m.name, reason))
+        return out
+
+    @staticmethod
+    def reason_not_applicable(method: Method, corpus: Corpus) -> str | None:
+        if corpus.name in method.not_applicable:
+            return method.not_applicable[corpus.name]
+        if corpus.task not in method.tasks:
+            return f"{method.name} applies to {', '.join(method.tasks)}; {corpus.name} is {corpus.task}"
+        return None
+
+    def cells(self) -> list[Cell]:
+        """Every applicable cell, corpus by corpus, method by method, seed by seed, fold by fold."""
+        out = []
+        for c in self.corpora.values():
+            for m in self.methods.values():
+                if self.reason_not_applicable(m, c):
+                    continue
+                for s in self.seeds:
+                    folds: tuple[int | None, ...] = c.folds or (None,)
+                    out.extend(Cell(c.name, m.name, s, k) for k in folds)
+        return out
+
+    def base_args(self, cell: Cell) -> list[str]:
+        """The ``biosig fit`` arguments of ``cell`` without its seed and run placement."""
+        c, m = self.corpora[cell.corpus], self.methods[cell.method]
+        args = [a for p in c.configs for a in ("--config", str(p))]
+        args += [a for p in m.configs.get(c.name, ()) for a in ("--config", str(p))]
+        if m.recipe is not None:
+            args += _swap("model", m.recipe)
+        if m.backbone is not None:
+            args += _swap("model.init_args.backbone", m.backbone)
+        args += _flat(m.overrides)
+        args += [a for p in c.overlays for a in ("--config", str(p))]
+        args += _flat(c.overrides)
+        if c.split is not None:
+            args.append(f"--data.init_args.split={json.dumps(dict(c.split))}")
+        if cell.fold is not None:
+            args.append(f"--{c.fold_key}={cell.fold}")
+        args += _flat(self.fit_args)
+        return args
+
+    def cell_args(self, cell: Cell, out: Path) -> list[str]:
+        """The complete ``biosig fit`` arguments that run ``cell`` into ``cell.run_dir(out)``."""
+        run_dir = cell.run_dir(out)
+        return [*self.base_args(cell), "--seed_everything", str(cell.seed), "--run.save_dir",
+                str(run_dir.parent.parent), "--run.name", run_dir.parent.name, "--run.version", run_dir.name,
+                "--run.group", f"{cell.corpus}/{cell.method}"]
+
+
+def _value(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def _flat(overrides: Mapping[str, Any]) -> list[str]:
+    return [f"--{k}={_value(v)}" for k, v in overrides.items()]
+
+
+def _swap(key: str, spec: Mapping[str, Any]) -> list[str]:
+    """``--key.class_path X --key.init_args.a=1 ...``: a class swapped in, keeping the arguments it shares."""
+    args = [f"--{key}.class_path={spec['class_path']}"]
+    return args + [f"--{key}.init_args.{k}={_value(v)}" for k, v in (spec.get("init_args") or {}).items()]
+
+
+# ---- reading ------------------------------------------------------------------------------------------
+def _find(path: str, grid: Path, where: str) -> Path:
+    p = Path(path)
+    if p.is_absolute():
+        candidates = [p]
+    else:
+        candidates = [Path.cwd() / p] + [d / p for d in grid.resolve().parents]
+    for cand in candidates:
+        if cand.is_file():
+            return cand.resolve()
+    raise GridError(f"{grid}: {where}: config file {path!r} not found (looked in the current directory and above "
+                    "the grid file)")
+
+
+def _mapping(value: Any, where: str, grid: Path) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise GridError(f"{grid}: {where} must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def _paths(value: Any, where: str, grid: Path) -> tuple[Path, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise GridError(f"{grid}: {where} must be a list of config paths")
+    return tuple(_find(v, grid, where) for v in value)
+
+
+def _class_spec(value: Any, where: str, grid: Path, catalog_name: bool = False) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = {"class_path": value}
+    spec = _mapping(value, where, grid)
+    extra = set(spec) - {"class_path", "init_args"}
+    if "class_path" not in spec or extra:
+        raise GridError(f"{grid}: {where} needs class_path (and optional init_args), got keys {sorted(spec)}")
+    name = str(spec["class_path"])
+    if catalog_name and "." not in name:  # a catalog name (a recipe's short name is LightningCLI's to resolve)
+        import biosig_lightning.models  # noqa: F401  (fills the catalog)
+        from biosig_lightning.models import catalog
+
+        try:
+            name = catalog.get(name).class_path
+        except KeyError as err:
+            raise GridError(f"{grid}: {where}: {err.args[0]}") from None
+    return {"class_path": name, "init_args": _mapping(spec.get("init_args"), f"{where}.init_args", grid)}
+
+
+def _ints(value: Any, where: str, grid: Path) -> tuple[int, ...]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                           for v in value):
+        raise GridError(f"{grid}: {where} must be a non-empty list of integers, got {value!r}")
+    if len(set(value)) < len(value):
+        raise GridError(f"{grid}: {where} repeats a value: {value!r}")
+    return tuple(value)
+
+
+def _known(d: dict[str, Any], allowed: set[str], where: str, grid: Path) -> None:
+    extra = set(d) - allowed
+    if extra:
+        raise GridError(f"{grid}: {where}: unknown key(s) {sorted(extra)} (allowed: {sorted(allowed)})")
+
+
+def load_grid(path: str | Path) -> Grid:
+    """Read and check a grid file; every problem is one :class:`GridError` naming the file and key."""
+    path = Path(path)
+    if not path.is_file():
+        raise GridError(f"grid file {path} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise GridError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    raw = _mapping(raw, "the file", path)
+    _known(raw, {"name", "seeds", "corpora", "methods", "fit_args"}, "top level", path)
+    corpora: dict[str, Corpus] = {}
+    for name, spec in _mapping(raw.get("corpora"), "corpora", path).items():
+        where = f"corpora.{name}"
+        spec = _mapping(spec, where, path)
+        _known(spec, {"task", "configs", "overlays", "overrides", "protocol", "metrics"}, where, path)
+        if not isinstance(spec.get("task"), str):
+            raise GridError(f"{path}: {where}.task must name the corpus's task (e.g. window_classification)")
+        protocol = _mapping(spec.get("protocol"), f"{where}.protocol", path)
+        _known(protocol, {"split", "folds", "fold_key"}, f"{where}.protocol", path)
+        split = protocol.get("split")
+        if split is not None:
+            split = _mapping(split, f"{where}.protocol.split", path)
+        folds = _ints(protocol["folds"], f"{where}.protocol.folds", path) if "folds" in protocol else ()
+        metrics = spec.get("metrics", list(DEFAULT_METRICS))
+        if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
+            raise GridError(f"{path}: {where}.metrics must be a non-empty list of test metric names")
+        configs = _paths(spec.get("configs"), f"{where}.configs", path)
+        if not configs:
+            raise GridError(f"{path}: {where}.configs must name the corpus's reference experiment YAML")
+        corpora[str(name)] = Corpus(str(name), spec["task"], configs, _paths(spec.get("overlays"), f"{where}.overlays",
+                                    path), _mapping(spec.get("overrides"), f"{where}.overrides", path), split, folds,
+                                    tuple(m.removeprefix("test/") for m in metrics), str(protocol.get("fold_key", FOLD_KEY)))
+    methods: dict[str, Method] = {}
+    for name, spec in _mapping(raw.get("methods"), "methods", path).items():
+        where = f"methods.{name}"
+        spec = _mapping(spec, where, path)
+        _known(spec, {"tasks", "backbone", "recipe", "configs", "overrides", "not_applicable"}, where, path)
+        tasks = spec.get("tasks")
+        if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) for t in tasks):
+            raise GridError(f"{path}: {where}.tasks must list the tasks the method applies to")
+        configs = {str(c): _paths(v, f"{where}.configs.{c}", path)
+                   for c, v in _mapping(spec.get("configs"), f"{where}.configs", path).items()}
+        unknown = sorted(set(configs) - set(corpora))
+        if unknown:
+            raise GridError(f"{path}: {where}.configs names corpora the grid does not have: {unknown}")
+        na = {str(k): str(v) for k, v in _mapping(spec.get("not_applicable"), f"{where}.not_applicable",
+                                                 path).items()}
+        methods[str(name)] = Method(str(name), tuple(tasks), _class_spec(spec.get("backbone"), f"{where}.backbone",
+                                    path, catalog_name=True), _class_spec(spec.get("recipe"), f"{where}.recipe", path), configs,
+                                    _mapping(spec.get("overrides"), f"{where}.overrides", path), na)
+    if not corpora or not methods:
+        raise GridError(f"{path}: a grid needs at least one corpus and one method")
+    for n in [*corpora, *methods]:
+        if not n or "/" in n or n.startswith("."):
+            raise GridError(f"{path}: {n!r} cannot name a run folder (no '/', no leading '.')")
+    seeds = _ints(raw.get("seeds"), "seeds", path)
+    grid = Grid(str(raw.get("name") or path.stem), path, seeds, corpora, methods,
+                _mapping(raw.get("fit_args"), "fit_args", path))
+    if not grid.cells():
+        raise GridError(f"{path}: no method applies to any corpus (every cell is n/a)")
+    return grid

@@ -1,0 +1,192 @@
+"""``biosig benchmark``: the smoke grid's leaderboard, cells equal to plain fits, kill -9 and resume,
+two workers on one PostgreSQL queue running every cell once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+from optuna.trial import TrialState
+
+from biosig_lightning.benchmarking.grid import load_grid
+from biosig_lightning.benchmarking.queue import open_study
+from biosig_lightning.benchmarking.runner import study_name
+from biosig_lightning.cli import main
+from tests.conftest import EXPERIMENTS, REPO
+
+SMOKE = EXPERIMENTS / "benchmarks" / "smoke.yaml"
+ENV = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
+
+
+@pytest.fixture(scope="module")
+def smoke_out(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The smoke grid, run once for the tests of this module (cells fitted in-process)."""
+    out = tmp_path_factory.mktemp("bench") / "smoke"
+    cwd = os.getcwd()
+    os.chdir(out.parent)
+    try:
+        main(["benchmark", "--grid", str(SMOKE), "--out", str(out), "--inline", "--pair", "cnn1d", "eegnet"])
+    finally:
+        os.chdir(cwd)
+    return out
+
+
+def test_smoke_grid_writes_the_leaderboard(smoke_out: Path) -> None:
+    grid = load_grid(SMOKE)
+    for cell in grid.cells():
+        assert (cell.run_dir(smoke_out) / "results.json").is_file(), cell.id
+    lines = (smoke_out / "leaderboard.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    assert header == ["method", "synthetic (f1)", "apava (f1)", "avg. rank", "wins"]
+    rows = {r.split(",")[0]: r.split(",") for r in lines[1:]}
+    assert sorted(rows) == sorted(grid.methods)  # one row per method, n/a ones included
+    assert rows["spdtransnet"][1:3] == ["n/a", "n/a"]
+    board = json.loads((smoke_out / "leaderboard.json").read_text())
+    for m in ("cnn1d", "eegnet", "cnn1d_coral"):
+        # the average-rank column is the mean of the per-corpus ranks of the corpora's means
+        per_corpus = [board["ranks"][c][m] for c in ("synthetic", "apava")]
+        assert float(rows[m][3]) == pytest.approx(sum(per_corpus) / 2, abs=5e-3)
+        # and each cell is mean ± std over the seeds' results.json
+        vals = [json.loads((smoke_out / "apava" / m / f"seed_{s}" / "results.json").read_text())["metrics"]["test/f1"]
+                for s in grid.seeds]
+        assert rows[m][2].startswith(f"{sum(vals) / len(vals):.3f} ± ")
+    md = (smoke_out / "leaderboard.md").read_text()
+    assert "spdtransnet on apava: spdtransnet applies to sleep_staging_context" in md
+    assert "## cnn1d vs eegnet" in md
+    for ext in ("png", "pdf"):
+        assert (smoke_out / f"cd_diagram.{ext}").stat().st_size > 1000
+    assert (smoke_out / "leaderboard.tex").read_text().startswith(r"\begin{tabular}")
+
+
+def test_a_cell_equals_a_plain_fit(smoke_out: Path, in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    grid = load_grid(SMOKE)
+    cell = next(c for c in grid.cells() if c.corpus == "apava" and c.method == "eegnet")
+    capsys.readouterr()
+    main(["benchmark", "--grid", str(SMOKE), "--out", str(smoke_out), "--print-commands"])
+    printed = [ln for ln in capsys.readouterr().out.splitlines() if f"--run.name {cell.method} " in ln
+               and f"--run.save_dir {smoke_out / cell.corpus} " in ln and f"--seed_everything {cell.seed} " in ln]
+    assert len(printed) == 1
+    args = grid.base_args(cell) + ["--seed_everything", str(cell.seed)]
+    main(["fit", *args])
+    plain = Path(capsys.readouterr().out.strip().splitlines()[-1].split("results: ", 1)[1])
+    ran = json.loads((cell.run_dir(smoke_out) / "results.json").read_text())
+    alone = json.loads(plain.read_text())
+    assert ran["metrics"] == alone["metrics"] and ran["seed"] == alone["seed"] == cell.seed
+    assert ran["split_id"] == alone["split_id"] and ran["num_params"] == alone["num_params"]
+
+
+def test_report_leaderboard_flag(smoke_out: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (smoke_out / "leaderboard.csv").unlink()
+    main(["report", "--leaderboard", str(smoke_out)])
+    assert "| method | synthetic (f1) | apava (f1) | avg. rank | wins |" in capsys.readouterr().out
+    assert (smoke_out / "leaderboard.csv").is_file()
+
+
+def _tiny_grid(tmp: Path, seeds: list[int], methods: int = 1, epochs: int = 1, extra: dict | None = None) -> Path:
+    spec = yaml.safe_load(SMOKE.read_text())
+    spec["seeds"] = seeds
+    spec["corpora"] = {"synthetic": spec["corpora"]["synthetic"]}
+    spec["corpora"]["synthetic"]["configs"] = [str(EXPERIMENTS / "overlays" / "demo.yaml")]
+    spec["corpora"]["synthetic"]["overlays"] = [str(EXPERIMENTS / "overlays" / "smoke.yaml")]
+    spec["corpora"]["synthetic"]["overrides"]["trainer.max_epochs"] = epochs
+    spec["methods"] = dict(list(spec["methods"].items())[:methods])
+    spec["fit_args"].update(extra or {})
+    path = tmp / "grid.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def _bench(grid: Path, out: Path, *extra: str, env: dict[str, str] = ENV) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "biosig_lightning.cli", "benchmark", "--grid", str(grid),
+                             "--out", str(out), "--inline", *extra], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env, cwd=out.parent)
+
+
+def test_kill_9_mid_cell_then_rerun_finishes_without_redoing(tmp_path: Path) -> None:
+    grid = _tiny_grid(tmp_path, [1, 2], epochs=2, extra={"trainer.callbacks+": "tests.helpers.PauseForKill",
+                                                         "trainer.callbacks.init_args.seed": 2})
+    out = tmp_path / "out"
+    out.mkdir()
+    marker = tmp_path / "paused"
+    proc = _bench(grid, out, env={**ENV, "BIOSIG_TEST_PAUSE": str(marker)})
+    deadline = time.monotonic() + 240
+    while not marker.exists():  # seed 2 is inside its second epoch, its first checkpointed
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0][-3000:]
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = out / "synthetic" / "cnn1d" / "seed_1" / "results.json"
+    killed = out / "synthetic" / "cnn1d" / "seed_2"
+    assert done.is_file() and not (killed / "results.json").exists()
+    assert (killed / "checkpoints" / "last.ckpt").is_file()
+    before = (done.stat().st_mtime_ns, done.read_bytes())
+    rerun = _bench(grid, out)
+    text = rerun.communicate(timeout=300)[0]
+    assert rerun.returncode == 0, text[-3000:]
+    assert (done.stat().st_mtime_ns, done.read_bytes()) == before  # the finished cell was not run again
+    assert f"synthetic/cnn1d/seed_2: resuming from {killed / 'checkpoints' / 'last.ckpt'}" in text
+    assert "synthetic/cnn1d/seed_1: fitting" not in text
+    res = json.loads((killed / "results.json").read_text())
+    assert res["epochs"] == 2  # max_epochs 2 in all: the second one after the resume
+    study = open_study(f"sqlite:///{out / 'benchmark.db'}", study_name(load_grid(grid), out))
+    complete = [t.user_attrs["cell"] for t in study.trials if t.state == TrialState.COMPLETE]
+    assert sorted(complete) == ["synthetic/cnn1d/seed_1", "synthetic/cnn1d/seed_2"]
+    failed = [t for t in study.trials if t.state == TrialState.FAIL]
+    assert [t.user_attrs["cell"] for t in failed] == ["synthetic/cnn1d/seed_2"]
+    assert "died" in failed[0].user_attrs["error"]
+
+
+def test_two_workers_on_postgres_run_every_cell_once(tmp_path: Path, postgres_url: str) -> None:
+    grid = _tiny_grid(tmp_path, [1, 2], methods=2, extra={
+        # each worker's first cell waits until the other worker has one too: both must run cells
+        "trainer.callbacks+": "tests.helpers.WaitForPeers",
+        "trainer.callbacks.init_args.directory": str(tmp_path / "peers")})
+    out = tmp_path / "out"
+    out.mkdir()
+    procs = [_bench(grid, out, "--storage", postgres_url) for _ in range(2)]
+    texts = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [t[-2000:] for t in texts]
+    cells = [c.id for c in load_grid(grid).cells()]
+    study = optuna.load_study(study_name=study_name(load_grid(grid), out), storage=postgres_url)
+    ran = [t for t in study.trials if t.state == TrialState.COMPLETE]
+    assert sorted(t.user_attrs["cell"] for t in ran) == sorted(cells)  # every cell once, none twice
+    assert {t.user_attrs["worker"].rsplit(":", 1)[1] for t in ran} == {str(p.pid) for p in procs}
+    fits = [ln for t in texts for ln in t.splitlines() if ": fitting into " in ln]
+    assert sorted(ln.split("] ", 1)[1].split(":", 1)[0] for ln in fits) == sorted(cells)
+    for cid in cells:
+        assert (out / cid / "results.json").is_file()
+
+
+def test_presets_load_with_their_na_reasons() -> None:
+    standins = load_grid(EXPERIMENTS / "benchmarks" / "standins.yaml")
+    assert len(standins.cells()) == 3 * 6 * 3  # 3 stand-ins x 6 window methods x 3 seeds
+    na = {(n.corpus, n.method): n.reason for n in standins.not_applicable()}
+    assert len(na) == 3 * 3 and "SPD covariance tokens" in na[("sleepedf", "spdtransnet")]
+    papers = load_grid(EXPERIMENTS / "benchmarks" / "papers.yaml")
+    mass = [c for c in papers.cells() if c.corpus == "mass"]
+    assert {c.fold for c in mass} == set(range(31)) and {c.method for c in mass} == {"spdtransnet"}
+    assert "--data.init_args.fold=30" in papers.base_args(next(c for c in mass if c.fold == 30))
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    ({"seeds": [1, 1]}, "seeds repeats a value"),
+    ({"methods": {"x": {"tasks": ["window_classification"], "backbone": {"class_path": "NoSuchNet"}}}},
+     "methods.x.backbone: no backbone named 'NoSuchNet'"),
+    ({"corpora": {"c": {"task": "t", "configs": ["nowhere.yaml"]}}}, "corpora.c.configs: config file 'nowhere.yaml'"),
+    ({"methods": {"x": {"tasks": ["other"]}}}, "every cell is n/a"),
+])
+def test_a_bad_grid_is_one_line_naming_the_key(tmp_path: Path, edit: dict, message: str) -> None:
+    spec = {**yaml.safe_load(SMOKE.read_text()), **edit}
+    path = tmp_path / "g.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(SystemExit) as err:
+        main(["benchmark", "--grid", str(path), "--out", str(tmp_path / "o"), "--print-commands"])
+    assert message in str(err.value) and str(path) in str(err.value) and "\n" not in str(err.value)
