@@ -42,7 +42,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
