@@ -22,8 +22,8 @@ Usage (one line on a GPU machine; CUDA is required unless ``--smoke``)::
     python benchmarks/gpu_steps.py --out $OUT/gpu_steps.json
     python benchmarks/gpu_steps.py --smoke --out /tmp/gpu_steps_smoke.json   # CPU, tiny models
 
-``--smoke`` shrinks every backbone to the catalog's test size and the stand-ins to a few windows per
-subject and runs on the CPU (unless ``--device`` says otherwise), so the script itself can be checked
+``--smoke`` shrinks every backbone to the catalog's test size, the stand-ins to a few windows per
+subject and the batch to 4, and runs on the CPU (unless ``--device`` says otherwise), so the script itself can be checked
 without an accelerator; its numbers mean nothing.
 
 Needs the project's import-time dependencies; of those, ``jsonargparse`` (with ``docstring-parser`` and
@@ -61,6 +61,8 @@ PAPER_MODELS: list[tuple[str, str]] = [
     ("STDRO-DCRNN", "stdro_tusz.yaml"),
 ]
 
+#: the batch of a --smoke run (the paper batches are the YAMLs')
+SMOKE_BATCH = 4
 #: import name -> distribution (wheel) name, for the project's imports that a bare image may lack
 NEEDED = {"lightning": "lightning", "torchmetrics": "torchmetrics", "jsonargparse": "jsonargparse",
           "docstring_parser": "docstring-parser", "typeshed_client": "typeshed-client", "yaml": "pyyaml",
@@ -83,7 +85,7 @@ def _cli_args(yaml_name: str, smoke: bool, test_kwargs: dict[str, Any]) -> list[
     args = ["--config", str(EXP / yaml_name), "--config", str(EXP / "overlays" / "synthetic.yaml"),
             "--trainer.logger=false", "--trainer.enable_progress_bar=false", "--trainer.accelerator=cpu"]
     if smoke:
-        args += ["--data.init_args.synthetic_options={windows_per_subject: 6}"]
+        args += ["--data.init_args.synthetic_options={windows_per_subject: 6}", f"--data.init_args.batch_size={SMOKE_BATCH}"]
         args += [f"--model.init_args.backbone.init_args.{k}={json.dumps(v)}" for k, v in test_kwargs.items()]
     return args
 
@@ -276,18 +278,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--smoke", action="store_true", help="tiny models and stand-ins, CPU unless --device")
     ap.add_argument("--device", default=None, help="default: cuda (cpu with --smoke)")
     ap.add_argument("--only", nargs="*", default=None, help="model names to run (default: all)")
-    ap.add_argument("--steps", type=int, default=None, help="timed steps per mode (default 20; smoke 2)")
-    ap.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 5; smoke 1)")
+    ap.add_argument("--steps", type=int, default=None, help="timed steps per mode (default 20; smoke 1)")
+    ap.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 5; smoke 0)")
     ap.add_argument("--budget", type=float, default=None,
                     help="seconds per timed mode and per batch search (default 20; smoke 30)")
-    ap.add_argument("--max-batch", type=int, default=None, help="cap of the batch doubling (default 4096; smoke 2x paper)")
+    ap.add_argument("--max-batch", type=int, default=None, help="cap of the batch doubling (default 4096; smoke 8)")
     ap.add_argument("--loader-batches", type=int, default=None, help="batches read for the loader rate (default 200)")
     args = ap.parse_args(argv)
-    args.steps = args.steps or (2 if args.smoke else 20)
-    args.warmup = args.warmup if args.warmup is not None else (1 if args.smoke else 5)
+    args.steps = args.steps or (1 if args.smoke else 20)
+    args.warmup = args.warmup if args.warmup is not None else (0 if args.smoke else 5)
     args.budget = args.budget or (30.0 if args.smoke else 20.0)
-    args.max_batch = args.max_batch or (64 if args.smoke else 4096)
-    args.loader_batches = args.loader_batches or (4 if args.smoke else 200)
+    args.max_batch = args.max_batch or (2 * SMOKE_BATCH if args.smoke else 4096)
+    args.loader_batches = args.loader_batches or (2 if args.smoke else 200)
 
     missing = missing_packages()
     if missing:
