@@ -148,6 +148,47 @@ def run_braindecode(backbone: nn.Module, data: dict[str, torch.Tensor], batch: i
     return time.perf_counter() - t0
 
 
+class _Parsed(Exception):
+    pass
+
+
+def parser_startup(name: str, rounds: int) -> dict[str, Any]:
+    """Seconds to build ``biosig fit``'s parsers: the fit parser alone (now) against all four
+    subcommands' parsers (LightningCLI's default, what ``biosig fit`` built before), in turns."""
+    from biosig_lightning.runs.biosig_cli import BiosigCLI  # noqa: PLC0415
+
+    def stop(self: Any, parser: Any, args: Any) -> None:
+        raise _Parsed
+
+    original_parse, original_sub = BiosigCLI.parse_arguments, BiosigCLI.subcommands
+    times: dict[str, list[float]] = {"fit_parser_only": [], "all_four_parsers": []}
+    BiosigCLI.parse_arguments = stop  # type: ignore[method-assign]
+    try:
+        for _ in range(rounds):
+            for way in times:
+                if way == "all_four_parsers":
+                    BiosigCLI.subcommands = staticmethod(LightningCLI_subcommands())  # type: ignore[method-assign]
+                t0 = time.perf_counter()
+                try:
+                    BiosigCLI(args=["fit", *_configs(name)])
+                except _Parsed:
+                    pass
+                times[way].append(time.perf_counter() - t0)
+                BiosigCLI.subcommands = original_sub  # type: ignore[method-assign]
+    finally:
+        BiosigCLI.parse_arguments, BiosigCLI.subcommands = original_parse, original_sub  # type: ignore[method-assign]
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {"seconds": {k: [round(t, 3) for t in v] for k, v in times.items()},
+            "median_s": {k: round(v, 3) for k, v in med.items()},
+            "all_over_fit_only": round(med["all_four_parsers"] / med["fit_parser_only"], 2)}
+
+
+def LightningCLI_subcommands() -> Any:  # noqa: N802
+    from lightning.pytorch.cli import LightningCLI  # noqa: PLC0415
+
+    return LightningCLI.subcommands
+
+
 def bucket_profile(stats: pstats.Stats) -> dict[str, float]:
     """Own time (seconds) of the profiled call, summed per bucket of :data:`BUCKETS`."""
     out = {name: 0.0 for name, _ in BUCKETS}
@@ -173,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=41)
     ap.add_argument("--profile", action="store_true", help="one more biosig fit per model under cProfile")
     ap.add_argument("--quick", action="store_true", help="6 windows per subject, one round")
+    ap.add_argument("--startup-only", action="store_true",
+                    help="only time the parser construction (fit parser alone vs all four subcommands')")
     args = ap.parse_args(argv)
     if args.quick:
         args.windows, args.rounds = 6, 1
@@ -185,9 +228,10 @@ def main(argv: list[str] | None = None) -> int:
             "cpus": os.cpu_count(), "threads": args.threads, "torch": torch.__version__,
             "python": platform.python_version(), "windows_per_subject": args.windows, "rounds": args.rounds,
             "loadavg_start": os.getloadavg()[0]}
-    results: dict[str, Any] = {}
+    results: dict[str, Any] = {"parser_startup": parser_startup(args.models[0], args.rounds)}
+    print("parser_startup", results["parser_startup"], flush=True)
     try:
-        for name in args.models:
+        for name in ([] if args.startup_only else args.models):
             task, dm, clip = build_task(name, args.windows)
             x_tr, y_tr = split_tensors(dm, "train")
             x_va, y_va = split_tensors(dm, "val")
