@@ -3,8 +3,8 @@
 For each paper model (its experiment YAML on the YAML's synthetic stand-in, which has the real
 corpus's channels, rate and window) this measures, in one run on one device:
 
-* ``step_ms`` / ``samples_per_s``: the median of ``--steps`` timed training steps (after
-  ``--warmup`` untimed ones) at the YAML's batch size, in ``float32`` and in ``bf16-mixed``
+* ``step_ms`` / ``samples_per_s``: the median of ``--steps`` timed training steps (fewer past
+  ``--budget`` seconds) after ``--warmup`` untimed ones, at the YAML's batch size, in ``float32`` and in ``bf16-mixed``
   (``torch.autocast(dtype=torch.bfloat16)`` around forward and loss, float32 weights and
   optimiser, as Lightning's ``precision="bf16-mixed"``). A step is what ``biosig fit`` runs:
   the recipe's loss (``training_loss``: SD-Former's auxiliary terms, the signed-graph pair's
@@ -207,10 +207,12 @@ def largest_batch(task: Any, clip: float | None, batch: dict[str, Any], device: 
     size, fits, reason = int(batch["y"].shape[0]), None, "cap"
     start = time.perf_counter()
     while size <= cap:
+        t_step = time.perf_counter()
         try:
             step(_repeat(batch, size))
             _sync(device)
             fits = size
+            last = time.perf_counter() - t_step
         except RuntimeError as err:  # torch.cuda.OutOfMemoryError is one
             if not _is_oom(err):
                 raise
@@ -220,7 +222,8 @@ def largest_batch(task: Any, clip: float | None, batch: dict[str, Any], device: 
             task.zero_grad(set_to_none=True)
             if device.type == "cuda":
                 torch.cuda.empty_cache()
-        if time.perf_counter() - start > budget_s:
+        # the next step (twice the batch) takes about twice as long: stop before it would overrun the budget
+        if time.perf_counter() - start + 2.2 * last > budget_s:
             reason = f"time budget ({budget_s:.0f} s)"
             break
         size *= 2
@@ -278,16 +281,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--smoke", action="store_true", help="tiny models and stand-ins, CPU unless --device")
     ap.add_argument("--device", default=None, help="default: cuda (cpu with --smoke)")
     ap.add_argument("--only", nargs="*", default=None, help="model names to run (default: all)")
-    ap.add_argument("--steps", type=int, default=None, help="timed steps per mode (default 20; smoke 1)")
-    ap.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 5; smoke 0)")
+    ap.add_argument("--steps", type=int, default=None, help="timed steps per mode (default 10; smoke 1)")
+    ap.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 3; smoke 0)")
     ap.add_argument("--budget", type=float, default=None,
-                    help="seconds per timed mode and per batch search (default 20; smoke 30)")
+                    help="seconds per timed mode and per batch search (default 15; smoke 30)")
     ap.add_argument("--max-batch", type=int, default=None, help="cap of the batch doubling (default 4096; smoke 8)")
     ap.add_argument("--loader-batches", type=int, default=None, help="batches read for the loader rate (default 200)")
     args = ap.parse_args(argv)
-    args.steps = args.steps or (1 if args.smoke else 20)
-    args.warmup = args.warmup if args.warmup is not None else (0 if args.smoke else 5)
-    args.budget = args.budget or (30.0 if args.smoke else 20.0)
+    args.steps = args.steps or (1 if args.smoke else 10)
+    args.warmup = args.warmup if args.warmup is not None else (0 if args.smoke else 3)
+    args.budget = args.budget or (30.0 if args.smoke else 15.0)
     args.max_batch = args.max_batch or (2 * SMOKE_BATCH if args.smoke else 4096)
     args.loader_batches = args.loader_batches or (2 if args.smoke else 200)
 
