@@ -61,7 +61,8 @@ BUCKETS = [
     ("data_loading", ("torch/utils/data", "biosig_lightning/data", "numpy", "fetchers")),
     ("config_parsing", ("jsonargparse", "yaml", "docstring", "typeshed", "argparse", "inspect", "typing")),
     ("model_compute", ("torch/nn", "torch/autograd", "torch/_tensor", "torch/optim", "torch/functional",
-                       "biosig_lightning/models", "built-in method torch", "<built-in method", "torch/_C")),
+                       "biosig_lightning/models", "built-in method torch", "<built-in method", "torch/_C", "torch._C",
+                       "run_backward")),
 ]
 
 
