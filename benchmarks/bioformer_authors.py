@@ -208,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--steps", type=int, default=5, help="timed training steps per model")
     parser.add_argument("--seed", type=int, default=41)
+    parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON here")
     args = parser.parse_args(argv)
     theirs, ours = build_pair(args.authors_repo, 16, 256, args.n_classes, args.seed)
     gen = torch.Generator().manual_seed(args.seed)
@@ -244,12 +245,31 @@ def main(argv: list[str] | None = None) -> int:
             _train_step(step, opt, params, y)
             if i:
                 times[name].append(time.perf_counter() - t0)
+    med: dict[str, float] = {}
     if args.steps:
         med = {k: statistics.median(v) for k, v in times.items()}
         print(f"train step (float32), batch {args.batch}, {torch.get_num_threads()} threads: "
               f"authors {med['authors']:.3f} s, ours {med['ours']:.3f} s, ratio authors/ours "
               f"{med['authors'] / med['ours']:.2f}x")
     ok = all(checks.values())
+    if args.out:
+        import datetime as dt  # noqa: PLC0415
+        import os  # noqa: PLC0415
+        import platform  # noqa: PLC0415
+
+        from biosig_lightning.atomic_io import atomic_write_json  # noqa: PLC0415
+
+        atomic_write_json(args.out, {
+            "meta": {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                     "command": " ".join(["python", *sys.argv]), "machine": platform.machine(),
+                     "threads": torch.get_num_threads(), "torch": torch.__version__, "loadavg": os.getloadavg()[0]},
+            "n_classes": args.n_classes, "batch": args.batch, "seed": args.seed,
+            "float64": {k: res[k] for k in ("logits", "grad", "sgd", "adam")},
+            "float32": {k: res32[k] for k in ("logits", "grad", "sgd", "adam")},
+            "crossings": crossings, "checks_pass": ok,
+            "step_s": {k: [round(t, 4) for t in v] for k, v in times.items()},
+            "median_step_s": {k: round(v, 4) for k, v in med.items()},
+            "authors_over_ours": round(med["authors"] / med["ours"], 3) if med else None})
     print("PASS" if ok else f"FAIL ({', '.join(k for k, v in checks.items() if not v)})")
     return 0 if ok else 1
 

@@ -115,6 +115,7 @@ class BiosigCLI(LightningCLI):
         self._resolved: dict[str, Any] = {}
         if isinstance(kwargs.get("args"), list | tuple):
             check_config_files(list(kwargs["args"]))
+        self._only_subcommand = _requested_subcommand(kwargs.get("args"))
         try:
             super().__init__(*args, **kwargs)
         except BaseException:
@@ -122,6 +123,18 @@ class BiosigCLI(LightningCLI):
             if self._claimed is not None:
                 release_if_unused(self._claimed)
             raise
+
+    def subcommands(self) -> dict[str, set[str]]:  # type: ignore[override]
+        """LightningCLI's subcommands; only the requested one when ``args`` starts with it.
+
+        LightningCLI builds a complete parser (every Trainer, model and data argument) for each of
+        fit, validate, test and predict before it reads ``args``; that was most of the start-up of
+        a ``biosig fit``. When the first argument names the subcommand (as ``biosig`` always
+        passes it), the parsers of the other three can never be used, so they are not built.
+        """
+        every = LightningCLI.subcommands()
+        only = getattr(self, "_only_subcommand", None)
+        return {only: every[only]} if only else every
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         for name in SHAPE_LINKS:
@@ -290,6 +303,13 @@ class BiosigCLI(LightningCLI):
                 wandb_summary(lg, results, model)
         print_metrics_table(results)
         print(f"results: {path}", flush=True)
+
+
+def _requested_subcommand(args: Any) -> str | None:
+    """The subcommand ``args`` starts with (``fit``, ``validate``, ``test``, ``predict``), if any."""
+    if isinstance(args, list | tuple) and args and isinstance(args[0], str) and args[0] in LightningCLI.subcommands():
+        return args[0]
+    return None
 
 
 def _gpu_precision(cfg: Any) -> None:

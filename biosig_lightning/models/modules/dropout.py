@@ -27,7 +27,10 @@ class MaskDropout(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0.0:
             return x
-        return x * (torch.rand_like(x) >= self.p) * (1.0 / (1.0 - self.p))
+        # The mask is made in place in the uniform draw's own buffer, already scaled (0 or
+        # 1 / (1 - p)): one product with x forward and one backward, and no boolean mask to
+        # convert; the values are those of x * (u >= p) * (1 / (1 - p)) bit for bit.
+        return x * torch.rand_like(x).ge_(self.p).mul_(1.0 / (1.0 - self.p))
 
     def extra_repr(self) -> str:
         return f"p={self.p}"

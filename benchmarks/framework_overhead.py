@@ -1,0 +1,283 @@
+"""What the suite costs on top of the model: ``biosig fit`` against a bare loop and braindecode's classifier.
+
+On the APAVA stand-in's cached windows (16 x 256, 2 classes, the fixed subject split), for EEGNet and
+BioFormer (``experiments/bioformer_apava.yaml``, with ``bioformer/baselines/eegnet.yaml`` for EEGNet),
+one epoch of training followed by one validation pass, three ways, taking turns round by round:
+
+* ``biosig_fit``: ``biosig fit`` in this process (``BiosigCLI(args=["fit", ...])``: config parsing,
+  Trainer, sanity check, epoch, validation with its metrics, CSV logging, checkpoints, run folder),
+  ``--test_after_fit=false`` and ``max_epochs=1``; the wall time of the whole call.
+* ``bare``: the same task's backbone in a plain PyTorch loop over the same windows, already
+  normalised and held as tensors: shuffled batches of the same size, cross-entropy, backward,
+  the YAML's gradient clip (4.0), the recipe's optimiser (Adam 1e-4), then a ``no_grad`` pass
+  over the validation windows computing loss and accuracy.
+* ``braindecode``: braindecode's ``EEGClassifier`` (skorch) around the same backbone, same
+  windows as numpy arrays, ``max_epochs=1``, ``train_split=predefined_split(validation windows)``,
+  same batch, optimiser, learning rate and gradient clip.
+
+Every way starts from the same initial weights and uses ``--threads`` torch threads. Ratios are
+of median wall times (``--rounds``). With ``--profile`` one more ``biosig fit`` of each model runs
+under cProfile and its time is split by where it was spent (own time of the functions, grouped
+by the package file they are in): model compute, data loading, metrics, logging, checkpointing,
+config parsing and the rest.
+
+    python benchmarks/framework_overhead.py --out benchmarks/results/framework_overhead.json
+    python benchmarks/framework_overhead.py --quick          # a few windows, one round
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import cProfile
+import datetime as dt
+import os
+import platform
+import pstats
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+REPO = Path(__file__).resolve().parents[1]
+EXP = REPO / "experiments"
+MODELS = {
+    "EEGNet": [EXP / "bioformer_apava.yaml", EXP / "bioformer" / "baselines" / "eegnet.yaml"],
+    "BioFormer": [EXP / "bioformer_apava.yaml"],
+}
+
+#: cProfile own-time buckets: first matching substring of the function's file path wins
+BUCKETS = [
+    ("metrics", ("torchmetrics", "biosig_lightning/metrics.py")),
+    ("checkpointing", ("checkpoint", "cloud_io", "torch/serialization.py", "atomic_io")),
+    ("logging", ("loggers", "logger_connector", "csv_history", "lightning/pytorch/core/module.py", "result.py")),
+    ("data_loading", ("torch/utils/data", "biosig_lightning/data", "numpy", "fetchers")),
+    ("config_parsing", ("jsonargparse", "yaml", "docstring", "typeshed", "argparse", "inspect", "typing")),
+    ("model_compute", ("torch/nn", "torch/autograd", "torch/_tensor", "torch/optim", "torch/functional",
+                       "biosig_lightning/models", "built-in method torch", "<built-in method", "torch/_C", "torch._C",
+                       "run_backward")),
+]
+
+
+def _configs(name: str) -> list[str]:
+    out: list[str] = []
+    for cfg in MODELS[name]:
+        out += ["--config", str(cfg)]
+    return out + ["--config", str(EXP / "overlays" / "synthetic.yaml")]
+
+
+def _data_args(windows: int) -> list[str]:
+    return [f"--data.init_args.synthetic_options={{windows_per_subject: {windows}}}"]
+
+
+def build_task(name: str, windows: int) -> tuple[Any, Any, float | None]:
+    """The task and set-up DataModule of ``name`` as ``biosig fit`` would build them (and the YAML's clip)."""
+    from biosig_lightning.runs.biosig_cli import BiosigCLI  # noqa: PLC0415
+
+    cli = BiosigCLI(args=[*_configs(name), *_data_args(windows), "--trainer.logger=false",
+                          "--trainer.enable_progress_bar=false"], run=False, save_config_callback=None)
+    cli.datamodule.setup("fit")
+    return cli.model, cli.datamodule, cli.trainer.gradient_clip_val
+
+
+def split_tensors(dm: Any, split: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """All windows of ``split`` as the DataModule serves them (normalised), and their labels."""
+    ds = dm.datasets[split]
+    batch = ds.__getitems__(list(range(len(ds))))
+    return batch["x"], batch["y"]
+
+
+def run_biosig_fit(name: str, windows: int, seed: int, save_dir: Path) -> float:
+    from biosig_lightning.runs.biosig_cli import BiosigCLI  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    BiosigCLI(args=["fit", *_configs(name), *_data_args(windows), f"--seed_everything={seed}",
+                    "--trainer.max_epochs=1", "--trainer.enable_progress_bar=false",
+                    "--trainer.enable_model_summary=false", "--test_after_fit=false",
+                    f"--run.save_dir={save_dir}"])
+    return time.perf_counter() - t0
+
+
+def run_bare(backbone: nn.Module, data: dict[str, torch.Tensor], batch: int, eval_batch: int, clip: float | None,
+             lr: float, seed: int) -> float:
+    t0 = time.perf_counter()
+    torch.manual_seed(seed)
+    opt = torch.optim.Adam(backbone.parameters(), lr=lr)
+    x, y = data["x_train"], data["y_train"]
+    backbone.train()
+    for idx in torch.randperm(len(y)).split(batch):
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(backbone(x[idx]), y[idx])
+        loss.backward()
+        if clip:
+            nn.utils.clip_grad_norm_(backbone.parameters(), clip)
+        opt.step()
+    backbone.eval()
+    total, correct = 0.0, 0
+    with torch.no_grad():
+        for xb, yb in zip(data["x_val"].split(eval_batch), data["y_val"].split(eval_batch), strict=True):
+            logits = backbone(xb)
+            total += float(F.cross_entropy(logits, yb, reduction="sum"))
+            correct += int((logits.argmax(-1) == yb).sum())
+    _ = (total / len(data["y_val"]), correct / len(data["y_val"]))
+    return time.perf_counter() - t0
+
+
+def run_braindecode(backbone: nn.Module, data: dict[str, torch.Tensor], batch: int, eval_batch: int,
+                    clip: float | None, lr: float, seed: int) -> float:
+    from braindecode import EEGClassifier  # noqa: PLC0415
+    from skorch.callbacks import GradientNormClipping  # noqa: PLC0415
+    from skorch.dataset import Dataset  # noqa: PLC0415
+    from skorch.helper import predefined_split  # noqa: PLC0415
+
+    t0 = time.perf_counter()
+    torch.manual_seed(seed)
+    callbacks: list[Any] = [("clip", GradientNormClipping(clip))] if clip else []
+    valid = Dataset(data["x_val"].numpy(), data["y_val"].numpy())
+    clf = EEGClassifier(backbone, criterion=nn.CrossEntropyLoss, optimizer=torch.optim.Adam, optimizer__lr=lr,
+                        batch_size=batch, max_epochs=1, train_split=predefined_split(valid), callbacks=callbacks,
+                        iterator_train__shuffle=True, iterator_valid__batch_size=eval_batch, device="cpu",
+                        classes=list(range(int(data["y_train"].max()) + 1)), verbose=0)
+    clf.fit(data["x_train"].numpy(), data["y_train"].numpy())
+    return time.perf_counter() - t0
+
+
+class _Parsed(Exception):
+    pass
+
+
+def parser_startup(name: str, rounds: int) -> dict[str, Any]:
+    """Seconds to build ``biosig fit``'s parsers: the fit parser alone (now) against all four
+    subcommands' parsers (LightningCLI's default, what ``biosig fit`` built before), in turns."""
+    from biosig_lightning.runs.biosig_cli import BiosigCLI  # noqa: PLC0415
+
+    def stop(self: Any, parser: Any, args: Any) -> None:
+        raise _Parsed
+
+    original_parse, original_sub = BiosigCLI.parse_arguments, BiosigCLI.subcommands
+    times: dict[str, list[float]] = {"fit_parser_only": [], "all_four_parsers": []}
+    BiosigCLI.parse_arguments = stop  # type: ignore[method-assign]
+    try:
+        for _ in range(rounds):
+            for way in times:
+                if way == "all_four_parsers":
+                    BiosigCLI.subcommands = staticmethod(LightningCLI_subcommands())  # type: ignore[method-assign]
+                t0 = time.perf_counter()
+                try:
+                    BiosigCLI(args=["fit", *_configs(name)])
+                except _Parsed:
+                    pass
+                times[way].append(time.perf_counter() - t0)
+                BiosigCLI.subcommands = original_sub  # type: ignore[method-assign]
+    finally:
+        BiosigCLI.parse_arguments, BiosigCLI.subcommands = original_parse, original_sub  # type: ignore[method-assign]
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {"seconds": {k: [round(t, 3) for t in v] for k, v in times.items()},
+            "median_s": {k: round(v, 3) for k, v in med.items()},
+            "all_over_fit_only": round(med["all_four_parsers"] / med["fit_parser_only"], 2)}
+
+
+def LightningCLI_subcommands() -> Any:  # noqa: N802
+    from lightning.pytorch.cli import LightningCLI  # noqa: PLC0415
+
+    return LightningCLI.subcommands
+
+
+def bucket_profile(stats: pstats.Stats) -> dict[str, float]:
+    """Own time (seconds) of the profiled call, summed per bucket of :data:`BUCKETS`."""
+    out = {name: 0.0 for name, _ in BUCKETS}
+    out["other"] = 0.0
+    for (path, _line, func), (_cc, _nc, tottime, _ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        where = f"{path} {func}"
+        for name, keys in BUCKETS:
+            if any(k in where for k in keys):
+                out[name] += tottime
+                break
+        else:
+            out["other"] += tottime
+    return {k: round(v, 3) for k, v in out.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=None, help="JSON results file")
+    ap.add_argument("--models", nargs="*", default=list(MODELS), choices=list(MODELS))
+    ap.add_argument("--windows", type=int, default=30, help="stand-in windows per subject (23 subjects)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of the three ways, taken in turn")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=41)
+    ap.add_argument("--profile", action="store_true", help="one more biosig fit per model under cProfile")
+    ap.add_argument("--quick", action="store_true", help="6 windows per subject, one round")
+    ap.add_argument("--startup-only", action="store_true",
+                    help="only time the parser construction (fit parser alone vs all four subcommands')")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.windows, args.rounds = 6, 1
+    torch.set_num_threads(args.threads)
+    work = Path(tempfile.mkdtemp(prefix="biosig_overhead_"))
+    os.environ["BIOSIG_CACHE"] = str(work / "cache")  # a private window cache, built once below
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    meta = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join(["python", *sys.argv]), "machine": f"{platform.machine()} {platform.processor()}",
+            "cpus": os.cpu_count(), "threads": args.threads, "torch": torch.__version__,
+            "python": platform.python_version(), "windows_per_subject": args.windows, "rounds": args.rounds,
+            "loadavg_start": os.getloadavg()[0]}
+    results: dict[str, Any] = {"parser_startup": parser_startup(args.models[0], args.rounds)}
+    print("parser_startup", results["parser_startup"], flush=True)
+    try:
+        for name in ([] if args.startup_only else args.models):
+            task, dm, clip = build_task(name, args.windows)
+            x_tr, y_tr = split_tensors(dm, "train")
+            x_va, y_va = split_tensors(dm, "val")
+            data = {"x_train": x_tr, "y_train": y_tr, "x_val": x_va, "y_val": y_va}
+            lr = float(task.hparams.lr)
+            init = copy.deepcopy(task.backbone)
+            times: dict[str, list[float]] = {"biosig_fit": [], "bare": [], "braindecode": []}
+            for r in range(args.rounds):
+                times["biosig_fit"].append(run_biosig_fit(name, args.windows, args.seed, work / f"runs{r}"))
+                times["bare"].append(run_bare(copy.deepcopy(init), data, dm.batch_size, dm.eval_batch_size,
+                                              clip, lr, args.seed))
+                times["braindecode"].append(run_braindecode(copy.deepcopy(init), data, dm.batch_size,
+                                                            dm.eval_batch_size, clip, lr, args.seed))
+                print(name, r, {k: round(v[-1], 3) for k, v in times.items()}, flush=True)
+            med = {k: statistics.median(v) for k, v in times.items()}
+            row: dict[str, Any] = {
+                "train_windows": len(y_tr), "val_windows": len(y_va), "batch": dm.batch_size,
+                "params": sum(p.numel() for p in init.parameters()),
+                "seconds": {k: [round(t, 3) for t in v] for k, v in times.items()},
+                "median_s": {k: round(v, 3) for k, v in med.items()},
+                "fit_over_bare": round(med["biosig_fit"] / med["bare"], 3),
+                "fit_over_braindecode": round(med["biosig_fit"] / med["braindecode"], 3),
+                "braindecode_over_bare": round(med["braindecode"] / med["bare"], 3),
+            }
+            if args.profile:
+                prof = cProfile.Profile()
+                prof.enable()
+                total = run_biosig_fit(name, args.windows, args.seed, work / "runs_profiled")
+                prof.disable()
+                row["profile_biosig_fit"] = {"wall_s": round(total, 3),
+                                             "own_time_s": bucket_profile(pstats.Stats(prof))}
+            results[name] = row
+            print(name, {k: row[k] for k in ("median_s", "fit_over_bare", "fit_over_braindecode")}, flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    meta["loadavg_end"] = os.getloadavg()[0]
+    out = {"meta": meta, "models": results}
+    if args.out:
+        from biosig_lightning.atomic_io import atomic_write_json  # noqa: PLC0415
+
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(args.out, out)
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
