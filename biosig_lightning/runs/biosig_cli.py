@@ -40,9 +40,11 @@ import biosig_lightning.robust  # noqa: F401  (DGTask by short name)
 import biosig_lightning.tasks  # noqa: F401
 from biosig_lightning import accel
 from biosig_lightning.data.module import BiosignalDataModule
+from biosig_lightning.runs.atomic_files import use_atomic_checkpoints, use_atomic_csv
 from biosig_lightning.runs.checks import (
     CONFIG_KEY,
     check_config_files,
+    check_hyperparameters,
     check_same_experiment,
     check_sizes,
     check_weights_fit,
@@ -53,6 +55,7 @@ from biosig_lightning.runs.csv_history import CsvHistory, restore_history
 from biosig_lightning.runs.dashboard import add_wandb_logger, wandb_summary
 from biosig_lightning.runs.errors import one_line_errors, quiet_environment
 from biosig_lightning.runs.naming import auto_name
+from biosig_lightning.runs.parser_errors import BiosigArgumentParser
 from biosig_lightning.runs.placement import (
     add_file_logger,
     apply_placement,
@@ -98,6 +101,7 @@ class BiosigCLI(LightningCLI):
         kwargs.setdefault("seed_everything_default", 42)
         kwargs.setdefault("auto_configure_optimizers", False)
         kwargs.setdefault("save_config_kwargs", {"overwrite": True})
+        kwargs.setdefault("parser_class", BiosigArgumentParser)
         defaults = {
             "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",
                        "init_args": {"save_dir": "runs", "name": "auto"}},
@@ -176,6 +180,7 @@ class BiosigCLI(LightningCLI):
         if cfg is None:
             return
         check_sizes(cfg)
+        check_hyperparameters(cfg)
         loggers = logger_configs(cfg.trainer.get("logger"))
         name = auto_name(cfg)
         for lg in loggers:
@@ -241,6 +246,7 @@ class BiosigCLI(LightningCLI):
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         trainer = super().instantiate_trainer(**kwargs)
         trainer.callbacks.append(ConfigInCheckpoint(self._resolved))
+        use_atomic_checkpoints(trainer)
         return trainer
 
     def after_instantiate_classes(self) -> None:
@@ -257,6 +263,8 @@ class BiosigCLI(LightningCLI):
             for lg in self.trainer.loggers:
                 if isinstance(lg, CSVLogger) and Path(lg.log_dir).resolve() == history.path.parent.resolve():
                     restore_history(lg, history)
+        if self.trainer.is_global_zero:
+            use_atomic_csv(self.trainer)
         warning = accel.bf16_cpu_warning(self.trainer.precision, self.trainer.strategy.root_device.type,
                                          accel.cpu_native_bf16())
         if warning:

@@ -8,12 +8,20 @@ a bug elsewhere still shows where it happened.
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
+from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+from biosig_lightning.atomic_io import is_storage_error, storage_message
 from biosig_lightning.data.spec import DataError
 from biosig_lightning.data.splits import SplitError
+
+#: Lightning's refusals of an accelerator that the machine lacks
+ACCELERATOR_HINT = re.compile(r"gpu|cuda|mps|tpu|accelerator", re.IGNORECASE)
 
 
 def quiet_environment() -> None:
@@ -27,9 +35,11 @@ def quiet_environment() -> None:
 
 
 def is_ours(err: BaseException) -> bool:
-    """Whether ``err`` is one of the project's own bad-input errors (a ValueError it raised)."""
-    return isinstance(err, DataError) or (isinstance(err, ValueError)
-                                          and type(err).__module__.startswith("biosig_lightning."))
+    """Whether ``err`` is bad input rather than a bug: one of the project's own errors (a ValueError it
+    raised), the disk refusing a write (full, read-only), or Lightning refusing a trainer setting
+    (an accelerator this machine does not have)."""
+    return (isinstance(err, DataError) or is_storage_error(err) or isinstance(err, MisconfigurationException)
+            or (isinstance(err, ValueError) and type(err).__module__.startswith("biosig_lightning.")))
 
 
 def our_cause(err: BaseException) -> BaseException | None:
@@ -50,7 +60,14 @@ def our_cause(err: BaseException) -> BaseException | None:
 
 def message(err: BaseException) -> str:
     """The one line shown for one of the project's errors (a split error names its config key)."""
+    if isinstance(err, OSError):  # a write the disk refused, outside any :func:`writing` block
+        where = Path(err.filename).parent if err.filename else "the run's directories"
+        what = Path(err.filename).name if err.filename else "a file"
+        return storage_message(err, what, where)
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    if isinstance(err, MisconfigurationException) and ACCELERATOR_HINT.search(text):
+        text = (f"trainer.accelerator: {text} (this machine has no such device: use --trainer.accelerator auto "
+                "or cpu)")
     if isinstance(err, SplitError) and not text.startswith("data."):
         text = f"data.init_args.split: {text}"
     return text
@@ -62,6 +79,8 @@ def one_line_errors(command: str) -> Iterator[None]:
     ``biosig <command>: error: <message>``; anything else keeps its traceback."""
     try:
         yield
+    except KeyboardInterrupt:
+        raise SystemExit(f"biosig {command}: interrupted (Ctrl-C)") from None
     except Exception as err:
         ours = our_cause(err)
         if ours is not None:
