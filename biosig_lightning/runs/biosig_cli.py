@@ -54,6 +54,7 @@ from biosig_lightning.runs.checks import (
 from biosig_lightning.runs.csv_history import CsvHistory, restore_history
 from biosig_lightning.runs.dashboard import add_wandb_logger, wandb_summary
 from biosig_lightning.runs.errors import one_line_errors, quiet_environment
+from biosig_lightning.runs.interrupt import InterruptMarker, resume_line, unmark
 from biosig_lightning.runs.naming import auto_name
 from biosig_lightning.runs.parser_errors import BiosigArgumentParser
 from biosig_lightning.runs.placement import (
@@ -116,14 +117,19 @@ class BiosigCLI(LightningCLI):
         self._claimed: Path | None = None  # the run directory this process created
         self._checkpoint: tuple[Path, dict[str, Any]] | None = None  # --ckpt_path, read and checked
         self._resolved: dict[str, Any] = {}
-        if isinstance(kwargs.get("args"), list | tuple):
-            check_config_files(list(kwargs["args"]))
+        argv = list(kwargs["args"]) if isinstance(kwargs.get("args"), list | tuple) else []
+        self._interrupt = InterruptMarker(argv)
+        if argv:
+            check_config_files(argv)
         try:
             super().__init__(*args, **kwargs)
-        except BaseException:
+        except BaseException as err:
             # a run that fails before it trained leaves no directory behind (a config.yaml at most)
             if self._claimed is not None:
                 release_if_unused(self._claimed)
+            if isinstance(err, SystemExit) and self._interrupt.interrupted:
+                # Lightning caught the Ctrl-C and exits: the last line says where the run stopped and how to resume
+                raise SystemExit(resume_line(self._interrupt, self.subcommand or "fit")) from None
             raise
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
@@ -247,6 +253,8 @@ class BiosigCLI(LightningCLI):
         trainer = super().instantiate_trainer(**kwargs)
         trainer.callbacks.append(ConfigInCheckpoint(self._resolved))
         use_atomic_checkpoints(trainer)
+        if self.subcommand == "fit":
+            trainer.callbacks.append(self._interrupt)
         return trainer
 
     def after_instantiate_classes(self) -> None:
@@ -289,6 +297,7 @@ class BiosigCLI(LightningCLI):
         results = build_results(trainer, model, dm, cfg, config_dict(self.parser, self.config, self.subcommand),
                                 run_dir, test_metrics, best, fit_seconds)
         path = write_results_once(run_dir, results)
+        unmark(run_dir)
         for lg in trainer.loggers:
             if isinstance(lg, WandbLogger):
                 wandb_summary(lg, results, model)

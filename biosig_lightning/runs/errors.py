@@ -14,8 +14,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from lightning.fabric.utilities.exceptions import MisconfigurationException
-
 from biosig_lightning.atomic_io import is_storage_error, storage_message
 from biosig_lightning.data.spec import DataError
 from biosig_lightning.data.splits import SplitError
@@ -34,11 +32,16 @@ def quiet_environment() -> None:
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
 
 
+def _is_misconfiguration(err: BaseException) -> bool:
+    """Lightning's ``MisconfigurationException`` (by name: ``biosig --help`` does not import Lightning)."""
+    return type(err).__name__ == "MisconfigurationException" and type(err).__module__.startswith("lightning")
+
+
 def is_ours(err: BaseException) -> bool:
     """Whether ``err`` is bad input rather than a bug: one of the project's own errors (a ValueError it
     raised), the disk refusing a write (full, read-only), or Lightning refusing a trainer setting
     (an accelerator this machine does not have)."""
-    return (isinstance(err, DataError) or is_storage_error(err) or isinstance(err, MisconfigurationException)
+    return (isinstance(err, DataError) or is_storage_error(err) or _is_misconfiguration(err)
             or (isinstance(err, ValueError) and type(err).__module__.startswith("biosig_lightning.")))
 
 
@@ -65,7 +68,7 @@ def message(err: BaseException) -> str:
         what = Path(err.filename).name if err.filename else "a file"
         return storage_message(err, what, where)
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    if isinstance(err, MisconfigurationException) and ACCELERATOR_HINT.search(text):
+    if _is_misconfiguration(err) and ACCELERATOR_HINT.search(text):
         text = (f"trainer.accelerator: {text} (this machine has no such device: use --trainer.accelerator auto "
                 "or cpu)")
     if isinstance(err, SplitError) and not text.startswith("data."):
