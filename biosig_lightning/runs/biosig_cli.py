@@ -39,6 +39,7 @@ import biosig_lightning.data.datamodules  # noqa: F401  (LightningCLI registers 
 import biosig_lightning.robust  # noqa: F401  (DGTask by short name)
 import biosig_lightning.tasks  # noqa: F401
 from biosig_lightning import accel
+from biosig_lightning.atomic_io import writing
 from biosig_lightning.data.module import BiosignalDataModule
 from biosig_lightning.runs.atomic_files import use_atomic_checkpoints, use_atomic_csv
 from biosig_lightning.runs.checks import (
@@ -238,14 +239,16 @@ class BiosigCLI(LightningCLI):
                 for lg in files:
                     lg.init_args["version"] = Path(claimed).name
             return
-        if version is None:
-            number = claim_new_version(experiment)
-            for lg in files:
-                lg.init_args["version"] = number
-            run_dir, created = experiment / f"version_{number}", True
-        else:
-            run_dir = experiment / (version if isinstance(version, str) else f"version_{version}")
-            created = claim_named(run_dir)
+        with writing("the run directory", experiment, "point --run.save_dir (or the logger's save_dir) at a "
+                     "writable directory"):
+            if version is None:
+                number = claim_new_version(experiment)
+                for lg in files:
+                    lg.init_args["version"] = number
+                run_dir, created = experiment / f"version_{number}", True
+            else:
+                run_dir = experiment / (version if isinstance(version, str) else f"version_{version}")
+                created = claim_named(run_dir)
         os.environ[CLAIMED_ENV] = str(run_dir)
         self._claimed = run_dir if created else None
 
