@@ -14,9 +14,10 @@
   that cannot be read) removes the directory it claimed, as long as that holds nothing but the
   saved config (``config.yaml``, ``hparams.yaml``) and empty folders. A run killed before it
   trained (``kill -9`` during a cache build) cannot clean up after itself: the process that
-  claims a directory holds an ``flock`` on its :data:`CLAIM_LOCK` for as long as it lives, and
-  the next claim in the same experiment removes every directory that never trained and whose
-  lock nobody holds any more.
+  claims ``version_N`` holds an ``flock`` on ``.version_N.lock`` beside it (:func:`claim_lock`:
+  outside the run directory, which Lightning's loggers expect empty) for as long as it lives, and
+  the next claim in the same experiment removes every directory that never trained and whose lock
+  nobody holds any more.
 * **Unfinished runs.** A fit stopped by Ctrl-C leaves :data:`INTERRUPTED` (JSON: epoch, last
   checkpoint, the command that resumes it) in its directory, removed when the run finishes.
 """
@@ -35,10 +36,8 @@ from biosig_lightning.atomic_io import atomic_write_json
 RESULTS = "results.json"
 #: the marker of a run stopped by Ctrl-C before it finished
 INTERRUPTED = "INTERRUPTED"
-#: the file whose flock says that the process which claimed the directory still lives
-CLAIM_LOCK = ".biosig-claim.lock"
 #: what a run that never trained leaves in its directory
-CONFIG_ONLY = frozenset({"config.yaml", "hparams.yaml", CLAIM_LOCK})
+CONFIG_ONLY = frozenset({"config.yaml", "hparams.yaml"})
 _held_locks: dict[str, int] = {}  # the claim locks of this process (by directory), open until it exits
 #: the environment variable through which launched ranks find the directory rank 0 claimed
 CLAIMED_ENV = "BIOSIG_RUN_DIR"
@@ -72,9 +71,14 @@ def _versions(experiment_dir: Path) -> list[int]:
     return found
 
 
+def claim_lock(run_dir: Path) -> Path:
+    """The file whose ``flock`` says that the process which claimed ``run_dir`` still lives."""
+    return run_dir.parent / f".{run_dir.name}.lock"
+
+
 def hold_claim(run_dir: Path) -> None:
-    """Take the :data:`CLAIM_LOCK` of ``run_dir`` for the rest of this process's life."""
-    fd = os.open(run_dir / CLAIM_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    """Take the :func:`claim_lock` of ``run_dir`` for the rest of this process's life."""
+    fd = os.open(claim_lock(run_dir), os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(fd, fcntl.LOCK_EX)
     _held_locks[str(run_dir)] = fd
 
@@ -82,7 +86,7 @@ def hold_claim(run_dir: Path) -> None:
 def _owner_gone(run_dir: Path) -> bool:
     """Whether ``run_dir`` has a claim lock that no living process holds."""
     try:
-        fd = os.open(run_dir / CLAIM_LOCK, os.O_RDWR)
+        fd = os.open(claim_lock(run_dir), os.O_RDWR)
     except OSError:
         return False  # no lock: claimed by an older biosig, or by a process about to take it
     try:
@@ -102,6 +106,7 @@ def remove_dead_claims(experiment_dir: Path) -> list[Path]:
         run_dir = experiment_dir / f"version_{n}"
         if _owner_gone(run_dir) and never_trained(run_dir):
             shutil.rmtree(run_dir, ignore_errors=True)
+            claim_lock(run_dir).unlink(missing_ok=True)
             removed.append(run_dir)
     return removed
 
@@ -155,6 +160,7 @@ def release_if_unused(run_dir: Path) -> bool:
         shutil.rmtree(run_dir, ignore_errors=True)
         fd = _held_locks.pop(str(run_dir), None)
         if fd is not None:
+            claim_lock(run_dir).unlink(missing_ok=True)
             os.close(fd)
         return True
     return False
