@@ -124,8 +124,8 @@ def _rule(name: str) -> tuple[str, Any] | None:
         return "a probability in [0, 1)", lambda v: 0 <= v < 1
     if name.endswith(("_prob", "_probability")):
         return "a probability in [0, 1]", lambda v: 0 <= v <= 1
-    if name in ("d_model", "d_ff", "n_heads", "width", "hidden_size", "embed_dim", "kernel_size") \
-            or name.endswith("_dim"):
+    # sizes by name only: ``channel_dim`` and the like are axes, where 0 is valid
+    if name in ("d_model", "d_ff", "n_heads", "width", "hidden_size", "hidden_dim", "embed_dim", "kernel_size"):
         return "a positive integer (a size)", lambda v: isinstance(v, int) and v >= 1
     return None
 
