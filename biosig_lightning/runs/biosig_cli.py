@@ -71,6 +71,7 @@ from biosig_lightning.runs.rundir import (
     CLAIMED_ENV,
     claim_named,
     claim_new_version,
+    drop_claim,
     is_rank_zero,
     release_if_unused,
     write_results_once,
@@ -132,6 +133,9 @@ class BiosigCLI(LightningCLI):
                 # Lightning caught the Ctrl-C and exits: the last line says where the run stopped and how to resume
                 raise SystemExit(resume_line(self._interrupt, self.subcommand or "fit")) from None
             raise
+        finally:
+            if self._claimed is not None:
+                drop_claim(self._claimed)  # the command is over: nobody needs to tell it is alive
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         for name in SHAPE_LINKS:

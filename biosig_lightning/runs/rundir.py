@@ -15,7 +15,7 @@
   saved config (``config.yaml``, ``hparams.yaml``) and empty folders. A run killed before it
   trained (``kill -9`` during a cache build) cannot clean up after itself: the process that
   claims ``version_N`` holds an ``flock`` on ``.version_N.lock`` beside it (:func:`claim_lock`:
-  outside the run directory, which Lightning's loggers expect empty) for as long as it lives, and
+  outside the run directory, which Lightning's loggers expect empty) until its command ends, and
   the next claim in the same experiment removes every directory that never trained and whose lock
   nobody holds any more.
 * **Unfinished runs.** A fit stopped by Ctrl-C leaves :data:`INTERRUPTED` (JSON: epoch, last
@@ -83,6 +83,14 @@ def hold_claim(run_dir: Path) -> None:
     _held_locks[str(run_dir)] = fd
 
 
+def drop_claim(run_dir: Path) -> None:
+    """Give up this process's claim lock on ``run_dir`` (the command is ending) and remove the lock file."""
+    fd = _held_locks.pop(str(run_dir), None)
+    if fd is not None:
+        claim_lock(run_dir).unlink(missing_ok=True)
+        os.close(fd)
+
+
 def _owner_gone(run_dir: Path) -> bool:
     """Whether ``run_dir`` has a claim lock that no living process holds."""
     try:
@@ -104,10 +112,12 @@ def remove_dead_claims(experiment_dir: Path) -> list[Path]:
     removed = []
     for n in sorted(_versions(experiment_dir)):
         run_dir = experiment_dir / f"version_{n}"
-        if _owner_gone(run_dir) and never_trained(run_dir):
+        if not _owner_gone(run_dir):
+            continue
+        if never_trained(run_dir):
             shutil.rmtree(run_dir, ignore_errors=True)
-            claim_lock(run_dir).unlink(missing_ok=True)
             removed.append(run_dir)
+        claim_lock(run_dir).unlink(missing_ok=True)  # a killed run that trained keeps its directory, not its lock
     return removed
 
 
@@ -158,10 +168,7 @@ def release_if_unused(run_dir: Path) -> bool:
     """Remove a claimed ``run_dir`` in which no training happened; ``True`` if it was removed."""
     if run_dir.is_dir() and never_trained(run_dir):
         shutil.rmtree(run_dir, ignore_errors=True)
-        fd = _held_locks.pop(str(run_dir), None)
-        if fd is not None:
-            claim_lock(run_dir).unlink(missing_ok=True)
-            os.close(fd)
+        drop_claim(run_dir)
         return True
     return False
 
