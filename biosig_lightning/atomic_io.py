@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 
-def atomic_write_bytes(path: str | Path, data: bytes, exclusive: bool = False) -> Path:
+def atomic_write_bytes(path: str | Path, data: bytes | memoryview, exclusive: bool = False) -> Path:
     """Write ``data`` to ``path`` so readers see the old file or the new one, never a torn one.
 
     ``exclusive=True`` never replaces an existing ``path``: the complete temporary file is
@@ -31,7 +34,22 @@ def atomic_write_bytes(path: str | Path, data: bytes, exclusive: bool = False) -
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    _fsync_dir(path.parent)
     return path
+
+
+def _fsync_dir(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (where the file system allows opening a directory)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def atomic_write_json(path: str | Path, obj: Any, exclusive: bool = False) -> Path:
@@ -47,3 +65,35 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     return str(value)
+
+
+#: what the disk says when a file cannot be written there: full, over quota, read-only, not allowed
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+class StorageError(ValueError):
+    """A file a run writes cannot be written (disk full, read-only, no permission): one line that names
+    the directory and what was being written."""
+
+
+def is_storage_error(err: BaseException) -> bool:
+    """Whether ``err`` is the disk refusing a write (:data:`STORAGE_ERRNOS`), not a bug."""
+    return isinstance(err, OSError) and err.errno in STORAGE_ERRNOS
+
+
+def storage_message(err: OSError, what: str, directory: str | Path, advice: str = "") -> str:
+    """``cannot write <what> in <directory>: <reason>[; advice]``."""
+    reason = err.strerror or os.strerror(err.errno or 0) or type(err).__name__
+    return f"cannot write {what} in {directory}: {reason}" + (f"; {advice}" if advice else "")
+
+
+@contextmanager
+def writing(what: str, directory: str | Path, advice: str = "") -> Iterator[None]:
+    """Turn the disk refusing a write inside the block into a :class:`StorageError` naming ``what``
+    (``"checkpoint last.ckpt"``) and ``directory``; other errors pass unchanged."""
+    try:
+        yield
+    except OSError as err:
+        if not is_storage_error(err):
+            raise
+        raise StorageError(storage_message(err, what, directory, advice)) from err

@@ -16,7 +16,6 @@ import os
 import sys
 
 from biosig_lightning.configs import resolve_config_args
-from biosig_lightning.runs.errors import one_line_errors, quiet_environment
 
 #: LightningCLI's own subcommands: their module gets the command word too
 LIGHTNING = ("fit", "validate", "test", "predict")
@@ -64,7 +63,6 @@ USAGE = """usage: biosig {fit,validate,test,predict,profile,repeat,tune,report,t
 
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
-    quiet_environment()
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return
@@ -76,6 +74,11 @@ def main(argv: list[str] | None = None) -> None:
     command = argv[0]
     if command not in COMMANDS:
         raise SystemExit(f"biosig: unknown command {command!r}\n\n{USAGE}")
+    try:  # the first import loads torch and Lightning (seconds): Ctrl-C meanwhile is one line too
+        from biosig_lightning.runs.errors import one_line_errors, quiet_environment
+    except KeyboardInterrupt:
+        raise SystemExit(f"biosig {command}: interrupted (Ctrl-C)") from None
+    quiet_environment()
     with one_line_errors(command):
         argv = resolve_config_args(argv)
         importlib.import_module(COMMANDS[command]).run(argv if command in LIGHTNING else argv[1:])
@@ -86,6 +89,8 @@ def entry_point() -> None:
     try:
         main()
         sys.stdout.flush()
+    except KeyboardInterrupt:  # between the imports and the command's own handling
+        raise SystemExit("biosig: interrupted (Ctrl-C)") from None
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)

@@ -51,6 +51,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from biosig_lightning.atomic_io import is_storage_error, storage_message
+
 from .spec import CorpusReader, CorpusSpec, DataError
 
 __all__ = ["CACHE_FORMAT_VERSION", "CacheError", "WindowCache", "cache_key", "load_cache", "load_or_build"]
@@ -521,6 +523,21 @@ def load_or_build(reader: CorpusReader, cache_root: str | Path, preprocess: dict
         DataError: the reader's data is malformed or yields no windows.
     """
     cache_root = Path(cache_root)
+    try:
+        return _load_or_build(reader, cache_root, preprocess, progress, rebuild, verify)
+    except OSError as err:
+        # the disk refusing a write under the cache (full, read-only): one line naming the cache, not a
+        # traceback; an unreadable corpus file (its name is elsewhere) is the reader's to report
+        inside = err.filename is None or Path(err.filename).resolve().is_relative_to(cache_root.resolve())
+        if not (is_storage_error(err) and inside):
+            raise
+        raise CacheError(storage_message(err, "the window cache", cache_root,
+                                         "free space there, or point --data.init_args.cache_dir (or BIOSIG_CACHE) "
+                                         "at a writable directory")) from err
+
+
+def _load_or_build(reader: CorpusReader, cache_root: Path, preprocess: dict[str, Any] | None, progress: bool,
+                   rebuild: bool, verify: Verify) -> WindowCache:
     cache_root.mkdir(parents=True, exist_ok=True)
     spec = reader.spec
     key = cache_key(reader.config(), preprocess)

@@ -108,11 +108,12 @@ class WindowBlock:
             raise DataError(f"{where}: label {int(self.y.max() if self.y.max() >= spec.n_outputs else self.y.min())} "
                             f"outside 0..{spec.n_outputs - 1} ({', '.join(spec.classes)})")
         if not np.isfinite(self.x).all():
-            bad = ~np.isfinite(self.x)
-            ch = int(np.argwhere(bad.any(axis=(0, 2)))[0, 0])
-            win = int(np.argwhere(bad.any(axis=(1, 2)))[0, 0])
-            raise DataError(f"{where}: NaN/Inf in channel {spec.ch_names[ch]!r} (window {win}, "
-                            f"t={self.start[win]:g} s)")
+            found = []
+            for kind, mask in (("NaN", np.isnan(self.x)), ("Inf", np.isinf(self.x))):
+                if mask.any():  # the first bad value of each kind, with its own window and channel
+                    win, ch, _ = (int(i) for i in np.argwhere(mask)[0])
+                    found.append(f"{kind} in channel {spec.ch_names[ch]!r} (window {win}, t={self.start[win]:g} s)")
+            raise DataError(f"{where}: {'; '.join(found)}")
 
 
 @runtime_checkable

@@ -39,11 +39,14 @@ import biosig_lightning.data.datamodules  # noqa: F401  (LightningCLI registers 
 import biosig_lightning.robust  # noqa: F401  (DGTask by short name)
 import biosig_lightning.tasks  # noqa: F401
 from biosig_lightning import accel
+from biosig_lightning.atomic_io import writing
 from biosig_lightning.data.module import BiosignalDataModule
+from biosig_lightning.runs.atomic_files import use_atomic_checkpoints, use_atomic_csv
 from biosig_lightning.runs.checks import (
     CONFIG_KEY,
     RunConfigError,
     check_config_files,
+    check_hyperparameters,
     check_same_experiment,
     check_sizes,
     check_weights_fit,
@@ -53,7 +56,9 @@ from biosig_lightning.runs.checks import (
 from biosig_lightning.runs.csv_history import CsvHistory, restore_history
 from biosig_lightning.runs.dashboard import add_wandb_logger, wandb_summary
 from biosig_lightning.runs.errors import one_line_errors, quiet_environment
+from biosig_lightning.runs.interrupt import InterruptMarker, resume_line, unmark
 from biosig_lightning.runs.naming import auto_name
+from biosig_lightning.runs.parser_errors import BiosigArgumentParser
 from biosig_lightning.runs.placement import (
     add_file_logger,
     apply_placement,
@@ -67,6 +72,7 @@ from biosig_lightning.runs.rundir import (
     CLAIMED_ENV,
     claim_named,
     claim_new_version,
+    drop_claim,
     is_rank_zero,
     release_if_unused,
     write_results_once,
@@ -99,6 +105,7 @@ class BiosigCLI(LightningCLI):
         kwargs.setdefault("seed_everything_default", 42)
         kwargs.setdefault("auto_configure_optimizers", False)
         kwargs.setdefault("save_config_kwargs", {"overwrite": True})
+        kwargs.setdefault("parser_class", BiosigArgumentParser)
         defaults = {
             "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",
                        "init_args": {"save_dir": "runs", "name": "auto"}},
@@ -113,16 +120,24 @@ class BiosigCLI(LightningCLI):
         self._claimed: Path | None = None  # the run directory this process created
         self._checkpoint: tuple[Path, dict[str, Any]] | None = None  # --ckpt_path, read and checked
         self._resolved: dict[str, Any] = {}
-        if isinstance(kwargs.get("args"), list | tuple):
-            check_config_files(list(kwargs["args"]))
+        argv = list(kwargs["args"]) if isinstance(kwargs.get("args"), list | tuple) else []
+        self._interrupt = InterruptMarker(argv)
+        if argv:
+            check_config_files(argv)
         self._only_subcommand = _requested_subcommand(kwargs.get("args"))
         try:
             super().__init__(*args, **kwargs)
-        except BaseException:
+        except BaseException as err:
             # a run that fails before it trained leaves no directory behind (a config.yaml at most)
             if self._claimed is not None:
                 release_if_unused(self._claimed)
+            if isinstance(err, SystemExit) and self._interrupt.interrupted:
+                # Lightning caught the Ctrl-C and exits: the last line says where the run stopped and how to resume
+                raise SystemExit(resume_line(self._interrupt, self.subcommand or "fit")) from None
             raise
+        finally:
+            if self._claimed is not None:
+                drop_claim(self._claimed)  # the command is over: nobody needs to tell it is alive
 
     def subcommands(self) -> dict[str, set[str]]:  # type: ignore[override]
         """LightningCLI's subcommands; only the requested one when ``args`` starts with it.
@@ -190,6 +205,7 @@ class BiosigCLI(LightningCLI):
         if cfg is None:
             return
         check_sizes(cfg)
+        check_hyperparameters(cfg)
         loggers = logger_configs(cfg.trainer.get("logger"))
         name = auto_name(cfg)
         for lg in loggers:
@@ -242,14 +258,16 @@ class BiosigCLI(LightningCLI):
                 for lg in files:
                     lg.init_args["version"] = Path(claimed).name
             return
-        if version is None:
-            number = claim_new_version(experiment)
-            for lg in files:
-                lg.init_args["version"] = number
-            run_dir, created = experiment / f"version_{number}", True
-        else:
-            run_dir = experiment / (version if isinstance(version, str) else f"version_{version}")
-            created = claim_named(run_dir)
+        with writing("the run directory", experiment, "point --run.save_dir (or the logger's save_dir) at a "
+                     "writable directory"):
+            if version is None:
+                number = claim_new_version(experiment)
+                for lg in files:
+                    lg.init_args["version"] = number
+                run_dir, created = experiment / f"version_{number}", True
+            else:
+                run_dir = experiment / (version if isinstance(version, str) else f"version_{version}")
+                created = claim_named(run_dir)
         os.environ[CLAIMED_ENV] = str(run_dir)
         self._claimed = run_dir if created else None
 
@@ -258,6 +276,9 @@ class BiosigCLI(LightningCLI):
         _check_accelerator(cfg)  # here, where Lightning would fail with a traceback; a parse alone never asks
         trainer = super().instantiate_trainer(**kwargs)
         trainer.callbacks.append(ConfigInCheckpoint(self._resolved))
+        use_atomic_checkpoints(trainer)
+        if self.subcommand == "fit":
+            trainer.callbacks.append(self._interrupt)
         return trainer
 
     def after_instantiate_classes(self) -> None:
@@ -274,6 +295,8 @@ class BiosigCLI(LightningCLI):
             for lg in self.trainer.loggers:
                 if isinstance(lg, CSVLogger) and Path(lg.log_dir).resolve() == history.path.parent.resolve():
                     restore_history(lg, history)
+        if self.trainer.is_global_zero:
+            use_atomic_csv(self.trainer)
         warning = accel.bf16_cpu_warning(self.trainer.precision, self.trainer.strategy.root_device.type,
                                          accel.cpu_native_bf16())
         if warning:
@@ -298,6 +321,7 @@ class BiosigCLI(LightningCLI):
         results = build_results(trainer, model, dm, cfg, config_dict(self.parser, self.config, self.subcommand),
                                 run_dir, test_metrics, best, fit_seconds)
         path = write_results_once(run_dir, results)
+        unmark(run_dir)
         for lg in trainer.loggers:
             if isinstance(lg, WandbLogger):
                 wandb_summary(lg, results, model)

@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,18 +50,28 @@ def config_paths(args: list[str]) -> list[Path]:
 
 
 def check_config_files(args: list[str]) -> None:
-    """Parse every ``--config`` file that exists as YAML; a malformed one is named with its line."""
+    """Parse every ``--config`` file as YAML: a missing file, a malformed one (with its line) and one
+    that holds a list or a single value instead of config keys are each named in one line."""
     for path in config_paths(args):
         if not path.is_file():
-            continue  # jsonargparse says so itself (and also takes inline YAML here)
+            if path.suffix.lower() in (".yaml", ".yml", ".json"):
+                what = "a directory, not a file" if path.is_dir() else "no such file"
+                raise RunConfigError(f"--config {path}: {what}")
+            continue  # jsonargparse also takes inline YAML here, and judges it itself
         try:
-            yaml.safe_load(path.read_text())
+            loaded = yaml.safe_load(path.read_text())
         except yaml.MarkedYAMLError as err:
             mark = err.problem_mark or err.context_mark
             where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "unknown line"
             raise RunConfigError(f"--config {path}: malformed YAML at {where}: {err.problem or err}") from None
         except (yaml.YAMLError, UnicodeDecodeError) as err:
             raise RunConfigError(f"--config {path}: not valid YAML ({err})") from None
+        except OSError as err:
+            raise RunConfigError(f"--config {path}: cannot read it ({err.strerror})") from None
+        if loaded is not None and not isinstance(loaded, dict):
+            kind = "a list" if isinstance(loaded, list) else f"a single {type(loaded).__name__} value"
+            raise RunConfigError(f"--config {path}: holds {kind}, not config keys (a mapping such as "
+                                 "'trainer:', 'model:', 'data:')")
 
 
 def _whole(value: Any) -> bool:
@@ -94,6 +106,53 @@ def check_sizes(cfg: Any) -> None:
     max_steps = trainer.get("max_steps")
     if max_steps is not None and (not _whole(max_steps) or max_steps == 0 or max_steps < -1):
         raise RunConfigError(f"trainer.max_steps must be a positive integer (or -1: no limit), got {max_steps!r}")
+
+
+def _rule(name: str) -> tuple[str, Any] | None:
+    """What a hyperparameter called ``name`` must be, by the naming conventions of the models and
+    tasks: ``(description, test)``, or ``None`` for a name with no rule."""
+    def positive(v: float) -> bool:
+        return math.isfinite(v) and v > 0
+
+    if name.startswith("min_lr"):
+        return "a number >= 0 (a learning-rate floor)", lambda v: math.isfinite(v) and v >= 0
+    if name in ("lr", "learning_rate") or name.endswith("_lr"):
+        return "a number > 0 (a learning rate)", positive
+    if name == "weight_decay":
+        return "a number >= 0", lambda v: math.isfinite(v) and v >= 0
+    if name in ("label_smoothing", "drop_rate", "attn_drop", "proj_drop") or name.endswith(("dropout", "drop_path")):
+        return "a probability in [0, 1)", lambda v: 0 <= v < 1
+    if name.endswith(("_prob", "_probability")):
+        return "a probability in [0, 1]", lambda v: 0 <= v <= 1
+    # sizes by name only: ``channel_dim`` and the like are axes, where 0 is valid
+    if name in ("d_model", "d_ff", "n_heads", "width", "hidden_size", "hidden_dim", "embed_dim", "kernel_size"):
+        return "a positive integer (a size)", lambda v: isinstance(v, int) and v >= 1
+    return None
+
+
+def _hyperparameters(node: Any, prefix: str) -> Iterator[tuple[str, str, Any]]:
+    """``(dotted key, name, value)`` of every number under ``node`` (a config section)."""
+    items = node.items() if hasattr(node, "items") else []
+    for key, value in items:
+        dotted = f"{prefix}.{key}"
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int | float):
+            yield dotted, str(key).rsplit(".", 1)[-1], value  # a Namespace yields flattened dotted keys
+        elif hasattr(value, "items"):
+            yield from _hyperparameters(value, dotted)
+
+
+def check_hyperparameters(cfg: Any) -> None:
+    """Learning rates > 0, weight decay >= 0, dropout and other probabilities in [0, 1] and sizes
+    >= 1, wherever the ``model`` and ``data`` sections declare them (at any depth: the backbone's
+    ``init_args`` too); the error names the full config key, before any optimiser sees the value."""
+    for section in ("model", "data"):
+        node = cfg.get(section) if hasattr(cfg, "get") else None
+        for key, name, value in _hyperparameters(node, section) if node is not None else ():
+            rule = _rule(name)
+            if rule is not None and not rule[1](value):
+                raise RunConfigError(f"{key} must be {rule[0]}, got {value!r}")
 
 
 # ---- checkpoints ----------------------------------------------------------------------------------

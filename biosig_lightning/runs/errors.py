@@ -8,9 +8,16 @@ a bug elsewhere still shows where it happened.
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+
+from biosig_lightning.atomic_io import is_storage_error, storage_message
+
+#: Lightning's refusals of an accelerator that the machine lacks
+ACCELERATOR_HINT = re.compile(r"gpu|cuda|mps|tpu|accelerator", re.IGNORECASE)
 
 
 def quiet_environment() -> None:
@@ -23,12 +30,19 @@ def quiet_environment() -> None:
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
 
 
+def _is_misconfiguration(err: BaseException) -> bool:
+    """Lightning's ``MisconfigurationException`` (by name: ``biosig --help`` does not import Lightning)."""
+    return type(err).__name__ == "MisconfigurationException" and type(err).__module__.startswith("lightning")
+
+
 def is_ours(err: BaseException) -> bool:
-    """Whether ``err`` is one of the project's own bad-input errors (a ValueError it raised)."""
+    """Whether ``err`` is bad input rather than a bug: one of the project's own errors (a ValueError it
+    raised), the disk refusing a write (full, read-only), or Lightning refusing a trainer setting
+    (an accelerator this machine does not have)."""
     from biosig_lightning.data.spec import DataError  # here, not at the top: `biosig --help` stays light
 
-    return isinstance(err, DataError) or (isinstance(err, ValueError)
-                                          and type(err).__module__.startswith("biosig_lightning."))
+    return (isinstance(err, DataError) or is_storage_error(err) or _is_misconfiguration(err)
+            or (isinstance(err, ValueError) and type(err).__module__.startswith("biosig_lightning.")))
 
 
 def our_cause(err: BaseException) -> BaseException | None:
@@ -51,7 +65,14 @@ def message(err: BaseException) -> str:
     """The one line shown for one of the project's errors (a split error names its config key)."""
     from biosig_lightning.data.splits import SplitError
 
+    if isinstance(err, OSError):  # a write the disk refused, outside any :func:`writing` block
+        where = Path(err.filename).parent if err.filename else "the run's directories"
+        what = Path(err.filename).name if err.filename else "a file"
+        return storage_message(err, what, where)
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    if _is_misconfiguration(err) and ACCELERATOR_HINT.search(text):
+        text = (f"trainer.accelerator: {text} (this machine has no such device: use --trainer.accelerator auto "
+                "or cpu)")
     if isinstance(err, SplitError) and not text.startswith("data."):
         text = f"data.init_args.split: {text}"
     return text
@@ -63,6 +84,8 @@ def one_line_errors(command: str) -> Iterator[None]:
     ``biosig <command>: error: <message>``; anything else keeps its traceback."""
     try:
         yield
+    except KeyboardInterrupt:
+        raise SystemExit(f"biosig {command}: interrupted (Ctrl-C)") from None
     except Exception as err:
         ours = our_cause(err)
         if ours is not None:

@@ -12,11 +12,19 @@
   written create-exclusive (:func:`write_results_once`).
 * **Debris.** A run that fails before training started (a bad split, a bad checkpoint, a corpus
   that cannot be read) removes the directory it claimed, as long as that holds nothing but the
-  saved config (``config.yaml``, ``hparams.yaml``) and empty folders.
+  saved config (``config.yaml``, ``hparams.yaml``) and empty folders. A run killed before it
+  trained (``kill -9`` during a cache build) cannot clean up after itself: the process that
+  claims ``version_N`` holds an ``flock`` on ``.version_N.lock`` beside it (:func:`claim_lock`:
+  outside the run directory, which Lightning's loggers expect empty) until its command ends, and
+  the next claim in the same experiment removes every directory that never trained and whose lock
+  nobody holds any more.
+* **Unfinished runs.** A fit stopped by Ctrl-C leaves :data:`INTERRUPTED` (JSON: epoch, last
+  checkpoint, the command that resumes it) in its directory, removed when the run finishes.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -26,8 +34,11 @@ from typing import Any
 from biosig_lightning.atomic_io import atomic_write_json
 
 RESULTS = "results.json"
+#: the marker of a run stopped by Ctrl-C before it finished
+INTERRUPTED = "INTERRUPTED"
 #: what a run that never trained leaves in its directory
 CONFIG_ONLY = frozenset({"config.yaml", "hparams.yaml"})
+_held_locks: dict[str, int] = {}  # the claim locks of this process (by directory), open until it exits
 #: the environment variable through which launched ranks find the directory rank 0 claimed
 CLAIMED_ENV = "BIOSIG_RUN_DIR"
 _RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK")
@@ -60,16 +71,70 @@ def _versions(experiment_dir: Path) -> list[int]:
     return found
 
 
+def claim_lock(run_dir: Path) -> Path:
+    """The file whose ``flock`` says that the process which claimed ``run_dir`` still lives."""
+    return run_dir.parent / f".{run_dir.name}.lock"
+
+
+def hold_claim(run_dir: Path) -> None:
+    """Take the :func:`claim_lock` of ``run_dir`` for the rest of this process's life."""
+    fd = os.open(claim_lock(run_dir), os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    _held_locks[str(run_dir)] = fd
+
+
+def drop_claim(run_dir: Path) -> None:
+    """Give up this process's claim lock on ``run_dir`` (the command is ending) and remove the lock file."""
+    fd = _held_locks.pop(str(run_dir), None)
+    if fd is not None:
+        claim_lock(run_dir).unlink(missing_ok=True)
+        os.close(fd)
+
+
+def _owner_gone(run_dir: Path) -> bool:
+    """Whether ``run_dir`` has a claim lock that no living process holds."""
+    try:
+        fd = os.open(claim_lock(run_dir), os.O_RDWR)
+    except OSError:
+        return False  # no lock: claimed by an older biosig, or by a process about to take it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing drops the lock we may have taken
+    return True
+
+
+def remove_dead_claims(experiment_dir: Path) -> list[Path]:
+    """Remove the directories under ``experiment_dir`` that never trained and whose claiming process
+    is gone (killed before training started); the removed paths."""
+    removed = []
+    for n in sorted(_versions(experiment_dir)):
+        run_dir = experiment_dir / f"version_{n}"
+        if not _owner_gone(run_dir):
+            continue
+        if never_trained(run_dir):
+            shutil.rmtree(run_dir, ignore_errors=True)
+            removed.append(run_dir)
+        claim_lock(run_dir).unlink(missing_ok=True)  # a killed run that trained keeps its directory, not its lock
+    return removed
+
+
 def claim_new_version(experiment_dir: Path) -> int:
-    """Create ``experiment_dir/version_N`` for the smallest free ``N`` after the existing ones, exclusively."""
+    """Create ``experiment_dir/version_N`` for the smallest free ``N`` after the existing ones, exclusively
+    (after removing the debris of runs killed before they trained: :func:`remove_dead_claims`)."""
     experiment_dir.mkdir(parents=True, exist_ok=True)
+    remove_dead_claims(experiment_dir)
     n = max(_versions(experiment_dir), default=-1) + 1
     while True:
         try:
             os.mkdir(experiment_dir / f"version_{n}")
-            return n
         except FileExistsError:
             n += 1
+            continue
+        hold_claim(experiment_dir / f"version_{n}")
+        return n
 
 
 def claim_named(run_dir: Path) -> bool:
@@ -84,9 +149,10 @@ def claim_named(run_dir: Path) -> bool:
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.mkdir(run_dir)
-        return True
     except FileExistsError:
         return False
+    hold_claim(run_dir)
+    return True
 
 
 def never_trained(run_dir: Path) -> bool:
@@ -102,6 +168,7 @@ def release_if_unused(run_dir: Path) -> bool:
     """Remove a claimed ``run_dir`` in which no training happened; ``True`` if it was removed."""
     if run_dir.is_dir() and never_trained(run_dir):
         shutil.rmtree(run_dir, ignore_errors=True)
+        drop_claim(run_dir)
         return True
     return False
 

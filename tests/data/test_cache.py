@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import multiprocessing as mp
 import os
 import re
+import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -298,3 +301,41 @@ def test_pickling_remaps_signals_instead_of_copying(tmp_path: Path) -> None:
     np.testing.assert_array_equal(clone.signals, cache.signals)
     np.testing.assert_array_equal(clone.neighbours([3], 1), cache.neighbours([3], 1))
     assert len(clone) == len(cache) and clone.recording_names == cache.recording_names
+
+
+@pytest.mark.parametrize("code", [errno.EROFS, errno.ENOSPC, errno.EACCES])
+def test_a_cache_the_disk_refuses_is_named_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       code: int) -> None:
+    def refused(*_: object, **__: object) -> str:
+        raise OSError(code, os.strerror(code), str(tmp_path / ".tmp-fake-x"))
+
+    monkeypatch.setattr(cache_mod.tempfile, "mkdtemp", refused)
+    with pytest.raises(CacheError) as err:
+        load_or_build(FakeReader(), tmp_path, progress=False)
+    message = str(err.value)
+    assert message.startswith(f"cannot write the window cache in {tmp_path}: {os.strerror(code)}; ") and "\n" not in message
+    assert "--data.init_args.cache_dir" in message
+
+
+@contextlib.contextmanager
+def _tmpfs(path: Path, options: str) -> Iterator[Path]:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root (mount -t tmpfs); the injected-error test covers the rest")
+    path.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+@pytest.mark.parametrize(("options", "reason"), [("size=16k", "No space left on device"),
+                                                 ("ro,size=16k", "Read-only file system")])
+def test_a_full_or_read_only_cache_disk_is_named(tmp_path: Path, options: str, reason: str) -> None:
+    with _tmpfs(tmp_path / "cache", options) as root:
+        big = FakeReader(layout=[(1, "r1", 2000), (2, "r2", 2000)])  # 160 kB of windows for a 16 kB disk
+        with pytest.raises(CacheError, match=rf"^cannot write the window cache in {root}: {reason}; "):
+            load_or_build(big, root, progress=False)
+        assert [p.name for p in root.iterdir() if p.name.startswith(".tmp-")] == []  # no half-built cache left

@@ -112,3 +112,44 @@ def test_a_build_in_progress_keeps_its_tmp_dir_until_its_owner_is_gone(tmp_path:
         fcntl.flock(f.fileno(), fcntl.LOCK_UN)
     load_or_build(SlowReader(n=2), tmp_path, progress=False)  # the next build of any key reclaims it
     assert not other_tmp.exists()
+
+
+CLAIM = """
+import importlib.util, sys, time
+from pathlib import Path
+# rundir alone, without the package's Lightning imports: the claim is all this process does
+spec = importlib.util.spec_from_file_location("rundir", sys.argv[2])
+rundir = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(rundir)
+n = rundir.claim_new_version(Path(sys.argv[1]))
+(Path(sys.argv[1]) / f"version_{n}" / "config.yaml").write_text("seed_everything: 1\\n")
+print(n, flush=True)
+time.sleep(120)  # the window cache being built: a long time before the first epoch
+"""
+
+
+RUNDIR = str(REPO / "biosig_lightning" / "runs" / "rundir.py")
+
+
+def test_a_run_killed_before_it_trained_is_removed_by_the_next_claim(tmp_path: Path) -> None:
+    from biosig_lightning.runs.rundir import claim_new_version
+
+    experiment = tmp_path / "demo"
+    killed = subprocess.Popen([sys.executable, "-c", CLAIM, str(experiment), RUNDIR], stdout=subprocess.PIPE, text=True,
+                              env=_env())
+    alive = None
+    try:
+        assert killed.stdout.readline().strip() == "0"
+        alive = subprocess.Popen([sys.executable, "-c", CLAIM, str(experiment), RUNDIR], stdout=subprocess.PIPE, text=True,
+                                 env=_env())
+        assert alive.stdout.readline().strip() == "1"
+        killed.send_signal(signal.SIGKILL)
+        killed.wait()
+        # the killed run's version_0 (config.yaml only) is gone; the live run's version_1 is kept
+        assert claim_new_version(experiment) == 2
+        assert sorted(p.name for p in experiment.glob("version_*")) == ["version_1", "version_2"]
+    finally:
+        for proc in (killed, alive):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -115,3 +117,44 @@ def test_corrupt_cache_message_gives_the_cli_flag(tmp_path: Path) -> None:
         load_cache(next(tmp_path.glob("tiny-*")))
     assert "--data.init_args.rebuild_cache true" in str(err.value)
     assert os.path.basename(str(signals)) in str(err.value)
+
+
+def test_an_accelerator_this_machine_lacks_is_one_line(in_tmp: Path) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(SystemExit) as err:
+        main(["fit", *DEMO, "--trainer.accelerator", "gpu"])
+    message = _one_line(err)
+    assert message.startswith("biosig fit: error: trainer.accelerator: ") and "--trainer.accelerator auto or cpu" in message
+
+
+def test_a_read_only_run_directory_is_one_line_naming_it(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_mkdir = os.mkdir
+
+    def read_only(path: object, *args: object, **kwargs: object) -> None:
+        if "runs" in str(path):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        real_mkdir(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "mkdir", read_only)
+    with pytest.raises(SystemExit) as err:
+        main(["fit", *DEMO])
+    message = _one_line(err)
+    assert message.startswith("biosig fit: error: cannot write the run directory in runs/demo: Read-only file system; ")
+
+
+def test_a_read_only_disk_under_the_runs_is_one_line(in_tmp: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a read-only tmpfs needs root; the injected-error test covers the rest")
+    runs = in_tmp / "runs"
+    runs.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(runs)], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        with pytest.raises(SystemExit) as err:
+            main(["fit", *DEMO])
+    finally:
+        subprocess.run(["umount", "-l", str(runs)], check=False)
+    assert "cannot write the run directory in runs/demo: Read-only file system" in _one_line(err)

@@ -13,9 +13,12 @@ in its ``config()`` (names, sizes and modification times; no file is read).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
-from collections.abc import Iterable, Sequence
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -71,11 +74,41 @@ def _open(path: Path) -> Any:
     import pyedflib
 
     if not path.is_file():
-        raise DataError(f"{path}: EDF file not found")
+        raise DataError(f"{path}: {'a symbolic link that loops' if _loops(path) else 'EDF file not found'}")
     try:
-        return pyedflib.EdfReader(str(path))
+        with _c_stdout_silenced():
+            return pyedflib.EdfReader(str(path))
     except OSError as err:  # pyedflib reports every unreadable header as OSError
         raise DataError(f"{path}: not a readable EDF/EDF+ file ({err})") from err
+
+
+def _loops(path: Path) -> bool:
+    """Whether ``path`` is a symbolic link to itself or into a cycle of links (ELOOP)."""
+    try:
+        os.stat(path)
+    except OSError as err:
+        return err.errno == errno.ELOOP
+    return False
+
+
+@contextmanager
+def _c_stdout_silenced() -> Iterator[None]:
+    """Silence what the EDF library's C code prints itself (``filesize 6202 != ...`` for a truncated
+    file) while it opens a file: the error it raises is what we report, in one line."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no file descriptor 1 (a closed stdout): nothing to silence
+        yield
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
 
 
 def read_header(path: str | Path) -> EdfHeader:
@@ -152,7 +185,11 @@ def files_fingerprint(paths: Iterable[str | Path], root: str | Path) -> dict[str
         try:
             st = os.stat(p)
         except FileNotFoundError as err:
-            raise DataError(f"{p}: file not found") from err
+            what = "a symbolic link to a missing file" if p.is_symlink() else "file not found"
+            raise DataError(f"{p}: {what}") from err
+        except OSError as err:  # ELOOP: a symbolic link to itself, or a cycle of links
+            what = "a symbolic link that loops" if err.errno == errno.ELOOP else f"cannot read it ({err.strerror})"
+            raise DataError(f"{p}: {what}") from None
         rows.append(f"{p.relative_to(root).as_posix()}\t{st.st_size}\t{st.st_mtime_ns}")
     rows.sort()
     digest = hashlib.sha256("\n".join(rows).encode()).hexdigest()
