@@ -239,13 +239,21 @@ def main(argv: list[str] | None = None) -> None:
                 "absolute timings are not claims",
         "windows": {"n_chans": 35, "n_times": n_times, "batch": batch, "config": str(YAML.relative_to(ROOT))},
     }
+    result["complete"] = False  # the file is rewritten after every section; true once all are in
+
+    def save() -> None:
+        if out is not None:
+            atomic_write_json(out, result)
+
     print(f"Lanczos (m = 20, edges) vs dense eigh, forward + backward, batch {batch}:", flush=True)
     result["filter"] = filter_scaling(35, n_times, [1, 2, 6, 10] if args.quick else [1, 2, 3, 6, 10, 20], 20,
                                       batch, repeats)
+    save()
     if not args.skip_throughput:
         print("peak memory of a training step (one process per model) ...", flush=True)
         result["memory"] = memory(35, n_times, 500.0, batch, args.threads)
         print(json.dumps(result["memory"], indent=1), flush=True)
+        save()
         print("throughput ...", flush=True)
         result["throughput"] = throughput(35, n_times, 500.0, batch, repeats)
         for name in MODELS:
@@ -256,11 +264,12 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  {key:40s} {value:6.3f}")
     result["loadavg_end"] = os.getloadavg()
     result["wall_s"] = time.time() - started
+    result["complete"] = True
     for row in result["filter"]:
         print(f"  H {row['H']:3d}  N {row['N']:4d}  D {row['D']:5d}  eigh/lanczos {row['speedup_lanczos_over_eigh']:6.2f}"
               f"  rel.diff {row['relative_difference']:.1e}")
+    save()
     if out is not None:
-        atomic_write_json(out, result)
         print(f"results: {out}")
 
 
