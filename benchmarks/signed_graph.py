@@ -12,7 +12,8 @@ repeat by repeat so that a busy machine slows all of them alike:
      start); inference is the eq. 22 classification of the batch (both denoisers);
    * braindecode's ``EEGNetv4`` and ``Deep4Net``: cross-entropy + backward + Adam; inference = forward.
 2. **Peak memory** of a training step: each model in its own process; the growth of the process's
-   peak resident set (``ru_maxrss``) over two training steps, above what model, optimiser and batch hold.
+   peak resident set (``VmHWM``, reset first) over two training steps, above what model, optimiser and
+   batch hold.
 3. **Filter**: ``lanczos_filter`` on the edge-stored Laplacian (``krylov_dim = 20``, three-term recurrence,
    as the model runs it) against ``exact_filter`` (dense ``eigh``, eq. 12) on a balanced product graph of
    ``N = 35 x H`` nodes as the sequence length ``H`` grows, ``6000 / H`` samples per node, forward +
@@ -32,7 +33,6 @@ import datetime
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -136,14 +136,23 @@ def throughput(n_chans: int, n_times: int, sfreq: float, batch: int, repeats: in
     return out
 
 
+def _status_mib(field: str) -> float:
+    """``VmRSS`` / ``VmHWM`` of this process in MiB (``ru_maxrss`` would carry the parent's peak across exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
 def probe_memory(name: str, n_chans: int, n_times: int, sfreq: float, batch: int) -> dict[str, float]:
-    """Peak resident-set growth (MiB) of two training steps of ``name``, in this process."""
+    """Peak resident-set growth (MiB) of two training steps of ``name``, in this process (Linux)."""
     x, y = _batch(n_chans, n_times, batch)
     train_step, _, _ = build(name, n_chans, n_times, sfreq, x, y)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    before = _status_mib("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")  # reset the peak (VmHWM) to the current resident set
     for _ in range(2):
         train_step()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = _status_mib("VmHWM")
     return {"step_peak_growth_mib": peak - before, "process_peak_mib": peak}
 
 
