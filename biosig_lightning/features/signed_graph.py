@@ -38,7 +38,7 @@ Filter (Sec. 3.2, eq. 12-13, 24-25, App. E.3):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, Protocol
 
 import torch
 
@@ -46,6 +46,7 @@ __all__ = [
     "DistanceKind",
     "GraphKind",
     "Response",
+    "SymmetricOperator",
     "balance_violations",
     "chunk_nodes",
     "combinatorial_laplacian",
@@ -53,6 +54,7 @@ __all__ = [
     "exact_filter",
     "filter_response",
     "gershgorin_shift",
+    "greedy_polarity",
     "lanczos_filter",
     "line_graph_mask",
     "normalize_weights",
@@ -69,6 +71,14 @@ __all__ = [
 GraphKind = Literal["balanced", "positive", "unbalanced"]
 DistanceKind = Literal["mahalanobis", "euclidean", "cosine", "manhattan"]
 Response = Literal["sigmoid", "ideal"]
+
+
+class SymmetricOperator(Protocol):
+    """A batched symmetric ``(B, N, N)`` operator known only through its products (for :func:`lanczos_filter`)."""
+
+    def matvec(self, v: torch.Tensor) -> torch.Tensor: ...
+
+    def inf_norm(self) -> torch.Tensor: ...
 
 
 # ---- nodes and edges ----------------------------------------------------------------------------------
@@ -183,13 +193,20 @@ def refine_polarity(beta: torch.Tensor, distance: torch.Tensor, diff_gap: torch.
     Per channel pair, ``A`` / ``B`` sum these over the edges between their chunks; flipping channel ``c``
     changes the GLR by ``beta_c sum_c' beta_c' (B - A)_{cc'}``.
     """
-    b, c = beta.shape
+    c = beta.shape[1]
     n = distance.shape[-1]
     h = n // c
     m = mask.to(distance.dtype)
     same = torch.exp(-distance) * diff_gap * m
     opp = (1.0 - torch.exp(-distance)) * sum_gap * m
     gain = (opp - same).reshape(distance.shape[0], h, c, h, c).sum(dim=(1, 3))  # (B, C, C): B - A per pair
+    return greedy_polarity(beta, gain, max_sweeps, pool)
+
+
+def greedy_polarity(beta: torch.Tensor, gain: torch.Tensor, max_sweeps: int | None = None,
+                    pool: bool = False) -> torch.Tensor:
+    """The single-channel flip search of :func:`refine_polarity` from the per-pair GLR change ``gain`` ``(B, C, C)``."""
+    b, c = beta.shape
     if pool:
         gain = gain.sum(0, keepdim=True)
         b = 1
@@ -360,59 +377,87 @@ def exact_filter(lap: torch.Tensor, y: torch.Tensor, omega: torch.Tensor | float
     return evecs @ (g.unsqueeze(-1) * (evecs.transpose(-1, -2) @ y))
 
 
-def lanczos_filter(lap: torch.Tensor, y: torch.Tensor, omega: torch.Tensor | float, krylov_dim: int,
-                   response: Response = "sigmoid", steepness: float = 10.0, reorth_passes: int = 1) -> torch.Tensor:
+def lanczos_filter(lap: torch.Tensor | SymmetricOperator, y: torch.Tensor, omega: torch.Tensor | float,
+                   krylov_dim: int, response: Response = "sigmoid", steepness: float = 10.0,
+                   reorth_passes: int = 1) -> torch.Tensor:
     """Lanczos approximation of ``g(L) y`` (App. B, eq. 24-25), one Krylov space per column of ``y``.
 
-    ``lap`` is ``(B, N, N)`` symmetric, ``y`` ``(B, N, D)``; returns ``(B, N, D)``. Full
-    re-orthogonalisation (``reorth_passes`` Gram-Schmidt sweeps over the basis; 0 = plain three-term
-    recurrence) keeps the basis orthonormal in float32. A Krylov space that closes early
-    (an invariant subspace, e.g. ``krylov_dim >= N``) is handled exactly: the remaining basis vectors
-    are zero and their rows of ``H_m`` are decoupled from ``c_1`` (they get distinct negative
-    placeholder eigenvalues above the spectrum so the eigendecomposition stays differentiable).
+    ``lap`` is a ``(B, N, N)`` symmetric matrix or any operator with ``matvec`` and ``inf_norm`` (e.g.
+    :class:`~biosig_lightning.features.product_graph.ProductLaplacian`, whose products cost ``O(|E|)``);
+    ``y`` ``(B, N, D)``; returns ``(B, N, D)``. All ``B x D`` Krylov spaces advance together, one operator
+    product per step, and their ``m x m`` tridiagonal eigenproblems are solved as one batch.
+    ``reorth_passes`` Gram-Schmidt sweeps against the whole basis after each step (0 = the plain
+    three-term recurrence). Reading: App. B does not say; full re-orthogonalisation keeps the basis
+    orthonormal in float32 but costs ``O(m^2 N D)`` time and, under autograd, ``O(m^2 N D)`` memory.
+    Without it the basis loses orthogonality once Ritz values converge, yet eq. 25 stays as accurate as
+    the best polynomial approximation of ``g`` of degree about ``m`` (Musco, Musco & Sidford, "Stability of
+    the Lanczos method for matrix function approximation", SODA 2018), which is what the denoiser uses.
+    A Krylov space that closes early (an invariant subspace, e.g. ``krylov_dim >= N``) is handled exactly:
+    the remaining basis vectors are zero and their rows of ``H_m`` are decoupled from ``c_1`` (they get
+    distinct placeholder eigenvalues above the spectrum so the eigendecomposition stays differentiable).
     """
     b, n, d = y.shape
     m = min(int(krylov_dim), n)
     if m < 1:
         raise ValueError(f"krylov_dim must be >= 1, got {krylov_dim}")
+    if isinstance(lap, torch.Tensor):
+        dense = lap
+        matvec = dense.__matmul__
+        scale = dense.abs().sum(-1).amax(-1)
+    else:
+        matvec = lap.matvec
+        scale = lap.inf_norm()
+    scale = scale.clamp_min(1e-12)[:, None]  # ||L||_inf bounds the spectrum, (B, 1)
     norm = y.norm(dim=1, keepdim=True)  # (B, 1, D)
-    safe = norm.clamp_min(torch.finfo(y.dtype).tiny ** 0.5)
-    v = y / safe
+    v = y * (norm > 0) / norm.clamp_min(torch.finfo(y.dtype).tiny ** 0.5)
     basis: list[torch.Tensor] = []
     alphas: list[torch.Tensor] = []
     betas: list[torch.Tensor] = []
     alive = (norm.squeeze(1) > 0)  # (B, D)
-    prev = torch.zeros_like(v)
+    prev: torch.Tensor | None = None
     beta_prev = torch.zeros(b, d, dtype=y.dtype, device=y.device)
-    scale = lap.abs().sum(-1).amax(-1).clamp_min(1e-12)[:, None]  # ||L||_inf bound, (B, 1)
     for k in range(m):
         basis.append(v)
-        w = lap @ v
-        alpha = (v * w).sum(1)
+        w = matvec(v)
+        alpha = torch.linalg.vecdot(v, w, dim=1)
         # a closed Krylov space leaves zero basis vectors: give their rows distinct eigenvalues above the
         # spectrum (||L||_inf bounds it), decoupled from c_1, so eigh stays differentiable and "ideal" keeps them last
         alphas.append(torch.where(alive, alpha, 2.0 * scale + 1.0 + k))
         if k == m - 1:
             break
-        w = w - alpha.unsqueeze(1) * v - beta_prev.unsqueeze(1) * prev
+        w = torch.addcmul(w, alpha.unsqueeze(1), v, value=-1.0)  # three-term recurrence, fused
+        if prev is not None:
+            w = w.addcmul_(beta_prev.unsqueeze(1), prev, value=-1.0)
         for _ in range(reorth_passes):  # Gram-Schmidt against the whole basis (full re-orthogonalisation)
             for u_j in basis:
-                w = w - (u_j * w).sum(1, keepdim=True) * u_j
-        beta = w.norm(dim=1)
+                w = w - torch.linalg.vecdot(u_j, w, dim=1).unsqueeze(1) * u_j
+        beta = torch.linalg.vector_norm(w, dim=1)
         alive = alive & (beta > 1e-6 * scale)
-        beta = torch.where(alive, beta, torch.zeros_like(beta))
+        beta = beta * alive
         betas.append(beta)
         prev, beta_prev = v, beta
-        v = torch.where(alive.unsqueeze(1), w / beta.clamp_min(1e-30).unsqueeze(1), torch.zeros_like(w))
-    diag = torch.stack(alphas, dim=-1)  # (B, D, m)
-    h = torch.diag_embed(diag)
-    if betas:
-        off = torch.stack(betas, dim=-1)  # (B, D, m-1)
-        h = h + torch.diag_embed(off, offset=1) + torch.diag_embed(off, offset=-1)
-    theta, z = torch.linalg.eigh(h)  # (B, D, m), (B, D, m, m)
-    g = filter_response(theta, omega, response, steepness, n_nodes=n)
-    coef = (z * (g * z[..., 0, :]).unsqueeze(-2)).sum(-1)  # Z g(Theta) Z^T c_1, (B, D, m)
-    out = basis[0] * coef[:, None, :, 0]
+        v = w * (alive / beta.clamp_min(1e-30)).unsqueeze(1)  # zero once the Krylov space has closed
+    coef = _tridiagonal_response(torch.stack(alphas, dim=-1), torch.stack(betas, dim=-1) if betas else None,
+                                 omega, response, steepness, n)
+    out = basis[0] * (norm * coef[:, None, :, 0])
     for k in range(1, len(basis)):
-        out = out + basis[k] * coef[:, None, :, k]
-    return norm * out
+        out = out.addcmul_(basis[k], norm * coef[:, None, :, k])
+    return out
+
+
+def _tridiagonal_response(diag: torch.Tensor, off: torch.Tensor | None, omega: torch.Tensor | float,
+                          response: Response, steepness: float, n_nodes: int) -> torch.Tensor:
+    """``Z g(Theta) Z^T c_1`` for the tridiagonal ``H_m`` of eq. 24 given by ``diag`` ``(..., m)`` and ``off`` ``(..., m-1)``.
+
+    All tridiagonals are decomposed in one batched call, in float64: LAPACK is no slower there on small
+    matrices, and the ghost copies of converged Ritz values that the plain recurrence produces stay
+    separable.
+    """
+    h = torch.diag_embed(diag.double())
+    if off is not None:
+        off64 = off.double()
+        h = h + torch.diag_embed(off64, offset=1) + torch.diag_embed(off64, offset=-1)
+    theta, z = torch.linalg.eigh(h)  # (..., m), (..., m, m)
+    omega64 = omega.double() if isinstance(omega, torch.Tensor) else omega
+    g = filter_response(theta, omega64, response, steepness, n_nodes=n_nodes)
+    return (z * (g * z[..., 0, :]).unsqueeze(-2)).sum(-1).to(diag.dtype)

@@ -67,7 +67,12 @@ Readings of other ambiguities:
   the pair discriminative (tests/e2e/test_signed_graph_learns.py); they are buffers, saved with the weights.
 * Eq. 5's GLR is measured on the positive twin, ``sum |w_ij| (beta_i x_i - beta_j x_j)^2``; the literal
   signed GLR is minimised by a max-cut (see :func:`~biosig_lightning.features.signed_graph.refine_polarity`).
-* The Krylov dimension ``m`` is not given; ``krylov_dim = 20`` (``m << N = 210``).
+* The Krylov dimension ``m`` is not given; ``krylov_dim = 20`` (``m << N = 210``). Nor is
+  re-orthogonalisation: the plain three-term recurrence (``reorth_passes = 0``) keeps the filter at
+  ``O(m |E| D)`` time and ``O(m N D)`` memory per window, and eq. 25 stays accurate without it.
+* The graph is stored by its edges (:mod:`biosig_lightning.features.product_graph`): ``H`` spatial
+  ``C x C`` blocks and ``H - 1`` temporal links per channel; no ``N x N`` matrix is formed except for
+  ``filter_method="exact"``.
 * ``omega`` is in eigenvalue units (eq. 31 compares it with ``lambda_i``) and starts at ``cutoff_init``.
 * ``noise_std`` (``sigma_n`` of eq. 18) only scales the logits; the task adds noise of that level.
 """
@@ -80,6 +85,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from biosig_lightning.features import product_graph as pg
 from biosig_lightning.features import signed_graph as sg
 from biosig_lightning.models.base import BiosignalModel, check_positive_ints
 from biosig_lightning.models.catalog import register_backbone
@@ -124,19 +130,30 @@ class BalancedGraphLearning(nn.Module):
         f = self.cnn(nodes.unsqueeze(1)).squeeze(1)  # (B, N, D')
         return self.pool(f)
 
-    def distances(self, nodes: torch.Tensor, gap: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Normalised feature distances ``(B, N, N)`` on the edge set (eq. 6, App. E.2)."""
-        f = self.features(nodes)
+    def edge_distances(self, nodes: torch.Tensor, gap_s: torch.Tensor, gap_t: torch.Tensor,
+                       spatial_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Normalised feature distances on the product graph's edges (eq. 6, App. E.2).
+
+        ``nodes`` ``(B, H, C, D)``; ``gap_s`` ``(B, H, C, C)`` / ``gap_t`` ``(B, H - 1, C)`` are the block
+        input's signal gaps on the spatial / temporal edges (they score the metric candidates). Returns
+        ``(spatial (B, H, C, C), temporal (B, H - 1, C))``.
+        """
+        b, h, c, d = nodes.shape
+        f = self.features(nodes.reshape(b, h * c, d)).reshape(b, h, c, -1)
         if self.metric != "mahalanobis" or self.q.shape[0] == 1:
-            return sg.normalise_distance(sg.pairwise_distance(f, self.metric, self.q), mask)
-        per = torch.stack([sg.normalise_distance(sg.pairwise_distance(f, "mahalanobis", self.q[k: k + 1]), mask)
-                           for k in range(self.q.shape[0])], dim=1)  # (B, n_cand, N, N)
-        m = mask.to(per.dtype)
-        aff = torch.exp(-per) * m
-        g = gap.unsqueeze(1)
-        score = (aff * g).sum((-1, -2)) / (aff.sum((-1, -2)) * ((g * m).sum((-1, -2)) / m.sum()).clamp_min(1e-12))
-        mix = torch.softmax(-score / self.selection_temperature, dim=1)
-        return sg.normalise_distance(sg.pairwise_distance(f, "mahalanobis", self.q, mix), mask)
+            return pg.normalise_edge_distances(*pg.edge_distances(f, self.metric, self.q), spatial_mask)
+        m = spatial_mask.to(f.dtype)
+        n_edges = 2 * (h - 1) * c + h * m.sum()  # ordered pairs, as a sum over the N x N edge mask counts them
+        mean_gap = ((gap_s * m).sum((1, 2, 3)) + 2 * gap_t.sum((1, 2))) / n_edges  # (B,)
+        scores = []
+        for k in range(self.q.shape[0]):
+            ds, dt = pg.normalise_edge_distances(*pg.edge_distances(f, "mahalanobis", self.q[k: k + 1]), spatial_mask)
+            aff_s, aff_t = torch.exp(-ds) * m, torch.exp(-dt)
+            smooth = (aff_s * gap_s).sum((1, 2, 3)) + 2 * (aff_t * gap_t).sum((1, 2))
+            mass = aff_s.sum((1, 2, 3)) + 2 * aff_t.sum((1, 2))
+            scores.append(smooth / (mass * mean_gap.clamp_min(1e-12)))
+        mix = torch.softmax(-torch.stack(scores, dim=1) / self.selection_temperature, dim=1)
+        return pg.normalise_edge_distances(*pg.edge_distances(f, "mahalanobis", self.q, mix), spatial_mask)
 
 
 class SignedGraphDenoiser(nn.Module):
@@ -153,6 +170,8 @@ class SignedGraphDenoiser(nn.Module):
         spatial: ``full`` (every channel pair inside a chunk) or ``line`` (line graph of the bipolar
             montage named by ``ch_names``, App. E.1).
         krylov_dim: Lanczos dimension ``m``; ``filter_method="exact"`` uses a dense eigendecomposition.
+        reorth_passes: Gram-Schmidt sweeps per Lanczos step (0: the three-term recurrence, see
+            :func:`~biosig_lightning.features.signed_graph.lanczos_filter`).
         steepness, cutoff_init: eq. 31's ``alpha`` and the initial ``omega``.
         polarity_ref: the covariance row that initialises the polarities.
         polarity: ``class`` (per-block polarities from :meth:`fit_polarity`, once called) or ``input``.
@@ -166,7 +185,7 @@ class SignedGraphDenoiser(nn.Module):
                  spatial: Spatial = "full", ch_names: Sequence[str] | None = None, krylov_dim: int = 20,
                  filter_method: Literal["lanczos", "exact"] = "lanczos", steepness: float = 10.0,
                  cutoff_init: float = 1.0, polarity_ref: int = 0, d_star: float = 0.5,
-                 polarity: Literal["class", "input"] = "class") -> None:
+                 polarity: Literal["class", "input"] = "class", reorth_passes: int = 0) -> None:
         super().__init__()
         owner = type(self).__name__
         if polarity not in ("class", "input"):
@@ -195,9 +214,13 @@ class SignedGraphDenoiser(nn.Module):
             raise ValueError(f"{owner}: spatial must be full or line, got {spatial!r}")
         self.n_chans, self.n_times, self.n_chunks = n_chans, n_times, n_chunks
         self.graph, self.negative_weight = graph, negative_weight
+        if reorth_passes < 0:
+            raise ValueError(f"{owner}: reorth_passes must be >= 0, got {reorth_passes}")
         self.krylov_dim, self.filter_method, self.steepness = krylov_dim, filter_method, steepness
+        self.reorth_passes = reorth_passes
         self.polarity_ref, self.d_star = polarity_ref, d_star
-        self.register_buffer("mask", sg.product_graph_mask(n_chans, n_chunks, spatial_mask), persistent=False)
+        spatial_mask = ~torch.eye(n_chans, dtype=torch.bool) if spatial_mask is None else spatial_mask
+        self.register_buffer("spatial_mask", spatial_mask & ~torch.eye(n_chans, dtype=torch.bool), persistent=False)
         self.blocks = nn.ModuleList(
             BalancedGraphLearning(conv_layers, conv_width, feature_dim, metric, n_metric_candidates, metric_rank,
                                   selection_temperature) for _ in range(n_blocks))
@@ -206,39 +229,55 @@ class SignedGraphDenoiser(nn.Module):
         self.register_buffer("polarity", torch.ones(n_blocks, n_chans))
         self.register_buffer("polarity_fitted", torch.zeros((), dtype=torch.bool))
 
-    def laplacian(self, block: int, nodes: torch.Tensor, beta: torch.Tensor | None, refine: bool = True,
-                  pool: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """Block ``block``'s filtering Laplacian for node signals ``(B, N, D)``.
+    def edge_laplacian(self, block: int, nodes: torch.Tensor, beta: torch.Tensor | None, refine: bool = True,
+                       pool: bool = False) -> tuple[pg.ProductLaplacian, torch.Tensor | None]:
+        """Block ``block``'s filtering Laplacian for node signals ``(B, N, D)``, stored by its edges.
 
-        Returns ``(L, node_beta, beta)``: ``L^+`` and the node polarities for the balanced graph
-        (``beta`` the refined channel polarities handed to the next block), else ``L`` and ``None``.
-        ``refine=False`` uses ``beta`` as given; ``pool=True`` refines one polarity for the whole batch.
+        Returns ``(L, beta)``: ``L^+`` and the (refined) channel polarities ``(B or 1, C)`` for the
+        balanced graph, handed to the next block; else ``L`` and ``None``. ``refine=False`` uses ``beta``
+        as given; ``pool=True`` refines one polarity for the whole batch.
         """
+        b, n, d = nodes.shape
+        nodes4 = nodes.reshape(b, self.n_chunks, self.n_chans, d)
         with torch.no_grad():
-            gap, sum_gap = sg.signal_gaps(nodes)
-        dist = self.blocks[block].distances(nodes, gap, self.mask)
-        if self.graph == "positive":
-            w = sg.normalize_weights(sg.signed_weights(dist, self.mask, "positive"))
-            return sg.combinatorial_laplacian(w), None, None
-        if self.graph == "unbalanced":
-            w = sg.normalize_weights(sg.signed_weights(dist, self.mask, "unbalanced", d_star=self.d_star))
-            return sg.signed_laplacian(w), None, None
+            gap_s, sum_gap_s, gap_t = pg.edge_gaps(nodes4)
+        ds, dt = self.blocks[block].edge_distances(nodes4, gap_s, gap_t, self.spatial_mask)
+        if self.graph != "balanced":
+            ws, wt = pg.edge_weights(ds, dt, self.spatial_mask, self.graph, d_star=self.d_star)
+            return pg.edge_laplacian(*pg.normalize_edge_weights(ws, wt), signed=self.graph == "unbalanced"), None
         assert beta is not None
         if refine:
-            beta = sg.refine_polarity(beta, dist.detach(), gap, sum_gap, self.mask, pool=pool)
-        node_beta = beta.expand(nodes.shape[0], -1).repeat(1, self.n_chunks)
-        if self.negative_weight == "mirror":
-            w = sg.signed_weights(dist, self.mask, "positive") * node_beta.unsqueeze(-1) * node_beta.unsqueeze(-2)
-        else:
-            w = sg.signed_weights(dist, self.mask, "balanced", node_beta)
-        lap_b, _ = sg.gershgorin_shift(sg.combinatorial_laplacian(sg.normalize_weights(w)))
-        return sg.similarity_transform(lap_b, node_beta), node_beta, beta
+            beta = pg.refine_polarity_edges(beta, ds.detach(), gap_s, sum_gap_s, self.spatial_mask, pool=pool)
+        ws, wt = pg.edge_weights(ds, dt, self.spatial_mask, "balanced", beta, mirror=self.negative_weight == "mirror")
+        lap_b, _ = pg.edge_laplacian(*pg.normalize_edge_weights(ws, wt)).gershgorin_shift()
+        return lap_b.similarity_transform(beta), beta
 
-    def lowpass(self, block: int, lap: torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
+    def laplacian(self, block: int, nodes: torch.Tensor, beta: torch.Tensor | None, refine: bool = True,
+                  pool: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """:meth:`edge_laplacian` as a dense ``(B, N, N)`` matrix, with the node polarities ``(B, N)``.
+
+        Returns ``(L, node_beta, beta)`` (``None`` twice for the positive and unbalanced graphs).
+        """
+        lap, beta = self.edge_laplacian(block, nodes, beta, refine, pool)
+        node_beta = None if beta is None else self.node_polarity(beta, nodes.shape[0])
+        return lap.dense(), node_beta, beta
+
+    def node_polarity(self, beta: torch.Tensor, batch: int) -> torch.Tensor:
+        """Channel polarities ``(B or 1, C)`` -> node polarities ``(B, N)`` (node ``h*C + c`` takes channel ``c``'s)."""
+        return beta.expand(batch, -1).repeat(1, self.n_chunks)
+
+    def lowpass(self, block: int, lap: pg.ProductLaplacian, nodes: torch.Tensor) -> torch.Tensor:
+        """``g(L) y`` with block ``block``'s cutoff: Lanczos on the edges (eq. 25) or dense eigh (eq. 12)."""
         omega = self.cutoffs[block]
         if self.filter_method == "exact":
-            return sg.exact_filter(lap, nodes, omega, "sigmoid", self.steepness)
-        return sg.lanczos_filter(lap, nodes, omega, self.krylov_dim, "sigmoid", self.steepness)
+            return sg.exact_filter(lap.dense(), nodes, omega, "sigmoid", self.steepness)
+        return sg.lanczos_filter(lap, nodes, omega, self.krylov_dim, "sigmoid", self.steepness,
+                                 reorth_passes=self.reorth_passes)
+
+    @property
+    def mask(self) -> torch.Tensor:
+        """The ``(N, N)`` edge set (for inspection; the blocks work on :attr:`spatial_mask` and the chunk chain)."""
+        return sg.product_graph_mask(self.n_chans, self.n_chunks, self.spatial_mask.cpu())
 
     def uses_class_polarity(self) -> bool:
         return self.graph == "balanced" and self.polarity_source == "class" and bool(self.polarity_fitted)
@@ -260,8 +299,10 @@ class SignedGraphDenoiser(nn.Module):
         x = windows
         for block in range(len(self.blocks)):
             nodes = sg.chunk_nodes(x, self.n_chunks)
-            lap, node_beta, beta = self.laplacian(block, nodes, beta, refine=True, pool=True)
+            lap, beta = self.edge_laplacian(block, nodes, beta, refine=True, pool=True)
+            assert beta is not None
             self.polarity[block] = beta[0]
+            node_beta = self.node_polarity(beta, nodes.shape[0])
             nodes = node_beta.unsqueeze(-1) * self.lowpass(block, lap, node_beta.unsqueeze(-1) * nodes)
             x = sg.unchunk_nodes(nodes, self.n_chans)
         self.polarity_fitted.fill_(True)
@@ -279,8 +320,9 @@ class SignedGraphDenoiser(nn.Module):
             nodes = sg.chunk_nodes(x, self.n_chunks)
             if fixed:
                 beta = self.polarity[block].unsqueeze(0)
-            lap, node_beta, beta = self.laplacian(block, nodes, beta, refine=not fixed)
-            if node_beta is not None:  # filter T y on the positive graph, map back with T (Sec. 3.2)
+            lap, beta = self.edge_laplacian(block, nodes, beta, refine=not fixed)
+            if beta is not None:  # filter T y on the positive graph, map back with T (Sec. 3.2)
+                node_beta = self.node_polarity(beta, nodes.shape[0])
                 nodes = node_beta.unsqueeze(-1) * self.lowpass(block, lap, node_beta.unsqueeze(-1) * nodes)
             else:
                 nodes = self.lowpass(block, lap, nodes)
@@ -314,7 +356,8 @@ class SignedGraphClassifier(BiosignalModel):
                  negative_weight: Literal["eq7", "mirror"] = "eq7", spatial: Spatial = "full",
                  krylov_dim: int = 20, filter_method: Literal["lanczos", "exact"] = "lanczos",
                  steepness: float = 10.0, cutoff_init: float = 1.0, polarity_ref: int = 0,
-                 d_star: float = 0.5, polarity: Literal["class", "input"] = "class") -> None:
+                 d_star: float = 0.5, polarity: Literal["class", "input"] = "class",
+                 reorth_passes: int = 0) -> None:
         super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq, chs_info=chs_info)
         if not noise_std > 0:
             raise ValueError(f"{type(self).__name__}: noise_std must be positive, got {noise_std!r}")
@@ -323,7 +366,7 @@ class SignedGraphClassifier(BiosignalModel):
             SignedGraphDenoiser(n_chans, n_times, n_chunks, n_blocks, conv_layers, conv_width, feature_dim, metric,
                                 n_metric_candidates, metric_rank, selection_temperature, graph, negative_weight,
                                 spatial, self.ch_names, krylov_dim, filter_method, steepness, cutoff_init,
-                                polarity_ref, d_star, polarity)
+                                polarity_ref, d_star, polarity, reorth_passes=reorth_passes)
             for _ in range(n_outputs))
 
     def fit_polarity(self, windows: torch.Tensor, labels: torch.Tensor) -> None:
