@@ -46,11 +46,11 @@ import torch
 import torch.nn.functional as F
 import yaml
 
+from biosig_lightning.atomic_io import atomic_write_json
 from biosig_lightning.features import product_graph as pg
 from biosig_lightning.features import signed_graph as sg
 from biosig_lightning.models.signed_graph import SignedGraphClassifier
 from biosig_lightning.tasks.denoiser_pair import DenoiserPairTask
-from biosig_lightning.atomic_io import atomic_write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 YAML = ROOT / "experiments" / "signed_graph_turkish.yaml"
