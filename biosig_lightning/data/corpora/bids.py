@@ -28,7 +28,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-import mne
 import numpy as np
 
 from biosig_lightning.data.corpora.edf import files_fingerprint
@@ -167,6 +166,8 @@ class BIDSReader:
     # ---- windows ------------------------------------------------------------------------------------
     def iter_blocks(self) -> Iterator[WindowBlock]:
         mne_bids = _mne_bids()
+        import mne  # here: importing this module (every DataModule does) must not load MNE
+
         n_times = self.spec.n_times
         for p in self.paths:
             where = str(Path(p.fpath).relative_to(self.root))
