@@ -457,7 +457,23 @@ def _tridiagonal_response(diag: torch.Tensor, off: torch.Tensor | None, omega: t
     if off is not None:
         off64 = off.double()
         h = h + torch.diag_embed(off64, offset=1) + torch.diag_embed(off64, offset=-1)
-    theta, z = torch.linalg.eigh(h)  # (..., m), (..., m, m)
+    theta, z = _batched_eigh(h)  # (..., m), (..., m, m)
     omega64 = omega.double() if isinstance(omega, torch.Tensor) else omega
     g = filter_response(theta, omega64, response, steepness, n_nodes=n_nodes)
     return (z * (g * z[..., 0, :]).unsqueeze(-2)).sum(-1).to(diag.dtype)
+
+
+#: the most matrices one batched cuSOLVER eigendecomposition is given (larger batches of small matrices
+#: failed there with CUSOLVER_STATUS_INTERNAL_ERROR); LAPACK on the CPU takes any batch
+CUDA_EIGH_BATCH = 16384
+
+
+def _batched_eigh(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.linalg.eigh`` of a ``(..., m, m)`` batch; on CUDA in slices of :data:`CUDA_EIGH_BATCH` matrices."""
+    flat = h.reshape(-1, *h.shape[-2:])
+    if not h.is_cuda or flat.shape[0] <= CUDA_EIGH_BATCH:
+        return torch.linalg.eigh(h)
+    parts = [torch.linalg.eigh(chunk) for chunk in flat.split(CUDA_EIGH_BATCH)]
+    theta = torch.cat([p[0] for p in parts]).reshape(*h.shape[:-1])
+    z = torch.cat([p[1] for p in parts]).reshape(h.shape)
+    return theta, z
