@@ -44,7 +44,7 @@ class SPMultiheadAttention(nn.Module):
       A V products cost h times the FLOPs of one full-width product, and with a value width unlike
       the key width (351 against 39) torch falls back to its math kernel, which keeps the h maps
       and h full-width outputs: on an H100 at the published size and batch 32, 328 ms and 41 GiB
-      per step against ``fused``'s 239 ms and 13 GiB (``benchmarks/README.md``).
+      per step against ``fused``'s 239 ms and 13 GiB (docs/performance.md).
     * ``fused``: :class:`~.kernels.SPAttention`, the combined map ``sum_h w_h A_h`` formed and applied
       to V once per chunk of sequences (one full-width product instead of h), keeping only ``q, k, x``,
       ``w`` and a dropout seed; backward recomputes the maps chunk by chunk and differentiates by hand
@@ -166,7 +166,7 @@ class SPEncoderLayer(nn.Module):
     ``x = LN(x + Drop(SP-MHA(x)))``, ``x = LN(x + Drop(FF(x)))`` with
     ``FF = Linear(d, d_ff) -> ReLU -> Drop -> Linear(d_ff, d)``; ``d_ff`` is a triangular number, so
     both maps are triangular maps between Sym spaces (Sec. 2.2). Our own layer, not a subclass of
-    ``nn.TransformerEncoderLayer``: torch's fused inference path would bypass SP-MHA (anchor 14c).
+    ``nn.TransformerEncoderLayer``: torch's fused inference path would bypass SP-MHA (eval, no_grad, even head count).
     """
 
     def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float = 0.1,
