@@ -46,3 +46,12 @@ def test_hand_computed_and_undefined_cases() -> None:
     res = only_neg.compute()
     assert math.isnan(float(res["sensitivity"])) and float(res["specificity"]) == 0.5
     assert not set(BINARY_KEYS) & set(build_metrics(3).keys())  # multiclass: not defined
+
+
+def test_detection_counts_a_score_equal_to_the_threshold_as_positive() -> None:
+    """``score >= threshold`` is positive: the threshold :func:`best_f1_threshold` returns is one of the scores, so
+    the window carrying it must be predicted positive."""
+    from biosig_lightning.metrics import threshold_metrics
+
+    got = threshold_metrics(torch.tensor([0.2, 0.5, 0.9]), torch.tensor([0, 1, 1]), 0.5)
+    assert (got["det_precision"], got["det_recall"], got["det_f1"], got["det_acc"]) == (1.0, 1.0, 1.0, 1.0)

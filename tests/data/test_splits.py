@@ -152,6 +152,30 @@ def test_stratified_kfold_and_val_are_class_balanced() -> None:
     assert all(c == {0: 4, 1: 3, 2: 3} for c in per_fold)
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize(("class_sizes", "n_folds"), [((5, 5, 5), 2), ((7, 4, 3), 4), ((3, 3, 3, 3), 5)])
+def test_stratified_kfold_folds_have_the_intended_sizes_and_balance(seed: int, class_sizes: tuple[int, ...],
+                                                                      n_folds: int) -> None:
+    """Round-robin dealing over the classes in turn: the k folds partition the subjects, their sizes differ
+    by at most one, and each class's subjects are spread over the folds with counts differing by at most one.
+    Odd class sizes make the deal's counter carry over from one class to the next (reset per class, the
+    first folds would collect every class's remainder)."""
+    subjects, labels = [], {}
+    for c, n in enumerate(class_sizes):
+        for _ in range(n):
+            s = 100 + len(subjects)
+            subjects.append(s)
+            labels[s] = c
+    tests = [split_subjects(subjects, SplitConfig(strategy="kfold", n_folds=n_folds, fold=f, seed=seed),
+                            subject_labels=labels)["test"] for f in range(n_folds)]
+    assert sorted(s for fold in tests for s in fold) == sorted(subjects)  # a partition
+    sizes = [len(fold) for fold in tests]
+    assert max(sizes) - min(sizes) <= 1, sizes
+    for c in range(len(class_sizes)):
+        per_fold = [sum(labels[s] == c for s in fold) for fold in tests]
+        assert max(per_fold) - min(per_fold) <= 1, (c, per_fold)
+
+
 def test_kfold_errors() -> None:
     with pytest.raises(SplitError, match=r"kfold fold 5 is out of range 0..4 \(n_folds=5\)"):
         SplitConfig(strategy="kfold", fold=5)

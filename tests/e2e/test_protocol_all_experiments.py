@@ -240,7 +240,7 @@ def test_report_has_a_row_and_cell_for_every_config(case: str, repeated: dict[st
 
     out = repeated[case]
     if isinstance(out, BaseException):
-        pytest.skip(f"{case}: its repeat failed (see test_repeat_runs_every_experiment_and_override)")
+        pytest.fail(f"{case}: its repeat failed, so the report cannot hold its row: {type(out).__name__}: {out}")
     res = json.loads((out / f"seed_{SEED}" / "results.json").read_text())
     rows = [r for r in reported["rows"] if (r["model"], r["variant"]) == (res["model"], res["variant"])]
     # exactly one row, not split by experiment: no other config lands in this model+variant+dataset cell

@@ -197,3 +197,15 @@ def test_lanczos_krylov_space_closing_early_is_exact_and_differentiable() -> Non
     torch.testing.assert_close(out, sg.exact_filter(lap, y, omega))
     out.sum().backward()
     assert torch.isfinite(omega.grad)
+
+
+def test_signed_laplacian_uses_the_absolute_degree_and_is_psd() -> None:
+    """``L^s = diag(|W| 1) - W`` (eq. 27): positive semi-definite for any signed ``W`` (the signed degree would
+    not be: a node with only negative edges gets a negative diagonal)."""
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(6, 6, generator=g, dtype=torch.float64)
+    w = (w + w.T) / 2
+    w.fill_diagonal_(0)
+    lap = sg.signed_laplacian(w)
+    torch.testing.assert_close(lap, torch.diag(w.abs().sum(1)) - w)
+    assert torch.linalg.eigvalsh(lap).min() > -1e-10

@@ -191,6 +191,18 @@ def test_alignment_loss_is_skipped_with_one_subject(method: str) -> None:
     loss, _, extra = task.training_loss(batch([4, 4, 4, 9, 9, 9]))
     assert extra["dg_loss"] > 0
     assert loss.item() == pytest.approx((extra["cls_loss"] + 0.05 * extra["dg_loss"]).item(), rel=1e-6)
+    # and it trains the features: in one forward pass (dropout off), the gradient of the loss minus that of its
+    # classification term is the gradient of 0.05 * aux, not zero
+    task.eval()
+    b = batch([4, 4, 4, 9, 9, 9])
+    loss, logits, extra = task.training_loss(b)
+    params = [p for p in task.backbone.parameters() if p.requires_grad]
+    total = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
+    cls = torch.nn.functional.cross_entropy(logits, b["y"], label_smoothing=task.hparams.label_smoothing)
+    cls_only = torch.autograd.grad(cls, params, allow_unused=True)
+    moved = sum(float((t - c).abs().sum()) for t, c in zip(total, cls_only, strict=True)
+                if t is not None and c is not None)
+    assert moved > 1e-8, "the alignment loss sends no gradient into the backbone"
 
 
 @pytest.mark.parametrize("fbam", [False, True])

@@ -113,3 +113,52 @@ def test_results_json_is_written_create_exclusive(tmp_path: Path) -> None:
         write_results_once(tmp_path, {"seed": 2})
     assert json.loads(first.read_text()) == {"seed": 1}
     assert json.loads((tmp_path / "results.1.json").read_text()) == {"seed": 2}
+
+
+@pytest.mark.parametrize("crash_in", ["fsync", "link"])
+def test_a_results_write_interrupted_before_its_rename_leaves_no_results_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crash_in: str) -> None:
+    """The bytes go to a temporary file in the run directory and only a complete file gets the name: a crash
+    after the data is written (``fsync``) or at the rename (``link``) leaves no ``results.json`` at all, no
+    temporary debris, and the retried write succeeds."""
+    import biosig_lightning.atomic_io as atomic_io
+    from biosig_lightning.runs.rundir import write_results_once
+
+    seen: list[str] = []
+    real = getattr(os, crash_in)
+
+    def crash(*args: object) -> None:
+        seen.append(str(args[0]))
+        raise OSError(5, f"injected crash in {crash_in}")
+
+    monkeypatch.setattr(atomic_io.os, crash_in, crash)
+    with pytest.raises(OSError, match="injected crash"):
+        write_results_once(tmp_path, {"seed": 1, "metrics": {"test/acc": 0.5}})
+    assert seen, f"the write never reached {crash_in}: results.json is not written through a temporary file"
+    if crash_in == "link":  # the complete temporary file that would have been renamed sits beside results.json
+        assert Path(seen[0]).parent == tmp_path and Path(seen[0]).name != "results.json"
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    monkeypatch.setattr(atomic_io.os, crash_in, real)
+    path = write_results_once(tmp_path, {"seed": 1})
+    assert json.loads(path.read_text()) == {"seed": 1} and sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
+
+
+def test_a_version_claim_never_takes_a_directory_another_process_just_created(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two processes list ``version_*`` at once and both pick ``version_0``; the one whose ``mkdir`` comes
+    second must move on to ``version_1``. Played deterministically: ``version_0`` already exists but the
+    listing this claim reads is the stale, empty one."""
+    from biosig_lightning.runs import rundir
+
+    (tmp_path / "version_0").mkdir()
+    (tmp_path / "version_0" / "marker").write_text("the other process's run")
+    monkeypatch.setattr(rundir, "_versions", lambda experiment_dir: [])
+    assert rundir.claim_new_version(tmp_path) == 1
+    assert (tmp_path / "version_1").is_dir() and (tmp_path / "version_0" / "marker").exists()
+
+
+def test_a_named_claim_reports_whether_this_call_created_the_directory(tmp_path: Path) -> None:
+    from biosig_lightning.runs.rundir import claim_named
+
+    assert claim_named(tmp_path / "version_7") is True
+    assert claim_named(tmp_path / "version_7") is False  # the second claimant did not create it

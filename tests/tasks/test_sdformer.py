@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -24,7 +25,7 @@ from biosig_lightning.tasks import SDFormerTask
 from biosig_lightning.tasks.classification import warmup_cosine
 from biosig_lightning.tasks.sdformer import learned_edge_density
 from tests.conftest import EXPERIMENTS
-from tests.helpers import state_hash
+from tests.helpers import assert_metrics_match_predictions, state_hash
 
 CORPORA = ("sleepedf", "chbmit", "ptbxl")
 BASELINES = ("patchtst", "transformer", "static_gnn", "cnn1d")
@@ -73,6 +74,17 @@ def cli_fit(capsys: pytest.CaptureFixture[str], configs: list[Path], *extra: str
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last.startswith("results: "), last
     return json.loads(Path(last.split("results: ", 1)[1]).read_text())
+
+
+def assert_scored(run_dir: Path, res: dict[str, Any]) -> None:
+    """``test/f1`` and ``test/auroc`` are those of the run's saved test predictions (scikit-learn), F1 is a
+    number, and AUROC is one whenever the scored windows hold two classes (the smoke runs' two test
+    batches of the Sleep-EDF stand-in can hold one stage only; macro AUROC is then undefined)."""
+    assert_metrics_match_predictions(run_dir)
+    with np.load(run_dir / "test_predictions.npz", allow_pickle=False) as z:
+        n_classes = len(np.unique(z["y"]))
+    assert math.isfinite(res["metrics"]["test/f1"])
+    assert math.isfinite(res["metrics"]["test/auroc"]) is (n_classes > 1), (n_classes, res["metrics"]["test/auroc"])
 
 
 def tiny_task(**kwargs: Any) -> SDFormerTask:
@@ -420,7 +432,9 @@ def test_sdformer_yaml_smoke_runs(in_tmp: Path, capsys: pytest.CaptureFixture[st
         res = cli_fit(capsys, [EXPERIMENTS / f"sdformer_{corpus}.yaml"], *TWO_PHASES)
     assert res["model"] == "SDFormer" and res["task"] == "SDFormerTask"
     assert res["dataset"].endswith("-synthetic") and res["epochs"] == 2
-    assert {"test/f1", "test/auroc", "test/edge_density"} <= res["metrics"].keys()
+    run_dir = (learned_run["root"] if corpus == "sleepedf" else Path.cwd()) / res["run_dir"]
+    assert_scored(run_dir, res)
+    assert math.isfinite(res["metrics"]["test/edge_density"])
     init = res["config"]["model"]["init_args"]
     assert init["backbone"]["init_args"]["band_pooling"] is POOLING[corpus]
     assert (init["lambda_recon"], init["lambda_dep"], init["lambda_dag"], init["lambda_sparse"]) == (
@@ -433,7 +447,7 @@ def test_baseline_yaml_smoke_runs(in_tmp: Path, capsys: pytest.CaptureFixture[st
     path = EXPERIMENTS / "sdformer" / "baselines" / f"{name}.yaml"
     res = cli_fit(capsys, [path])
     assert res["model"] == backbone_class(path) and res["task"] == "ClassificationTask"
-    assert {"test/f1", "test/auroc"} <= res["metrics"].keys()
+    assert_scored(Path.cwd() / res["run_dir"], res)
     assert res["monitor"] == MONITOR[name.rsplit("_", 1)[-1]]
     if name.startswith("static_gnn"):
         # the channel list in the YAML is the corpus's own (the distance graph needs it)

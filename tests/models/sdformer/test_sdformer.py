@@ -311,7 +311,9 @@ def test_forward_shapes_aux_terms_and_feature_head_split() -> None:
     assert out.sparse.item() == pytest.approx(adjacency.sum(dim=(1, 2)).mean().item())
     assert out.dag.item() == pytest.approx(notears_acyclicity(adjacency).mean().item(), rel=1e-5)
     assert torch.equal(out.token_mask, (adjacency + torch.eye(n_tokens)) > 0.5)
-    assert 0 < out.edge_density.item() < 1
+    # the fraction of the M (M - 1) off-diagonal pairs that are edges, counted on the returned graphs
+    assert out.edge_density.item() == pytest.approx(adjacency.sum().item() / (4 * n_tokens * (n_tokens - 1)))
+    assert 0 < adjacency.sum() < adjacency.numel() - 4 * n_tokens  # a graph that is neither empty nor full
     model.eval()
     with torch.no_grad():
         assert torch.allclose(model(x), model.head(model.forward_features(x)))

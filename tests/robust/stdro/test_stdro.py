@@ -174,6 +174,28 @@ def test_ascent_takes_input_gradients_only_and_restores_the_backbone(training: b
     assert t.backbone.training == training
 
 
+def test_inner_maximisation_ascends_the_lagrangian_of_an_asymmetric_covariate_weight() -> None:
+    """Each ascent step is ``X~ += eta d/dX~ (l - lambda c_w)`` with ``c_w``'s gradient taken by autograd of
+    eq. 2 itself, for ``A_t = W_t M_t`` with a random, non-symmetric ``M_t``: the closed form must use
+    ``A_t + A_t^T``, which differs from ``2 A_t`` exactly when ``A_t`` is not symmetric."""
+    t = task(ascent_steps=4, ascent_lr=0.3, penalty=0.7, w=random_spd_graphs())
+    g = torch.Generator().manual_seed(5)
+    t.m_weight = t.m_weight + 0.5 * torch.randn(t.m_weight.shape, generator=g)
+    a = t.covariate_weight()
+    assert not torch.allclose(a, a.transpose(-1, -2), atol=1e-2)  # the case the closed form must get right
+    b = toy_batch(8)
+    x = b["x"]
+    x_ref = x.clone()
+    for _ in range(4):
+        x_ref.requires_grad_(True)
+        objective = (F.cross_entropy(t.backbone(x_ref), b["y"], reduction="sum")
+                     - 0.7 * transport_cost(x_ref, x, a, t.bounds).sum())
+        (grad,) = torch.autograd.grad(objective, x_ref)
+        x_ref = (x_ref + 0.3 * grad).detach()
+    x_adv, _ = t.inner_maximisation(x, b["y"])
+    assert torch.allclose(x_adv, x_ref, atol=1e-5), (x_adv - x_ref).abs().max()
+
+
 def test_a_stiffer_cost_weight_moves_the_adversary_less() -> None:
     b = toy_batch(16)
     soft, _ = task(ascent_steps=5, ascent_lr=0.02).inner_maximisation(b["x"], b["y"])
