@@ -1,5 +1,5 @@
 """SPD preprocessing of one whole recording (8 h, 960 epochs, the synthetic MASS SS3 stand-in) with the
-numba Jacobi eigensolver (``features/jacobi.py``) against ``torch.linalg.eigh``: the keep-or-delete test.
+numba Jacobi eigensolver (``accel/jacobi.py``, ``features/jacobi.py`` before) against ``torch.linalg.eigh``: the keep-or-delete test.
 
 Alternating fresh processes (``jacobi``, ``eigh``, ``jacobi``, ...), ``--repeats`` of each, medians;
 the kernel is compiled (or loaded from numba's disk cache) before the timing. Both give the same tokens
@@ -24,9 +24,10 @@ import torch
 
 def one(variant: str, epochs: int, threads: int) -> dict:
     torch.set_num_threads(threads)
+    from biosig_lightning.accel import jacobi
     from biosig_lightning.data.corpora.mass_ss3 import MASSSS3
     from biosig_lightning.data.synthetic import SyntheticReader
-    from biosig_lightning.features import jacobi, spd
+    from biosig_lightning.features import spd
     if variant == "eigh":
         jacobi._numba = None
     else:  # compile (or load numba's disk cache) outside the timing

@@ -519,7 +519,7 @@ def main() -> None:
     configs = [c for c in args.configs if args.authors or not c.startswith("authors@")]
     if args.threads:  # the preprocessing runs in this process (ours chunks its batched eigh over the threads)
         torch.set_num_threads(args.threads)
-    from biosig_lightning.features import jacobi
+    from biosig_lightning.accel import jacobi
 
     # which eigendecomposition our preprocessing used: the numba Jacobi kernel (the 'fast' extra) or torch's
     # (BIOSIG_NUMBA=0 or numba absent)

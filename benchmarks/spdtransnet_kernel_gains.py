@@ -12,7 +12,11 @@ deleted after this measurement, so they exist only there); run it from an export
     git archive b0bf872 biosig_lightning | tar -x -C /tmp/pre && cp benchmarks/spdtransnet_kernel_gains.py /tmp/pre/
     cd /tmp/pre && python spdtransnet_kernel_gains.py --rounds 3 --out step_gains.json
 
-The kept ones (padded heads, numba map kernels) now live in :mod:`biosig_lightning.accel.spdtransnet`.
+The kept ones (padded heads, numba map kernels) now live in :mod:`biosig_lightning.accel.spdtransnet`;
+``--backend`` measures them there, on the current tree (the plain model against the same model switched
+to the backend, alternated step by step):
+
+    python benchmarks/spdtransnet_kernel_gains.py --backend --rounds 3 --out backend_gain.json
 Results: ``benchmarks/results/spdtransnet_kernels.json``.
 """
 from __future__ import annotations
@@ -84,8 +88,30 @@ class Switch:
         att.SPEncoderLayer.forward, att.SPMultiheadAttention.forward = layer_forward, mha_forward
 
 
+class BackendSwitch:
+    """``--backend``: the current tree's plain model against the same model switched to the CPU backend
+    (:func:`biosig_lightning.accel.enable_spdtransnet_cpu`), by turning its SP-MHA modules' class back and forth."""
+
+    variants = ("plain", "cpu_backend")
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        from biosig_lightning import accel
+        from biosig_lightning.accel import spdtransnet as cpu
+        from biosig_lightning.models.spdtransnet import SPMultiheadAttention
+
+        accel.enable_spdtransnet_cpu(model)
+        self.modules = [m for m in model.modules() if isinstance(m, SPMultiheadAttention)]
+        self.classes = {"plain": SPMultiheadAttention, "cpu_backend": cpu.CPUSPMultiheadAttention}
+
+    def set(self, on: str) -> None:
+        for m in self.modules:
+            m.__class__ = self.classes[on]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--backend", action="store_true",
+                    help="current tree: plain model against the CPU backend (accel.enable_spdtransnet_cpu)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--context", type=int, default=3)
@@ -98,16 +124,17 @@ def main() -> None:
     cfg = dict(d_model=351, tokens_per_epoch=10, intra_heads=9, intra_layers=a.intra_layers, inter_heads=3,
                inter_layers=a.inter_layers, d_ff=1035, fc_width=1035, dropout=0.1, pe="learnable")
     from biosig_lightning.models.spdtransnet import SPDTransNet
-    sw = Switch()
     torch.manual_seed(0)
     model = SPDTransNet(n_chans=a.context * 210, n_outputs=5, n_times=45, sfreq=256.0, **cfg)
+    sw = BackendSwitch(model) if a.backend else Switch()
+    variants = list(BackendSwitch.variants) if a.backend else VARIANTS
     x = torch.randn(a.batch, a.context * 210, 45)
     y = torch.randint(0, 5, (a.batch,))
     opt = torch.optim.Adam(model.parameters(), lr=5.8e-5, eps=1e-7, weight_decay=1e-5)
-    rows: dict[str, list] = {v: [] for v in VARIANTS}
+    rows: dict[str, list] = {v: [] for v in variants}
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     for r in range(a.rounds + 1):  # round 0: warm-up (numba compile, allocator, caches)
-        order = VARIANTS[r % len(VARIANTS):] + VARIANTS[:r % len(VARIANTS)]
+        order = variants[r % len(variants):] + variants[:r % len(variants)]
         for v in order:
             sw.set(v)
             load = open("/proc/loadavg").read().split()[0]
@@ -120,8 +147,8 @@ def main() -> None:
             print(r, v, f"{wall:.3f}s wall {cpu:.3f}s cpu load {load}", flush=True)
             if r > 0:
                 rows[v].append({"wall_s": round(wall, 4), "cpu_s": round(cpu, 4), "load1": float(load)})
-    med = {v: float(np.median([s["wall_s"] for s in rows[v]])) for v in VARIANTS}
-    med_cpu = {v: float(np.median([s["cpu_s"] for s in rows[v]])) for v in VARIANTS}
+    med = {v: float(np.median([s["wall_s"] for s in rows[v]])) for v in variants}
+    med_cpu = {v: float(np.median([s["cpu_s"] for s in rows[v]])) for v in variants}
     out = {"command": " ".join(["python", *sys.argv]), "started_utc": started,
            "finished_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "machine": f"{platform.node()}: {platform.processor() or platform.machine()}, "
@@ -129,8 +156,8 @@ def main() -> None:
            "torch": torch.__version__,
            "config": {**cfg, "batch": a.batch, "context_L": a.context, "threads": a.threads, "rounds": a.rounds},
            "median_step_wall_s": med, "median_step_cpu_s": med_cpu,
-           "gain_over_plain_wall": {v: round(med["plain"] / med[v], 3) for v in VARIANTS},
-           "gain_over_plain_cpu": {v: round(med_cpu["plain"] / med_cpu[v], 3) for v in VARIANTS},
+           "gain_over_plain_wall": {v: round(med["plain"] / med[v], 3) for v in variants},
+           "gain_over_plain_cpu": {v: round(med_cpu["plain"] / med_cpu[v], 3) for v in variants},
            "steps": rows}
     print(json.dumps({k: out[k] for k in ("gain_over_plain_wall", "gain_over_plain_cpu")}, indent=1))
     if a.out:

@@ -4,7 +4,9 @@ numba is the optional compiler of the CPU kernels (``pip install biosig-lightnin
 use it fall back to torch where it is absent or where ``BIOSIG_NUMBA=0`` is set in the environment,
 with the same results to round-off. Native bfloat16 decides whether ``bf16-mixed`` pays on a CPU.
 
-SPDTransNet's CPU training kernels (:mod:`biosig_lightning.accel.spdtransnet`) are switched on in one
+The kernels: :mod:`biosig_lightning.accel.jacobi` (the SPD preprocessing's batched eigendecompositions,
+used by :mod:`biosig_lightning.features.spd` whenever numba is there) and SPDTransNet's CPU training
+kernels (:mod:`biosig_lightning.accel.spdtransnet`, :mod:`biosig_lightning.accel.map_kernels`), switched on in one
 place, :func:`enable_spdtransnet_cpu` (the task's ``cpu_kernels: true``); the model itself is plain torch
 and never imports this package.
 """
