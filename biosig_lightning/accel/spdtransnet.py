@@ -3,8 +3,8 @@
 Switched on by :func:`enable` (:func:`biosig_lightning.accel.enable_spdtransnet_cpu`, the task's
 ``cpu_kernels: true``), which turns each :class:`~biosig_lightning.models.spdtransnet.SPMultiheadAttention`
 of a model into a :class:`CPUSPMultiheadAttention` (same parameters, same mathematics). Two changes,
-each kept because it shortened a whole CPU training step by at least 1.15x
-(``benchmarks/results/spdtransnet_kernels.json``); the plain model is the reference:
+each kept by a whole-training-step measurement (``benchmarks/results/spdtransnet_kernels.json``); the
+plain model is the reference:
 
 * **heads padded to a multiple of 8 columns**: q and k of each head get zero columns (the scores are
   the same); the CPU's products over 39-wide heads (d = 351, h = 9) run slower than over 40-wide ones.
