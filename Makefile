@@ -12,13 +12,14 @@ TEST_WORKERS ?= 2
 # training on 2 cores), on APAVA's stand-in; then a band-power logistic regression on the same split
 DEMO_EPOCHS ?= 3
 
-.PHONY: install demo test lint bench clean help
+.PHONY: install demo test lint docs bench clean help
 
 help:
 	@echo "make install   create $(VENV) and install biosig-lightning with its dev tools"
 	@echo "make demo      train BioFormer on APAVA's synthetic stand-in, print test metrics and the results path"
 	@echo "make test      run the whole test suite"
 	@echo "make lint      ruff"
+	@echo "make docs      build the documentation site strictly into site/ (mkdocs build --strict)"
 	@echo "make bench     loader and train-step throughput (benchmarks/)"
 
 install: $(STAMP)
@@ -26,7 +27,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install -e ".[dev]"
+	$(BIN)/python -m pip install -e ".[dev,docs]"
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -40,8 +41,11 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check biosig_lightning tests benchmarks
 
+docs: $(STAMP)
+	DISABLE_MKDOCS_2_WARNING=true NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf runs .pytest_cache .ruff_cache
+	rm -rf runs site .pytest_cache .ruff_cache

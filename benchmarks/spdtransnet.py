@@ -8,7 +8,7 @@ configuration ``VARIANT@BATCH`` in a fresh process so its peak RSS (``ru_maxrss`
 * ``authors``: their four blocks (``--authors PATH``, a local copy of github MathieuSeraphim/SPDTransNet,
   imported from that path at run time, never copied here), set up as their model's ``setup()`` does, with
   the torch-2 shims of :func:`authors_shims` (their model then has 18,605,204 parameters, 14,009,912 with
-  gradients, as the anchor note counts); input ``(B, 7, L, 30, 45)``.
+  gradients, as their code counts); input ``(B, 7, L, 30, 45)``.
 * ``ours``: the plain model, SP-MHA as ``impl="auto"`` picks (:class:`~biosig_lightning.models.spdtransnet.
   recompute.SPAttention`, the combined map formed chunk by chunk and recomputed in backward);
 * ``ours_cpu``: ``ours`` switched to the CPU backend (:func:`biosig_lightning.accel.enable_spdtransnet_cpu`:
@@ -74,7 +74,7 @@ def _authors_import(path: str, module: str):  # noqa: ANN202
 
 
 def authors_shims(path: str) -> None:
-    """Make the authors' model run under torch 2 (anchor note, item 14), by monkeypatching at import time.
+    """Make the authors' model run under torch 2 , by monkeypatching at import time.
 
     (a) ``TransformerEncoder`` passes ``is_causal`` to the layer and the layer to ``self_attn``; both of
     their forwards reject it: wrap them to drop it. (b) Their sublayer calls

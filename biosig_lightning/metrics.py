@@ -55,7 +55,7 @@ shares the binning code with the metric, so a reliability diagram and the logged
 Paper-specific metrics, opt-in per experiment (``ClassificationTask(eval_metrics=...)``), added to the
 keys above (which keep their meaning):
 
-* ``detection`` (binary seizure detection, the DCRNN reference's protocol that STDRO reports, stdro.txt
+* ``detection`` (binary seizure detection, the DCRNN reference's protocol that STDRO reports, STDRO paper
   Sec. 4.2): the decision threshold on the seizure probability is the one that maximises F1 along the
   validation set's precision-recall curve (:func:`best_f1_threshold`, thresholds whose F1 is undefined are
   skipped, ties go to the lowest threshold), and it is reused on test. Keys ``det_threshold``, ``det_f1``,

@@ -1,7 +1,7 @@
 """Forward-FLOP counting that sees every matmul, fused attention kernels included.
 
 ``biosig profile`` reports FLOPs as ``torch.utils.flop_counter`` counts them (two per
-multiply-add, attention matmuls included; ARCHITECTURE.md). Two fast paths hide work
+multiply-add, attention matmuls included; docs/architecture.md). Two fast paths hide work
 from that counter, so :func:`count_forward_flops` turns both off while it counts:
 
 * in eval mode ``nn.MultiheadAttention`` / ``F.scaled_dot_product_attention`` dispatch to

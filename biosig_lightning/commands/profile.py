@@ -1,6 +1,6 @@
 """``biosig profile --config X.yaml``: size, forward FLOPs and train-step speed of an experiment's model.
 
-Prints one JSON object (ARCHITECTURE.md, "Contracts"): ``params`` (trainable), ``flops_per_sample``
+Prints one JSON object (docs/architecture.md, "Contracts"): ``params`` (trainable), ``flops_per_sample``
 (:func:`~biosig_lightning.profiling.count_forward_flops`), ``train_step_ms`` (median of
 ``--steps`` timed steps after ``--warmup`` untimed ones), ``samples_per_s``, ``batch_size``, ``device``.
 """

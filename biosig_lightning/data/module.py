@@ -388,7 +388,7 @@ class BiosignalDataModule(LightningDataModule):
     def environments(self, k: int, seed: int = 0) -> dict[int, int]:
         """Environment (patient group) of each TRAINING patient: k-means over per-patient mean signals.
 
-        STDRO (stdro.txt Sec. 3.2.2, "we average the EEG signals of each single patient, and
+        STDRO (paper Sec. 3.2.2, "we average the EEG signals of each single patient, and
         conduct clustering algorithms on these averaged EEG signals"). Reading: each training
         patient is summarised by the mean of :meth:`environment_descriptor` over its training
         windows as the model sees them (normalised), the summaries are z-scored per dimension

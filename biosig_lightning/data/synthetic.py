@@ -42,7 +42,7 @@ How a window is made (everything is drawn in the rFFT domain, one FFT per window
      movement on anterior channels or a muscle burst on lateral ones) that is not a seizure.
 
 3. **Subject variability** (scaled by ``subject_drift``), after BioFormer's *spectral
-   drift* (bioformer.txt, Sec. 1 and Fig. 1): subjects share a label's spectral
+   drift* (BioFormer paper, Sec. 1 and Fig. 1): subjects share a label's spectral
    structure but differ by band-wise magnitude and phase shifts. Each subject gets a
    smooth random gain and phase response over log-frequency (shared across channels
    plus a per-channel part) applied to the rFFT of every window, a shift of all

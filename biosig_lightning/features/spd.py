@@ -440,7 +440,7 @@ def _logs_in_basis(inner: torch.Tensor, basis: torch.Tensor, mats: torch.Tensor,
     (A second-order expansion, ``- (P E - E P)_jk / (d_k - d_j)`` with ``P = log[D] o E``, error at most
     ``0.2 eta^3``, widens the radius in which ``eigh`` can be skipped from ``accuracy^(1/2)`` to
     ``accuracy^(1/3)``, but in torch's small-tensor operations it cost more than the ``eigh`` it saved
-    (4.5 s against 4.1 s for a recording's tokens): measured and dropped.)
+    for a recording's tokens; see docs/performance.md), so it was tried and dropped.
     """
     redo: torch.Tensor | slice = slice(None)
     logs = None

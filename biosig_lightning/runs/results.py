@@ -1,6 +1,6 @@
 """``results.json``: what a finished ``biosig fit`` leaves in its run directory, and its table.
 
-The keys other tools rely on (ARCHITECTURE.md, "Contracts"): ``model``, ``dataset``, ``seed``,
+The keys other tools rely on (docs/architecture.md, "Contracts"): ``model``, ``dataset``, ``seed``,
 ``metrics`` (``test/*``), ``subjects``, ``num_params``, ``fit_seconds``, ``best_checkpoint`` and the
 full resolved ``config``; plus the experiment and variant names ``biosig report`` groups rows by,
 and, where the task saved test predictions, the confusion matrix and reliability bins.

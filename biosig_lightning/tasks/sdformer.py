@@ -45,12 +45,8 @@ read as follows.
   (:meth:`~biosig_lightning.models.sdformer.SDFormer.freeze_graph`); the transformer and the
   head refine. *Why:* the structure is what phase 1 learns under the DAG and sparsity
   penalties; phase 2 drops those penalties, and a graph still trained there is trained by the
-  task alone. Measured on the stand-ins (6-epoch runs, 3 per phase), with the graph learning
-  on in phase 2 it turned dense and cyclic within three epochs: train density 0.25 -> 0.53
-  and ``h(A)`` 0.1 -> 1347 on Sleep-EDF, 0.007 -> 0.83 and 0.003 -> 2e9 on CHB-MIT, so a
-  phase-2 checkpoint could be selected with a graph that is neither sparse nor a DAG.
-  Freezing the inferencer alone was not enough: the tokens it reads kept changing, and on
-  CHB-MIT its graphs went from validation density 0.16 to 0.40 and ``h(A)`` to ~1e7. We read
+  task alone. On the stand-ins a graph still trained in phase 2 turned dense and cyclic, and
+  freezing the inferencer alone did not stop it (docs/papers/sdformer.md). We read
   "switches to classification-only refinement" as refining the classifier on the structure
   phase 1 learned, which is how the paper's introduction describes the protocol: it "separates
   structural representation learning from classifier refinement" (Sec. 1); the tokenizer is

@@ -1,4 +1,4 @@
-"""SPDTransNet's training recipe (authors' code, as the anchor note records it).
+"""SPDTransNet's training recipe (the authors' code, github MathieuSeraphim/SPDTransNet).
 
 Cross-entropy with label smoothing 0.1 on the central epoch; ``Adam(lr, betas=(0.9, 0.999), eps=1e-7,
 weight_decay=1e-5)`` (coupled L2); ``ExponentialLR(gamma=0.94)`` stepped every training epoch;

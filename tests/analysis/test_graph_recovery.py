@@ -61,7 +61,7 @@ def _learned_graph(coupling_edges: int) -> tuple[np.ndarray, np.ndarray, SDForme
         for idx in torch.randperm(len(x), generator=order).split(16):
             out = model.forward_with_aux(x[idx])
             # the paper's dep and dag weights; l1 at 0.003 instead of 0.01 (at 0.01 the l1 push on all
-            # 210 pairs empties the graph within an epoch: see the README's SD-Former section)
+            # 210 pairs empties the graph within an epoch: see docs/papers/sdformer.md)
             loss = 0.1 * out.dep + 0.5 * out.dag + 0.003 * out.sparse
             optimiser.zero_grad()
             loss.backward()

@@ -177,7 +177,7 @@ def test_table5_override_runs_and_changes_the_model(override: Path, in_tmp: Path
 
 
 @pytest.mark.parametrize("space,experiment", [("bioformer", "bioformer_apava"), ("sdformer", "sdformer_sleepedf"),
-                                              ("demo", "demo")])
+                                              ("demo", "overlays/demo")])
 def test_shipped_search_spaces_name_real_config_keys(space: str, experiment: str) -> None:
     from biosig_lightning.commands.tune import load_search_space, validate_space
 

@@ -1,6 +1,6 @@
 """STDRO + DCRNN learns on a TUSZ v1.5.2 corpus in the real format, tested on the ``dev`` folder's patients.
 
-Issue 13's acceptance: ``biosig fit`` with ``experiments/stdro_tusz.yaml`` (the STDRO recipe around
+Acceptance: ``biosig fit`` with ``experiments/stdro_tusz.yaml`` (the STDRO recipe around
 DCRNN with the distance graph, 12-s log|FFT| clips) on a tree of pyedflib EDFs with ``.tse`` /
 ``.tse_bi`` beside each (``tests/tusz_fixture.py``: seizure-like bursts with patient drift). Only
 the sizes shrink (16 units, 1 layer, m = 3 ascent steps, 8 epochs at lr 1e-2, batch 16), and checkpoints are

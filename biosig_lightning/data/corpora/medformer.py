@@ -54,7 +54,7 @@ PTBXL_CHANNELS = ("I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4",
 #: Shapes as the model sees them. Sources: BioFormer Table 1 and Appendix C.1 (channels, rates,
 #: 1 s windows, class counts), Medformer's preprocessing notebooks and README (T, class codes:
 #: APAVA 0 HC / 1 AD; ADFTD label_map C:0, F:1, A:2; PTB 0 HC / 1 MI; PTB-XL NORM, MI, STTC,
-#: CD, HYP), PTB's T = 300 (heartbeats zero-padded to 300 samples, anchor table).
+#: CD, HYP), PTB's T = 300 (heartbeats zero-padded to 300 samples, as Medformer's PTB loader does).
 APAVA = CorpusSpec(name="apava", ch_names=APAVA_CHANNELS, sfreq=256.0, n_times=256,
                    classes=("HC", "AD"), label_level="subject", modality="eeg")
 ADFTD = CorpusSpec(name="adftd", ch_names=ADFTD_CHANNELS, sfreq=256.0, n_times=256,
@@ -94,7 +94,7 @@ REAL_SCALE: dict[str, tuple[int, int]] = {
 #: real corpus's scale (:data:`REAL_SCALE`). Subjects are scaled down where the split allows it,
 #: windows per subject are kept within a factor of three of the real corpus's, so a model sees a
 #: subject as often as it would on the real data (a stand-in of 12 windows per subject, the old
-#: APAVA default, is too small for any of the Table 3 backbones to learn from, README).
+#: APAVA default, is too small for any of the Table 3 backbones to learn from).
 #:
 #: =========  ======================  ==========================  =====================================
 #: corpus     stand-in (subjects x    real (subjects, windows     why the subjects
@@ -111,30 +111,15 @@ REAL_SCALE: dict[str, tuple[int, int]] = {
 #:
 #: APAVA's class signal and drift (``band_gain_drift``, ``class_separation``). The class signal
 #: of AD EEG is slowing, power moving from the alpha rhythm to theta, and on the real corpus it
-#: survives subject drift: every BioFormer Table 2 model is well above chance on APAVA's fixed
-#: split (Transformer F1 0.74, BioFormer ~0.8), and the subjects stay recognisable (Table 4:
-#: subject F1 ~0.9 from frozen features). At the generator's defaults the stand-in did not
-#: behave like that:
-#:
-#: * its subjects' band-wise gain drift was as large as the class effect: Cohen's d of the
-#:   subjects' mean log theta/alpha power between classes 2.4-3.8 over seeds 0-2, and a log
-#:   band-power logistic regression trained on the 15 training subjects scored 0.66-0.96 test F1
-#:   (whole subjects read as the other class). ``band_gain_drift: 0.5`` halves that drift alone
-#:   (d 4.3-6.2, regression 0.87-0.98); the other drifts (phase response, channel mixing, offsets,
-#:   scale, background exponent, the subject's fingerprint oscillation, individual alpha
-#:   frequency) are unchanged, so a model can still tell subjects apart;
-#: * its class peak (6x the 1/f background at the peak centre) was too weak a share of each
-#:   z-scored window for a Transformer trained from scratch at the paper's Adam 1e-4: BioFormer,
-#:   ours and the authors' code alike, fitted the training subjects (train accuracy 0.88 after two
-#:   epochs) while validation stayed at chance (val AUROC 0.45-0.51, benchmarks/bioformer_parity.md),
-#:   even where the regression scored 0.96. ``class_separation: 3`` (peak 54x the background, the
-#:   order of a resting alpha peak over the aperiodic floor) is what a small BioFormer needed to learn
-#:   in a few epochs (val AUROC 0.92 after 4 epochs, against 0.71 at 2 and 0.52 at 1).
-#:
-#: With both, the regression scores 1.0 on validation and test, as it did on the APAVA-layout
-#: corpus of issue 18 (section 1), where the authors' code reached test F1 0.9975 in 8
-#: epochs. ADFTD gets the halved band-gain drift but keeps the default class strength (its paper
-#: scores are near chance for every model: F1 ~0.5 for three classes).
+#: survives subject drift (every BioFormer Table 2 model is well above chance on APAVA's fixed
+#: split) while the subjects stay recognisable (Table 4). At the generator's defaults the
+#: stand-in's band-wise gain drift was as large as the class effect and its class peak too weak
+#: for a Transformer trained from scratch at Adam 1e-4, so ``band_gain_drift: 0.5`` halves that
+#: drift alone (every other drift is unchanged, so subjects stay distinguishable) and
+#: ``class_separation: 3`` puts the class peak at the order of a resting alpha peak over the
+#: aperiodic floor. The measurements behind both are in docs/results/apava_standin_design.json.
+#: ADFTD gets the halved band-gain drift but keeps the default class strength (its paper scores
+#: are near chance for every model: F1 ~0.5 for three classes).
 SYNTHETIC_DEFAULTS: dict[str, dict[str, Any]] = {
     "apava": {"n_subjects": 23, "windows_per_subject": 90, "signal": "bands", "band_gain_drift": 0.5,
               "class_separation": 3.0},

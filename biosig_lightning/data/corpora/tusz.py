@@ -24,7 +24,7 @@ Annotation formats (parsed strictly; a malformed line is an error naming file an
                         FP1-F7,36.8868,183.3055,cpsz,1.0000      (.csv: one row per channel)
 
 Preprocessing follows the DCRNN reference (Tang et al. 2022, ``tsy935/eeg-gnn-ssl``),
-which STDRO builds on (stdro.txt, Appendix D):
+which STDRO builds on (STDRO paper, Appendix D):
 
 * **Channels**: the 19 of :data:`CHANNELS` in that order, matched on the EDF label cut at
   its first ``-`` and upper-cased, so ``EEG FP1-REF`` (AR montage) and ``EEG FP1-LE`` (LE
@@ -42,7 +42,7 @@ which STDRO builds on (stdro.txt, Appendix D):
   the ``.tse`` / ``.csv``, starting 2 s before onset but not before the previous seizure's
   end plus one sample, ending at the earlier of ``start + clip_seconds`` and the seizure
   end; shorter clips are zero-padded to ``clip_seconds`` (the reference pads after
-  standardisation; the DataModule restores that). Classes (stdro.txt Sec. 4.1, the
+  standardisation; the DataModule restores that). Classes (STDRO paper Sec. 4.1, the
   reference's four-class file markers): CF = fnsz, spsz, cpsz; GN = gnsz; AB = absz;
   CT = tnsz, tcsz. mysz is dropped, and so are the types the reference never uses (cnsz,
   atsz, nesz); every seizure still bounds the next one's start.

@@ -52,7 +52,7 @@ class CHBMITDataModule(BiosignalDataModule):
         return dict(SYNTHETIC_DEFAULTS)
 
 
-#: STDRO's CHB-MIT protocol (stdro.txt Appendix D, after REST, Afzal et al. 2024): 18 training,
+#: STDRO's CHB-MIT protocol (STDRO paper, Appendix D, after REST, Afzal et al. 2024): 18 training,
 #: 3 validation and 3 test cases. REST's lists are not public; these were drawn once with
 #: ``numpy.random.default_rng(0).permutation`` over the 21 cases other than chb01/chb21 (one
 #: child, kept together in train) and chb12 (its referential files lack most of the bipolar set,

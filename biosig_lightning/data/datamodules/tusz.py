@@ -39,7 +39,7 @@ class PaddedWindowDataset(WindowDataset):
 
 
 class TUSZDataModule(SpectralDataModule):
-    """TUSZ for STDRO / DCRNN (stdro.txt Sec. 4.1 and Appendix D; the DCRNN reference's pipeline).
+    """TUSZ for STDRO / DCRNN (STDRO paper, Sec. 4.1 and Appendix D; the DCRNN reference's pipeline).
 
     Protocol:
 

@@ -268,7 +268,7 @@ _MEDFORMER_LONG = (2, 4, 8, 8, 16, 16, 16, 16, 32, 32, 32, 32, 32, 32, 32, 32)
         "adftd": {"patch_lens": _MEDFORMER_LONG, "augmentations": ["drop0.5"]},
         "ptbxl_medformer": {"patch_lens": _MEDFORMER_LONG, "augmentations": ["jitter0.2", "scale0.2", "drop0.5"]},
     },
-    # The authors' count at APAVA for the paper-reproduction commit 446275f (anchors/bioformer.md, item 11);
+    # The authors' count at APAVA for the paper-reproduction commit 446275f (github DL4mHealth/Medformer, its README's reproduction commit);
     # BioFormer Table 13 lists it as 7.41 M. (Repository HEAD, variant="head": 7,240,834.)
     param_pins={"apava": 7_414_914},
     test_kwargs={"d_model": 16, "n_heads": 2, "e_layers": 1, "d_ff": 32, "patch_lens": [16, 32, 32]},

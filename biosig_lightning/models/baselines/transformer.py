@@ -94,7 +94,7 @@ _SDFORMER = {"patch_len": 16, "norm_first": True}
     kwargs={"apava": _TSLIB, "adftd": _TSLIB, "ptbxl_medformer": _TSLIB,
             "sleepedf": _SDFORMER, "chbmit": _SDFORMER, "ptbxl": _SDFORMER},
     param_pins={
-        # BioFormer's authors' code (anchors/bioformer.md) reports 867,330 at APAVA; 512 of those are
+        # BioFormer's authors' code (github NKU-EmbeddedSystem/BioFormer) reports 867,330 at APAVA; 512 of those are
         # an unused 4 x 128 calendar-feature embedding, which this class does not build.
         "apava": 867_330 - 512,
         # SD-Former Table 5 gives "1.4 M" (rounded; no public code). Exact count of this class at the

@@ -37,7 +37,7 @@ __all__ = ["AUTHORS_BIOFORMER", "BIT_PARITY_ONLY", "BioFormer"]
 Mixer = Literal["fbam", "tsam", "none"]
 DEFAULT_AUGMENTATIONS = ("jitter", "scale", "dropout", "identity")
 
-#: The authors' operator set (their public code, anchors/bioformer.md 1.2-1.3): FBAM's
+#: The authors' operator set (github NKU-EmbeddedSystem/BioFormer, ``layers/BioFormer_EncDec.py``): FBAM's
 #: (:data:`AUTHORS_FBAM`) plus the FFN residual ``LN2(a + f)``. The training-loop part of their
 #: code (grad-norm clip 4.0, early-stopping ``min_delta`` 1e-5) lives in the YAMLs.
 AUTHORS_BIOFORMER: dict[str, object] = {**AUTHORS_FBAM, "ffn_residual": "raw"}
@@ -48,7 +48,7 @@ BIT_PARITY_ONLY: tuple[str, ...] = ()
 
 
 @register_backbone(
-    # experiments/bioformer_<corpus>.yaml: per-corpus settings of the authors' runs (anchors/bioformer.md, 1.7)
+    # experiments/bioformer_<corpus>.yaml: per-corpus settings of the authors' runs (NKU-EmbeddedSystem/BioFormer, ``experiments.ipynb``)
     shapes=["apava", "adftd", "ptb", "ptbxl_medformer", "bci2a", "bci2b"],
     kwargs={
         "apava": {"kernel_mode": "sample", "augmentations": ["scale0.1", "drop0.25"]},
@@ -59,7 +59,7 @@ BIT_PARITY_ONLY: tuple[str, ...] = ()
         "bci2a": {"kernel_mode": "batch", "augmentations": ["scale0.1", "drop0.25"]},
         "bci2b": {"kernel_mode": "sample", "augmentations": ["scale0.1", "drop0.25"]},
     },
-    # The authors' code has 1,364,454 trainable parameters at APAVA (anchors/bioformer.md, 1.6;
+    # The authors' code has 1,364,454 trainable parameters at APAVA (NKU-EmbeddedSystem/BioFormer with its APAVA flags;
     # BioFormer Table 13: 1.36 M); ours has 6 fewer, the authors' per-FBAM gain scalars gamma, which
     # exist here only with gain_mode="offset" (tests/models/bioformer/test_bioformer.py pins that count too).
     param_pins={"apava": 1_364_454 - 6},

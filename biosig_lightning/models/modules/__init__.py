@@ -1,4 +1,4 @@
-"""Blocks used by more than one model (ARCHITECTURE.md, ``models/modules/``).
+"""Blocks used by more than one model (docs/architecture.md, ``models/modules/``).
 
 * :mod:`.alignment` / :mod:`.bands`: BioFormer's FBAM and TSAM with their band controller and
   band layout (inserted into the Table 3 baselines as "+FBAM").

@@ -18,7 +18,7 @@ tasks in the paper). ``"batch"``: the kernels are averaged over the batch and sh
 (multi-class tasks). ``eval_kernel`` says what the batch-shared kernel is at inference:
 ``"batch"`` (default) is what the paper states and the authors' code does, the average over
 the batch being evaluated, in eval mode too, so a test sample's logits depend on its
-batch-mates (anchors/bioformer.md, 5.1: up to 0.019 in logits between batch 8 and batch 1).
+batch-mates (github NKU-EmbeddedSystem/BioFormer, ``layers/BioFormer_EncDec.py``, ``FreqBandAlign``, for more than two classes).
 ``"running"`` is our option, not in the paper or the code: a BatchNorm-like inference rule,
 with an exponential running average of the batch-shared kernel per sequence and band kept in
 training (``running_kernel``, momentum ``kernel_momentum``; ``None`` = cumulative average)
@@ -26,7 +26,7 @@ and used in eval mode, so that a prediction never depends on the rest of its bat
 when test batches are small or mixed across subjects). Gains and phases are always per
 sample, as in the authors' code.
 
-The authors' operator set (their public code, anchors/bioformer.md 1.3) is
+The authors' operator set (github NKU-EmbeddedSystem/BioFormer, ``FreqBandAlign``) is
 :data:`AUTHORS_FBAM`; the paper's equations are the constructor defaults.
 """
 
@@ -66,7 +66,7 @@ BandAttention = Literal["cross", "self", "static"]
 DESCRIPTORS = ("mean", "std", "max", "energy", "argmax")
 
 #: Every FBAM setting in which the authors' public code departs from the paper's equations
-#: (anchors/bioformer.md 1.3): phase angle scaled ``theta -> (1 + beta) theta``; gain
+#: (github NKU-EmbeddedSystem/BioFormer, ``FreqBandAlign``): phase angle scaled ``theta -> (1 + beta) theta``; gain
 #: ``clamp(1 + gamma 0.5 tanh(.), 0.5, 1.5)`` with learnable ``gamma``; magnitude update clamped
 #: to ``+-0.5 A``; band tokens initialised to zero; batch-averaged kernel at eval (K > 2); and
 #: their ``eps`` placement (``A = |Z| + eps``, :data:`EpsMode`), a 1e-6-level difference that

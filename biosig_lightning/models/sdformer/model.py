@@ -94,10 +94,7 @@ Pipeline (``x`` of shape ``(B, C, T)``):
      spectral dynamics predict the child's and weighs against the l1 term: with the paper's
      weights a first parent pays off when ``|r| > 0.45``. The targets are input features,
      not learned embeddings, so the term cannot be lowered by collapsing the
-     representation. (Our first reading predicted ``z_i`` by the unscaled parents' mean,
-     ``1/2 ||z_i - mean z_pa||^2 / F``; one parent then costs ``1 - r`` against ``1/2``
-     without, so every edge with ``r < 0.5`` was penalised and the term added sparsity
-     pressure instead of rewarding predictive edges.)
+     representation.
    * ``dag``: NOTEARS acyclicity ``h(A) = tr(exp(A)) - M`` (Zheng et al., 2018; ``A o A = A``
      for a 0/1 graph) of the hard per-sample graph, batch mean (:func:`notears_acyclicity`
      with ``square=False``); zero exactly when the graph used for masking is a DAG.
@@ -111,9 +108,7 @@ Pipeline (``x`` of shape ``(B, C, T)``):
    ``sparse`` (``1`` per edge, present or absent; ``|a|`` would give absent edges ``0``),
    to first order for ``dag`` (``exp(A)_ji``, positive iff switching the edge on would close
    a cycle; NOTEARS's ``A o A`` gives absent edges ``0``, so cycles could only be removed
-   after they form). Measured on the stand-ins (6 epochs, 3 per phase) with these choices the
-   selected Sleep-EDF graph is sparse and acyclic (validation density 0.12, ``h = 0``); the
-   old readings gave dense cyclic phase-2 graphs (``h`` up to 2e9 on CHB-MIT).
+   after they form).
 6. **Graph controls** (``graph``): ``"learned"`` is SD-Former. ``"full"`` attends densely
    (the transformer with SD-Former's tokenizer and decoder). ``"none"`` keeps only the
    diagonal (no token sees another). ``"random"`` is the matched-sparsity control the
@@ -128,29 +123,9 @@ Pipeline (``x`` of shape ``(B, C, T)``):
    built and ``dep``, ``dag`` and ``sparse`` are returned as zeros (constants with no
    gradient).
 
-Size (Sec. 7.5 / Table 5: ~1.8 M on Sleep-EDF, 2.4 M on PTB-XL, 3.1 M on CHB-MIT; edge MLP
-~0.13 M, decoder ~0.26 M). Shared by both tokenizers: backbone 6 x 198,272 + 256 (final
-LayerNorm); edge MLP 132,097; light encoder 99,840; head ``129 n_outputs``. Per channel-band
-token, the tokenizer's MLP has ``in x 64 + 64 + 64 x 128 + 128`` parameters: 8,512 with the
-summary (``in = 2``), 12,480 with the trajectory (``in = F = 64``). The decoder is 263,810
-(summary: its last layer outputs 2 numbers) or 271,808 (trajectory: 64). Totals:
-
-=========  ======  ==========  ==========  =========
-corpus     tokens  summary     trajectory  Table 5
-=========  ======  ==========  ==========  =========
-Sleep-EDF      10  1,771,400   1,819,078   ~1.8 M
-PTB-XL         60  2,197,000   2,443,078   ~2.4 M
-CHB-MIT       115  2,664,773   3,129,091   ~3.1 M
-=========  ======  ==========  ==========  =========
-
-The trajectory tokenizer is within 2 % of every paper count (its defaults, ``stft_frames = 64``,
-``token_hidden = 64``, were chosen to meet them: the per-token cost the paper's growth
-implies, 0.6 M for 50 more tokens and 0.7 M for 55 more, is ~12 k). The summary tokenizer is
-1.6 %, 8.5 % and 14 % below: the whole difference sits in the tokenizer's per-pair first
-layer (``62 x 64 = 3,968`` fewer weights per token, 46 % of the trajectory model on CHB-MIT
-is tokenizer) and the decoder's output layer (7,998 fewer). Matching Table 5 with a summary
-would need ``token_hidden = 96`` (12,704 per token: 1.81 M, 2.45 M, 3.15 M); we keep 64, the trajectory's width,
-since the paper gives no width and calls the MLP small.
+Size (Sec. 7.5 / Table 5: ~1.8 M on Sleep-EDF, 2.4 M on PTB-XL, 3.1 M on CHB-MIT). The exact
+counts per corpus and tokenizer, and where they differ from the paper's, are in
+docs/papers/sdformer.md (``python benchmarks/sdformer_param_counts.py``).
 """
 
 from __future__ import annotations
@@ -580,18 +555,8 @@ class SDFormer(BiosignalModel):
             straight-through gradient near its maximum; edges are then switched on by the
             task gradient and the dependency loss. With 0 the initial density is a coin
             flip of the initialisation (we saw 0.22 and 0.75), and a dense 23-node
-            start has ``h(A) ~ 2e8``. Measured on the stand-ins (3 phase-1 epochs; trajectory
-            tokenizer, before the planted graphs), the
-            graph leaves the empty start within one or two epochs: on Sleep-EDF (10
-            band nodes, weakly correlated spectra) the task gradient drives it, with or
-            without ``dep`` (validation density ~0.1-0.13); on CHB-MIT (23 channel nodes
-            with strongly correlated spectra) ``dep`` does (density ~0.05-0.18, none
-            without ``dep``). A start at -0.5 behaved the same. An empty selected graph
-            still happens when the monitor peaks at the first epoch (the CHB-MIT
-            stand-in reaches validation AUROC 1.0 in epoch 0), and on a harder CHB-MIT
-            stand-in the task gradient kept the graph empty from either start. On the graph
-            terms alone at the paper's weights (l1 0.01) the start empties completely within an
-            epoch and the edge probabilities saturate (README, SD-Former: planted-graph recovery).
+            start has ``h(A) ~ 2e8``.
+            How the graph leaves the empty start on the stand-ins: docs/papers/sdformer.md.
 
     ``forward(x)`` returns logits ``(B, n_outputs)``; ``forward_with_aux(x)`` returns an
     :class:`SDFormerOutput`; ``forward_features(x)`` the pooled ``(B, feature_dim)``

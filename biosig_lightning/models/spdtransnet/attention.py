@@ -45,7 +45,8 @@ class SPMultiheadAttention(nn.Module):
       ``scaled_dot_product_attention`` with queries/keys of width ``d/h`` and the full-width value
       ``V`` (shared, expanded without a copy), and the h outputs are summed with ``w``. With a value
       width unlike the key width (351 against 39) torch falls back to its math kernel, which keeps the
-      h maps and h full-width outputs for backward.
+      h maps and h full-width outputs for backward (more time and memory than ``fused`` on a GPU,
+      docs/performance.md).
     * ``recompute``: the combined map formed by plain autograd ops inside ``torch.utils.checkpoint``
       (the forward is run twice, so its dropout masks are drawn twice); kept as a reference.
 
@@ -155,7 +156,7 @@ class SPEncoderLayer(nn.Module):
     ``x = LN(x + Drop(SP-MHA(x)))``, ``x = LN(x + Drop(FF(x)))`` with
     ``FF = Linear(d, d_ff) -> ReLU -> Drop -> Linear(d_ff, d)``; ``d_ff`` is a triangular number, so
     both maps are triangular maps between Sym spaces (Sec. 2.2). Our own layer, not a subclass of
-    ``nn.TransformerEncoderLayer``: torch's fused inference path would bypass SP-MHA.
+    ``nn.TransformerEncoderLayer``: torch's fused inference path would bypass SP-MHA (eval, no_grad, even head count).
     """
 
     def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float = 0.1,

@@ -40,7 +40,7 @@ Reading (schedule, Appendix C): Algorithm 1's outer loop runs ``N`` times and it
 is an epoch and M is updated once every ``N_theta`` epochs, ``N`` times in all. The paper uses
 the same letter for the number of periods (4); ``n_outer`` defaults to ``n_periods`` and
 ``n_theta`` to ``max_epochs // n_outer``. ``n_theta_unit: step`` instead counts optimiser
-steps (an M step every ``n_theta`` theta steps, the anchor note's reading).
+steps (an M step every ``n_theta`` theta steps, our reading).
 
 Reading (hypergradient, eq. 6-8 and Appendix B): chaining eq. 10 (theta moves by
 ``-eps_theta grad_theta l(theta^i; X~^i)`` at every theta step ``i`` of the block) with eq. 11

@@ -61,7 +61,7 @@ def test_iitnet_folds_partition_the_62_recordings() -> None:
     for f in FOLDS:
         assert (len(f["train"]), len(f["val"]), len(f["test"])) == (50, 10, 2)
         assert set(f["train"]) | set(f["val"]) | set(f["test"]) == set(SUBJECTS)
-    assert FOLDS[11]["test"] == (29, 47)  # anchor: fold 11 = subjects 29 and 47
+    assert FOLDS[11]["test"] == (29, 47)  # IITNet's fold lists: fold 11 = subjects 29 and 47
 
 
 def test_context_windows_never_cross_a_gap() -> None:

@@ -1,5 +1,5 @@
 """The Medformer-family stand-ins (APAVA, ADFTD, PTB, PTB-XL): realistic scale, and a class signal
-that survives subject drift the way the real corpora's does (issue 18, section 5).
+that survives subject drift the way the real corpora's does (docs/corpora.md).
 
 Real APAVA is learnable across subjects (BioFormer Table 2: F1 ~0.8 on the fixed split); a stand-in
 whose subject drift is as large as its class effect is not a stand-in for it. The checks are cheap

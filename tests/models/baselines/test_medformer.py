@@ -27,7 +27,7 @@ def tiny_medformer(**kw: object) -> Medformer:
 
 
 def test_medformer_apava_parameter_counts_match_the_authors() -> None:
-    # Authors' code, APAVA configuration (anchors/bioformer.md): HEAD 7,240,834, paper commit 7,414,914.
+    # Authors' code, APAVA configuration (github DL4mHealth/Medformer): HEAD 7,240,834, paper commit 7,414,914.
     head = Medformer(**APAVA, variant="head")
     assert count_parameters(head) == 7_240_834
     assert abs(count_parameters(head) - 7_240_834) <= 0.02 * 7_240_834

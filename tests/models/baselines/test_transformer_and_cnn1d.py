@@ -205,7 +205,7 @@ def test_transformer_parameter_count_at_sdformer_sizes(n_chans, n_times, n_outpu
 
 def test_transformer_tslib_configuration_matches_authors_count() -> None:
     # BioFormer's TSLib Transformer at APAVA's shape holds 867,330 parameters, 512 of which
-    # are an unused calendar-feature embedding (shared/anchors/bioformer.md).
+    # are an unused calendar-feature embedding (github NKU-EmbeddedSystem/BioFormer).
     model = TransformerClassifier(
         n_chans=16,
         n_outputs=2,

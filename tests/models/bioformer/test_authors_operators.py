@@ -1,6 +1,6 @@
-"""BioFormer's authors' operator set, checked against the formulas of anchors/bioformer.md.
+"""BioFormer's authors' operator set, checked against the formulas of the authors' code (github NKU-EmbeddedSystem/BioFormer).
 
-The reference below is written from the anchor note's prose (sections 1.2-1.3), band by band and
+The reference below is written from the authors' ``layers/BioFormer_EncDec.py`` (NKU-EmbeddedSystem/BioFormer), band by band and
 branch by branch with explicit loops, independently of the vectorised FBAM of
 ``biosig_lightning.models.modules.alignment``; the two must agree to float tolerance.
 """
@@ -29,7 +29,7 @@ def _head(head: nn.Sequential, o: torch.Tensor) -> torch.Tensor:
 
 
 def _reference_branch(fbam: FBAM, x: torch.Tensor, batch_kernel: bool) -> torch.Tensor:
-    """Anchor 1.3, steps 1-8, for one branch ``x`` (B, P, D)."""
+    """The authors' ``FreqBandAlign``, steps 1-8, for one branch ``x`` (B, P, D)."""
     ctl = fbam.controller
     b, p, d = x.shape
     z = torch.fft.rfft(x.permute(0, 2, 1), dim=-1, norm="ortho")  # (B, D, P/2+1)
@@ -78,7 +78,7 @@ def _reference_branch(fbam: FBAM, x: torch.Tensor, batch_kernel: bool) -> torch.
 
 
 @pytest.mark.parametrize("kernel_mode", ["sample", "batch"])
-def test_fbam_authors_mode_matches_the_anchor_formulas(kernel_mode: str) -> None:
+def test_fbam_authors_mode_matches_the_authors_formulas(kernel_mode: str) -> None:
     """In float64, to 1e-10: eps-level departures (the authors' ``A = |Z| + eps``, their kernel
     renormalisation by ``sum + eps``) change the output by ~1e-6 and fail this, as they should:
     the authors' scaled phase is discontinuous, so eps-level differences do not stay eps-level

@@ -54,7 +54,7 @@ def test_apava_shapes_params_and_interfaces() -> None:
     # Exact value of this implementation: the authors' count minus their 6 FBAM gamma scalars.
     assert n_params == AUTHORS_APAVA_PARAMS - 6
     assert count_parameters(BioFormer(**APAVA, gain_mode="offset")) == AUTHORS_APAVA_PARAMS
-    # The authors' uniform band edges per branch (anchor, measured): [0,10,21,32,42,53,64] ...
+    # The authors' uniform band edges per branch (measured on NKU-EmbeddedSystem/BioFormer): [0,10,21,32,42,53,64] ...
     assert model.mixers[0].band_edges == [
         [0, 10, 21, 32, 42, 53, 64],
         [0, 5, 10, 16, 21, 26, 32],
@@ -81,7 +81,7 @@ def test_apava_forward_flops_close_to_authors() -> None:
     counter = FlopCounterMode(display=False)
     with counter:
         model(torch.randn(1, 16, 256))
-    # Authors' code: 0.481 GFLOP per sample with this counter (anchor); FFTs are not counted.
+    # Authors' code: 0.481 GFLOP per sample with this counter (measured on the authors' code); FFTs are not counted.
     assert 0.45e9 < counter.get_total_flops() < 0.53e9
 
 
