@@ -9,8 +9,10 @@ configuration ``VARIANT@BATCH`` in a fresh process so its peak RSS (``ru_maxrss`
   imported from that path at run time, never copied here), set up as their model's ``setup()`` does, with
   the torch-2 shims of :func:`authors_shims` (their model then has 18,605,204 parameters, 14,009,912 with
   gradients, as their code counts); input ``(B, 7, L, 30, 45)``.
-* ``ours``: SP-MHA as ``impl="auto"`` picks (:class:`~biosig_lightning.models.spdtransnet.kernels.
-  SPAttention`, the combined map formed chunk by chunk and recomputed in backward);
+* ``ours``: the plain model, SP-MHA as ``impl="auto"`` picks (:class:`~biosig_lightning.models.spdtransnet.
+  recompute.SPAttention`, the combined map formed chunk by chunk and recomputed in backward);
+* ``ours_cpu``: ``ours`` switched to the CPU backend (:func:`biosig_lightning.accel.enable_spdtransnet_cpu`:
+  padded heads, numba map kernels), what ``cpu_kernels: true`` trains with;
 * ``ours_ckpt``: ``ours`` with ``checkpoint_layers=True`` (each encoder layer recomputed in backward);
 * ``ours_bf16`` / ``ours_ckpt_bf16``: the same under ``torch.autocast(bfloat16)`` (mixed precision: float32
   weights, Adam and loss; the linear maps in bfloat16 with float32 accumulation; SP-MHA's maps, softmax
@@ -147,7 +149,7 @@ def _cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
-_IMPLS = {"ours": "auto", "sdpa": "sdpa", "fused": "fused", "recompute": "recompute", "stored_maps": "recompute"}
+_IMPLS = {"ours": "auto", "ours_cpu": "auto", "sdpa": "sdpa", "fused": "fused", "recompute": "recompute", "stored_maps": "recompute"}
 
 
 def parse_variant(variant: str) -> tuple[str, bool, bool]:
@@ -177,6 +179,10 @@ def build(variant: str, context: int = 21, authors: str | None = None, device: s
         SPMultiheadAttention.forward = _stored_maps_forward
     model = SPDTransNet(n_chans=context * 210, n_outputs=5, n_times=45, sfreq=256.0, attention_impl=_IMPLS[base],
                         checkpoint_layers=ckpt, **{**BEST, **(cfg or {})}).to(device)
+    if base == "ours_cpu" and device == "cpu":
+        from biosig_lightning import accel
+
+        accel.enable_spdtransnet_cpu(model)
     return model, (context * 210, 45)
 
 
@@ -230,12 +236,14 @@ def train_step(variant: str, batch: int, steps: int, context: int = 21, authors:
 
 
 def _map_kernels_in_use(variant: str, device: str) -> str | None:
-    """Which SP-MHA map kernels our CPU step used: ``numba`` (maps kept for backward at batch 4) or ``torch``."""
-    if parse_variant(variant)[0] == "authors" or device != "cpu":
+    """Which SP-MHA maps our CPU step used: ``numba`` (``ours_cpu`` with numba: the CPU backend's map
+    kernels, maps kept for backward at batch 4) or ``torch`` (the model's own recompute function)."""
+    base = parse_variant(variant)[0]
+    if base == "authors" or device != "cpu":
         return None
-    from biosig_lightning.models.spdtransnet import map_kernels
+    from biosig_lightning.accel import map_kernels
 
-    return "numba" if map_kernels.available() else "torch"
+    return "numba" if base == "ours_cpu" and map_kernels.available() else "torch"
 
 
 def check(variants: list[str], batch: int = 2, context: int = 5, seed: int = 0) -> dict[str, Any]:
@@ -511,7 +519,7 @@ def main() -> None:
     configs = [c for c in args.configs if args.authors or not c.startswith("authors@")]
     if args.threads:  # the preprocessing runs in this process (ours chunks its batched eigh over the threads)
         torch.set_num_threads(args.threads)
-    from biosig_lightning.features import jacobi
+    from biosig_lightning.accel import jacobi
 
     # which eigendecomposition our preprocessing used: the numba Jacobi kernel (the 'fast' extra) or torch's
     # (BIOSIG_NUMBA=0 or numba absent)

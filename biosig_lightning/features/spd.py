@@ -57,7 +57,7 @@ pooled mean when recordings agree.
 
 Everything is batched over epochs, subwindows and channels (torch FFTs in overlap-save blocks and
 batched products in float32 for the filters and covariances, torch float64 for the matrix functions,
-whose eigendecompositions go through :mod:`biosig_lightning.features.jacobi`: a compiled batched Jacobi
+whose eigendecompositions go through :mod:`biosig_lightning.accel.jacobi`: a compiled batched Jacobi
 kernel that also forms the whitened matrices itself and starts from each matrix's eigenbasis of the
 pass before, when numba is installed; ``torch.linalg.eigh`` otherwise; the same results to round-off);
 the Python loops are over recordings, blocks of the signal, filter bands, frequency channels and chunks
@@ -76,7 +76,7 @@ import numpy as np
 import torch
 from scipy import signal as sps
 
-from biosig_lightning.features import jacobi
+from biosig_lightning.accel import jacobi
 
 __all__ = [
     "SPD_BANDS", "SPD_ELECTRODES", "Reference", "augment", "butter_bandpass_gain", "covariance_features", "filter_bank",
@@ -429,7 +429,7 @@ def _logs_in_basis(inner: torch.Tensor, basis: torch.Tensor, mats: torch.Tensor,
     on ``diag D``, Hadamard product) is used; its error is second order, at most ``0.5 eta^2`` for
     ``eta^2 <= 1e-2`` (measured on 9 x 9 matrices, tests). The other matrices (all of them when
     ``use_basis`` is false) get a full ``eigh`` of their whitened matrices ``W = M^{-1/2} X M^{-1/2}``
-    (``mats`` the ``X``, ``cm12`` the ``M^{-1/2}``; :func:`~biosig_lightning.features.jacobi.eigh_congruent`),
+    (``mats`` the ``X``, ``cm12`` the ``M^{-1/2}``; :func:`~biosig_lightning.accel.jacobi.eigh_congruent`),
     with ``warm`` started from their eigenbases in ``basis`` (from a nearby ``M``: Jacobi starts close to
     diagonal). Their eigenvectors replace their basis in ``basis`` and their diagonal ``B`` their rows of
     ``inner`` (in place); without ``use_basis`` or ``warm``, ``inner`` and ``basis`` are only outputs.

@@ -95,13 +95,12 @@ def test_learns_on_the_stand_in(in_tmp: Path, capsys: pytest.CaptureFixture[str]
 
 def test_learns_on_the_stand_in_with_bf16_mixed_precision_on_a_cpu(in_tmp: Path, capsys: pytest.CaptureFixture[str],
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    # Lightning's bf16-mixed on a CPU (torch's CPU autocast): the feed-forward blocks run their products in
-    # bfloat16 (kernels.FeedForward with low=bfloat16), and the model learns as in float32 above
-    from biosig_lightning.models.spdtransnet import kernels
-
+    # Lightning's bf16-mixed on a CPU (torch's CPU autocast): the linear maps (feed-forward blocks, head)
+    # run in bfloat16, and the model learns as in float32 above
     lows: list[Any] = []
-    apply = kernels.FeedForward.apply
-    monkeypatch.setattr(kernels.FeedForward, "apply", lambda *a: lows.append(a[-1]) or apply(*a))
+    forward = torch.nn.Linear.forward
+    monkeypatch.setattr(torch.nn.Linear, "forward", lambda self, x: (lambda out: lows.append(out.dtype) or out)(
+        forward(self, x)))
     options = {"n_subjects": 6, "windows_per_subject": 60}
     res = _fit(capsys, "spdtransnet_mass.yaml", {"train": [1, 2, 3], "val": [4], "test": [5, 6]},
                "--config", str(EXPERIMENTS / "overlays" / "synthetic.yaml"), "--data.init_args.synthetic_options",

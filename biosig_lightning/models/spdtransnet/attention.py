@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from biosig_lightning.models.spdtransnet import kernels
+from biosig_lightning.models.spdtransnet.recompute import SPAttention, draw_seed
 
 __all__ = ["Factors", "HeadWeights", "Impl", "SPEncoderLayer", "SPMultiheadAttention"]
 
@@ -23,9 +23,9 @@ Factors = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 def _project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, factors: Factors | None) -> torch.Tensor:
     """``x W^T + b``, or ``u (W A)^T + (c W^T + b)`` from ``factors = (u, A, c)`` with ``x = u A^T + c``."""
     if factors is None:
-        return kernels.linear(x, weight, bias)
+        return F.linear(x, weight, bias)
     u, a, c = factors
-    return kernels.linear(u, weight @ a) + F.linear(c, weight, bias)
+    return F.linear(u, weight @ a) + F.linear(c, weight, bias)
 
 
 class SPMultiheadAttention(nn.Module):
@@ -35,27 +35,20 @@ class SPMultiheadAttention(nn.Module):
     each, split into heads); ``C`` combines the h post-softmax maps with learned weights ``w``; V is the
     unprojected input, so every output token is a linear combination of input tokens (Sec. 2.1).
 
-    Computed without keeping the h dense ``T x T`` maps for the backward pass, in one of three ways
-    (``impl``), equal up to round-off:
+    Computed in one of three ways (``impl``), equal up to round-off:
 
+    * ``fused`` (``auto``'s choice): :class:`~.recompute.SPAttention`, the combined map
+      ``sum_h w_h A_h`` formed and applied to V once per chunk of sequences (one full-width product
+      instead of h), keeping only ``q, k, x``, ``w`` and a dropout seed; backward recomputes the maps
+      chunk by chunk. Of the three, the leanest in memory.
     * ``sdpa``: ``(sum_h w_h A_h) V = sum_h w_h (A_h V)``, so each head is an ordinary
       ``scaled_dot_product_attention`` with queries/keys of width ``d/h`` and the full-width value
-      ``V`` (shared, expanded without a copy), and the h fused outputs are summed with ``w``. The
-      A V products cost h times the FLOPs of one full-width product, and with a value width unlike
-      the key width (351 against 39) torch falls back to its math kernel, which keeps the h maps
-      and h full-width outputs: on an H100 at the published size and batch 32, 328 ms and 41 GiB
-      per step against ``fused``'s 239 ms and 13 GiB (docs/performance.md).
-    * ``fused``: :class:`~.kernels.SPAttention`, the combined map ``sum_h w_h A_h`` formed and applied
-      to V once per chunk of sequences (one full-width product instead of h), keeping only ``q, k, x``,
-      ``w`` and a dropout seed; backward recomputes the maps chunk by chunk and differentiates by hand
-      (the formulas are in its docstring). Chunks fit a CPU's cache, or bound a GPU's transient. With
-      numba on a CPU, the dropout, combination and backward's elementwise work run as compiled
-      kernels, and maps up to ``kernels.KEEP_MAPS_BYTES`` per call (512 MiB: a batch of up to 16
-      sequences at the published size) are kept for backward, one number per entry, instead of
-      recomputed.
+      ``V`` (shared, expanded without a copy), and the h outputs are summed with ``w``. With a value
+      width unlike the key width (351 against 39) torch falls back to its math kernel, which keeps the
+      h maps and h full-width outputs for backward (more time and memory than ``fused`` on a GPU,
+      docs/performance.md).
     * ``recompute``: the combined map formed by plain autograd ops inside ``torch.utils.checkpoint``
       (the forward is run twice, so its dropout masks are drawn twice); kept as a reference.
-    * ``auto`` (default): ``fused`` (the fastest and leanest of the three on CPU and CUDA).
 
     Attention dropout (``dropout``) acts on each head's probabilities before the combination, as in the
     authors' code.
@@ -128,6 +121,12 @@ class SPMultiheadAttention(nn.Module):
         q, k = qk.permute(2, 0, 3, 1, 4).contiguous().unbind(0)
         return q, k
 
+    def _fused(self, x: torch.Tensor, factors: Factors | None, width: int) -> torch.Tensor:
+        """The ``fused`` way, with heads of ``width >= d/h`` columns (zero past ``d/h``: same scores)."""
+        q, k = self._qk_heads(x, width, factors)
+        p = self.dropout if self.training else 0.0
+        return SPAttention.apply(q, k, x.contiguous(), self.weights(), p, draw_seed() if p > 0 else 0)
+
     def forward(self, x: torch.Tensor, factors: Factors | None = None) -> torch.Tensor:
         """SP-MHA of ``x`` ``(B, T, d)``.
 
@@ -139,16 +138,7 @@ class SPMultiheadAttention(nn.Module):
         """
         impl = "fused" if self.impl == "auto" else self.impl
         if impl == "fused":
-            b, t, d = x.shape
-            dh = d // self.heads
-            # q pre-scaled (a T x d/h product, not T x T); heads made contiguous once for the chunked bmm.
-            # On CPUs each head is padded with zero columns to a multiple of 8: the scores are the same,
-            # and the products over 39-wide heads (d = 351, h = 9) ran at half the speed of 40-wide ones
-            width = -(-dh // 8) * 8 if x.device.type == "cpu" else dh
-            q, k = self._qk_heads(x, width, factors)
-            p = self.dropout if self.training else 0.0
-            return kernels.SPAttention.apply(q, k, x.contiguous(), self.weights(), p,
-                                             kernels.draw_seed() if p > 0 else 0)
+            return self._fused(x, factors, x.shape[-1] // self.heads)
         q, k = self._qk(x, factors)
         w = self.weights()
         if impl == "recompute":
@@ -181,13 +171,5 @@ class SPEncoderLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, factors: Factors | None = None) -> torch.Tensor:
         """The layer on ``x``; ``factors``: ``x`` as ``u A^T + c`` for SP-MHA's q and k (see its ``forward``)."""
-        if x.is_cuda:  # torch's fused dropout kernels
-            x = self.norm1(x + self.drop1(self.attn(x, factors)))
-            return self.norm2(x + self.drop2(self.ff(x)))
-        # CPU: the same layer with dropout masks drawn by blocks in threads, the feed-forward block as one
-        # function and linear maps with 16-aligned products (:mod:`.kernels`); the modules' parameters
-        # are the ones above
-        p, train = self.drop1.p, self.training
-        x = self.norm1(x + kernels.dropout(self.attn(x, factors), p, train))
-        lin1, _, drop, lin2 = self.ff
-        return self.norm2(x + kernels.dropout(kernels.feed_forward(x, lin1, lin2, drop.p, train), self.drop2.p, train))
+        x = self.norm1(x + self.drop1(self.attn(x, factors)))
+        return self.norm2(x + self.drop2(self.ff(x)))

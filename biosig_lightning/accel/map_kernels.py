@@ -1,9 +1,9 @@
 """numba kernels for SP-MHA's attention maps on CPUs: dropout, combination and the elementwise backward.
 
-Used by :class:`~.kernels.SPAttention` when numba is installed (``pip install biosig-lightning[fast]``)
-and not disabled (``BIOSIG_NUMBA=0``); the torch expressions there are the reference and the fallback.
+Used by :class:`~.spdtransnet.SPAttention` when numba is installed (``pip install biosig-lightning[fast]``)
+and not disabled (``BIOSIG_NUMBA=0``); the plain torch function of the model is the reference and the fallback.
 Per chunk of sequences, with ``P_h`` the h softmax maps, ``M_h`` their keep masks (the same SFC64
-words as :func:`~.kernels.apply_drop`: an entry is dropped where its 16-bit word is below
+words as :func:`~.spdtransnet.mask_words`: an entry is dropped where its 16-bit word is below
 ``thr = round(p 2^16)``) and ``ws_h = w_h / (1 - p)``:
 
 * :func:`combine` (forward): ``C = sum_h ws_h M_h P_h``; with ``encode``, the dropped entries of
@@ -12,7 +12,7 @@ words as :func:`~.kernels.apply_drop`: an entry is dropped where its 16-bit word
 * :func:`backward`: from the signed maps ``S`` (``P = |S|`` and ``M P = S`` where ``S >= 0``, else 0)
   and ``G = dout x^T``: ``C`` as above (for ``dx = C^T dout``), ``e_h = M_h P_h G``,
   ``r_h = rowsum(e_h)``, ``dw_h += sum r_h`` and ``dS_h = ws_h (e_h - P_h r_h)`` (the formulas of
-  :class:`~.kernels.SPAttention`).
+  :class:`~biosig_lightning.models.spdtransnet.recompute.SPAttention`).
 
 Each is one pass over the maps, where the torch expressions make six or seven, and neither draws a
 mask again. An entry with ``P = 0`` contributes nothing whatever its mask, so ``-0 = +0`` is harmless.

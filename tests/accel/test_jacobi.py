@@ -1,11 +1,11 @@
-"""The batched Jacobi eigendecomposition (features/jacobi.py) against torch.linalg.eigh, and its routing."""
+"""The batched Jacobi eigendecomposition (accel/jacobi.py) against torch.linalg.eigh, and its routing."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from biosig_lightning.features import jacobi
+from biosig_lightning.accel import jacobi
 
 pytest.importorskip("numba", reason="the kernel needs numba (the dev extra installs it)")
 

@@ -1,9 +1,14 @@
-"""What this CPU can accelerate: numba, the optional compiler of the CPU kernels
-(``pip install biosig-lightning[fast]``), and native bfloat16 for ``bf16-mixed`` runs.
+"""Optional CPU backend: what this CPU can accelerate, and the kernels that use it.
 
-The kernels that use numba (:mod:`biosig_lightning.features.jacobi`,
-:mod:`biosig_lightning.models.spdtransnet.map_kernels`) fall back to torch where it is absent or where
-``BIOSIG_NUMBA=0`` is set in the environment, with the same results to round-off.
+numba is the optional compiler of the CPU kernels (``pip install biosig-lightning[fast]``); kernels that
+use it fall back to torch where it is absent or where ``BIOSIG_NUMBA=0`` is set in the environment,
+with the same results to round-off. Native bfloat16 decides whether ``bf16-mixed`` pays on a CPU.
+
+The kernels: :mod:`biosig_lightning.accel.jacobi` (the SPD preprocessing's batched eigendecompositions,
+used by :mod:`biosig_lightning.features.spd` whenever numba is there) and SPDTransNet's CPU training
+kernels (:mod:`biosig_lightning.accel.spdtransnet`, :mod:`biosig_lightning.accel.map_kernels`), switched on in one
+place, :func:`enable_spdtransnet_cpu` (the task's ``cpu_kernels: true``); the model itself is plain torch
+and never imports this package.
 """
 
 from __future__ import annotations
@@ -11,13 +16,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 try:
     import numba
 except ImportError:
     numba = None
 
-__all__ = ["bf16_cpu_warning", "cpu_native_bf16", "enabled", "numba"]
+if TYPE_CHECKING:
+    from torch import nn
+
+__all__ = ["bf16_cpu_warning", "cpu_native_bf16", "enable_spdtransnet_cpu", "enabled", "numba"]
 
 
 def enabled(module: ModuleType | None = numba) -> bool:
@@ -50,3 +59,12 @@ def bf16_cpu_warning(precision: str, device_type: str, native: bool | None) -> s
     return (f"trainer.precision={precision} on a CPU without bfloat16 instructions (no avx512_bf16 or amx_bf16 "
             "in /proc/cpuinfo): bfloat16 products are emulated and may be slower than float32; "
             "drop --trainer.precision to train in float32")
+
+
+def enable_spdtransnet_cpu(model: nn.Module) -> int:
+    """Run SPDTransNet's encoder layers inside ``model`` through the CPU kernels of
+    :mod:`biosig_lightning.accel.spdtransnet` (same parameters, same mathematics); returns how many
+    layers were switched. For a model that trains on a CPU: the kernels are CPU-only."""
+    from biosig_lightning.accel import spdtransnet
+
+    return spdtransnet.enable(model)
