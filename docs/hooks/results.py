@@ -183,6 +183,8 @@ def render_standins() -> str:
             module = cls(**kwargs)
         except (KeyError, TypeError):  # a shared base that needs a corpus name (MedformerDataModule)
             continue
+        except ValueError:  # no stand-in: the user's own data (BIDS, arrays, an Epochs file)
+            continue
         options = module.synthetic_defaults()
         rows.append([f"`{name}`", str(module.n_chans), f"{module.sfreq:g}", str(module.n_times),
                      str(options.get("kind", "")), str(options.get("n_subjects", "")),

@@ -1,0 +1,141 @@
+"""Turn the benchmarks' own result files (``benchmarks/results/*.json``) into docs result files.
+
+Each benchmark script writes its raw measurements to ``benchmarks/results/NAME.json``; this script
+reads them and writes ``perf_<name>.json`` under ``docs/results/`` in the docs' result format (title, machine,
+dates, command, items), shown on the Performance page. Run it after re-running a benchmark::
+
+    python docs/tools/benchmark_results.py
+
+Only numbers read from those files appear in the output; nothing is typed here.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+SRC = ROOT / "benchmarks" / "results"
+DST = ROOT / "docs" / "results"
+sys.path.insert(0, str(ROOT))
+
+
+def _f(x: float | None, digits: int = 2) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def gpu_steps(d: dict[str, Any]) -> dict[str, Any]:
+    m = d["meta"]
+    rows = []
+    for r in d["models"]:
+        if "error" in r:
+            rows.append([r["model"], "error", r["error"], "", "", "", "", "", ""])
+            continue
+        f32, bf = r["float32"], r["bf16-mixed"]
+        rows.append([r["model"], r["batch"], _f(f32["step_ms"], 1), _f(f32["samples_per_s"], 1),
+                     _f(f32["peak_mib"], 0), _f(bf["step_ms"], 1), _f(f32["step_ms"] / bf["step_ms"]),
+                     r["max_batch"], _f(r["loader"]["windows_per_s"] / f32["samples_per_s"], 0)])
+    return {
+        "title": f"Paper models' training step on one {m['device']}",
+        "machine": f"{m['device']}, torch {m['torch']}, Python {m['python']}",
+        "dates": [m["date"][:10]],
+        "command": m["command"],
+        "page": "performance",
+        "items": [
+            {"text": "Each paper model at its YAML's batch on the YAML's stand-in: median of the timed training "
+                     "steps (the recipe's loss, backward, clip, optimiser; STDRO with its input ascent), peak "
+                     "allocated memory, the largest batch that fits (doubling, float32, capped), and how many "
+                     "times faster the DataModule's loader serves windows than the float32 step consumes them."},
+            {"table": {"columns": ["model", "batch", "float32 ms/step", "float32 samples/s", "float32 peak MiB",
+                                   "bf16-mixed ms/step", "bf16 speed-up", "largest batch", "loader / step"],
+                       "align": ["left"] + ["right"] * 8, "rows": rows}},
+        ],
+    }
+
+
+def signed_graph(d: dict[str, Any]) -> dict[str, Any]:
+    mach = d["machine"]
+    filt = [[r["H"], r["N"], _f(r["speedup_lanczos_over_eigh"]), f"{r['relative_difference']:.1e}"]
+            for r in d["filter"]]
+    items: list[dict[str, Any]] = [
+        {"text": d["note"]},
+        {"text": "Lanczos filter on the edge-stored product graph against the dense-eigh filter, forward and "
+                 "backward at the YAML's batch (above 1: Lanczos faster):"},
+        {"table": {"columns": ["chunks H", "nodes N", "Lanczos speed-up", "relative difference"],
+                   "align": ["right"] * 4, "rows": filt}},
+    ]
+    thr = d.get("throughput") or {}
+    if isinstance(thr, dict) and thr.get("ratios"):
+        rows = [[k, _f(v, 3)] for k, v in thr["ratios"].items()]
+        items += [{"text": "Throughput ratios (the pair divided by the other model, same windows and batch):"},
+                  {"table": {"columns": ["ratio", "value"], "align": ["left", "right"], "rows": rows}}]
+    return {"title": "Signed-graph denoiser pair: Lanczos against dense filtering",
+            "machine": f"{mach['cpu']}, {mach['cpu_count']} cores, torch {mach['torch']}",
+            "dates": [d["date_utc"][:10]], "command": d["command"], "page": "performance", "items": items}
+
+
+def spdtransnet_kernels(d: dict[str, Any]) -> dict[str, Any]:
+    step = d["per_kernel_training_step"]
+    gains = step["gain_over_plain_wall"]
+
+    def decision(name: str) -> str:  # the rule: a kernel stays only if it buys 1.15x on the whole step
+        return "" if name in ("plain", "all") else "kept" if gains[name] >= 1.15 else "deleted"
+
+    rows = [[name, _f(gains[name]), _f(step["gain_over_plain_cpu"][name]), decision(name)] for name in gains]
+    items: list[dict[str, Any]] = [
+        {"text": d["what"]}, {"text": d["reduced_configuration"]},
+        {"table": {"columns": ["variant", "whole-step speed-up (wall)", "speed-up (CPU time)", "decision"],
+                   "align": ["left", "right", "right", "left"], "rows": rows}},
+        {"text": f"Caveat: {d['caveat']}"},
+    ]
+    return {"title": "SPDTransNet's CPU kernels: keep or delete", "machine": d["machine"],
+            "dates": [d["date_utc"][:10]], "command": step["command"], "page": "performance", "items": items}
+
+
+def edf_windows(d: dict[str, Any]) -> dict[str, Any]:
+    m = d["meta"]
+    rows = [["wall time (median)", _f(d["speedup_biosig_over_mne_braindecode"])],
+            ["CPU time (median)", _f(d["cpu_speedup_biosig_over_mne_braindecode"])]]
+    return {"title": "Raw EDF files to training windows: the window cache against MNE + braindecode",
+            "machine": f"{m['machine']}, {m['cpus']} CPUs, Python {m['python']} (shared machine)",
+            "dates": [m["date"][:10]], "command": m["command"], "page": "performance",
+            "items": [{"text": f"{m['nights']} Sleep-EDF-layout nights written with pyedflib; both pipelines give "
+                               "the same windows (checked in the script). Speed-up of the suite's cache build:"},
+                      {"table": {"columns": ["measure", "speed-up"], "align": ["left", "right"], "rows": rows}}]}
+
+
+def bioformer_authors(d: dict[str, Any]) -> dict[str, Any]:
+    m = d["meta"]
+    rows = [["float64 logits max difference", f"{d['float64']['logits']:.1e}"],
+            ["median step, authors / ours", _f(d["authors_over_ours"])]]
+    return {"title": "BioFormer against the authors' code (same weights)",
+            "machine": f"{m['machine']}, {m['threads']} thread, torch {m['torch']}",
+            "dates": [m["date"][:10]], "command": m["command"], "page": "performance",
+            "source": m["authors_code"],
+            "items": [{"table": {"columns": ["measure", "value"], "align": ["left", "right"], "rows": rows}}]}
+
+
+CONVERTERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "gpu_steps_h200": gpu_steps, "signed_graph": signed_graph, "spdtransnet_kernels": spdtransnet_kernels,
+    "edf_windows": edf_windows, "bioformer_authors": bioformer_authors,
+}
+
+
+def main() -> None:
+    from biosig_lightning.atomic_io import atomic_write_json
+
+    for name, convert in CONVERTERS.items():
+        src = SRC / f"{name}.json"
+        if src.is_file():
+            doc = convert(json.loads(src.read_text()))
+            doc["source"] = (f"`benchmarks/results/{name}.json`, rendered by `docs/tools/benchmark_results.py`"
+                             + (f"; {doc['source']}" if doc.get("source") else ""))
+            atomic_write_json(DST / f"perf_{name}.json", doc)
+            print(f"wrote docs/results/perf_{name}.json")
+
+
+if __name__ == "__main__":
+    main()
