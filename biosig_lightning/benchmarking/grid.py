@@ -40,9 +40,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-import yaml
+from biosig_lightning.yaml_io import load_yaml
 
 __all__ = ["Cell", "Corpus", "Grid", "GridError", "Method", "NotApplicable", "load_grid"]
 
@@ -101,8 +101,7 @@ class Cell:
         return Path(out) / self.id
 
 
-@dataclass(frozen=True)
-class NotApplicable:
+class NotApplicable(NamedTuple):
     """A method x corpus pair the grid lists but does not run, and why."""
 
     corpus: str
@@ -263,13 +262,7 @@ def _known(d: dict[str, Any], allowed: set[str], where: str, grid: Path) -> None
 def load_grid(path: str | Path) -> Grid:
     """Read and check a grid file; every problem is one :class:`GridError` naming the file and key."""
     path = Path(path)
-    if not path.is_file():
-        raise GridError(f"grid file {path} does not exist")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise GridError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
-    raw = _mapping(raw, "the file", path)
+    raw = _mapping(load_yaml(path, "grid file", GridError), "the file", path)
     _known(raw, {"name", "seeds", "corpora", "methods", "fit_args"}, "top level", path)
     corpora: dict[str, Corpus] = {}
     for name, spec in _mapping(raw.get("corpora"), "corpora", path).items():

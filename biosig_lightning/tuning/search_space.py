@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-import yaml
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
 from biosig_lightning.runs.biosig_cli import BiosigCLI
 from biosig_lightning.tuning.errors import TuneError
+from biosig_lightning.yaml_io import load_yaml
 
 SPEC_FIELDS = {"float": {"type", "low", "high", "log", "step"}, "int": {"type", "low", "high", "log", "step"},
                "categorical": {"type", "choices"}}
@@ -58,12 +58,7 @@ def load_search_space(path: str | Path) -> dict[str, BaseDistribution]:
     fractional int ``step``, ``log`` with ``low <= 0``) is rejected here, before any study exists.
     """
     path = Path(path)
-    if not path.is_file():
-        raise TuneError(f"search space {path} does not exist")
-    try:
-        space = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise TuneError(f"search space {path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    space = load_yaml(path, "search space", TuneError)
     if not space:
         raise TuneError(f"search space {path} is empty: map at least one config key to a spec")
     if not isinstance(space, dict):
