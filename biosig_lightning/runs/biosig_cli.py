@@ -357,8 +357,8 @@ def _check_accelerator(cfg: Any) -> None:
         return
     if kind == "gpu" and torch.backends.mps.is_available():
         return  # Lightning's "gpu" is Apple's MPS there
-    raise RunConfigError(f"trainer.accelerator={kind}: torch {torch.__version__} sees no GPU on this machine "
-                         "(torch.cuda.is_available() is False); use --trainer.accelerator cpu or auto")
+    raise RunConfigError(f"trainer.accelerator: {kind} asked for, but torch {torch.__version__} sees no GPU on this "
+                         "machine (torch.cuda.is_available() is False): use --trainer.accelerator auto or cpu")
 
 
 def _require_tensorboard() -> None:

@@ -111,13 +111,10 @@ def check_sizes(cfg: Any) -> None:
 def _rule(name: str) -> tuple[str, Any] | None:
     """What a hyperparameter called ``name`` must be, by the naming conventions of the models and
     tasks: ``(description, test)``, or ``None`` for a name with no rule."""
-    def positive(v: float) -> bool:
-        return math.isfinite(v) and v > 0
-
     if name.startswith("min_lr"):
         return "a number >= 0 (a learning-rate floor)", lambda v: math.isfinite(v) and v >= 0
-    if name in ("lr", "learning_rate") or name.endswith("_lr"):
-        return "a number > 0 (a learning rate)", positive
+    if name in ("lr", "learning_rate") or name.endswith("_lr"):  # 0 is the frozen-weights control of a learning test
+        return "a number >= 0 (a learning rate)", lambda v: math.isfinite(v) and v >= 0
     if name == "weight_decay":
         return "a number >= 0", lambda v: math.isfinite(v) and v >= 0
     if name in ("label_smoothing", "drop_rate", "attn_drop", "proj_drop") or name.endswith(("dropout", "drop_path")):

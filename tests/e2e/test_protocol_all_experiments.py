@@ -91,7 +91,9 @@ def _rel(path: Path) -> str:
     return str(path.relative_to(EXPERIMENTS))
 
 
-ALL = sorted(EXPERIMENTS.rglob("*.yaml"))
+#: every config a `biosig fit` reads; the benchmark grids (experiments/benchmarks/) are read by `biosig benchmark`
+#: and checked by tests/commands/test_benchmark.py
+ALL = sorted(p for p in EXPERIMENTS.rglob("*.yaml") if EXPERIMENTS / "benchmarks" not in p.parents)
 SPACES = EXPERIMENTS / "search_spaces"
 EXPERIMENT_FILES = [p for p in ALL if SPACES not in p.parents and _is_experiment(p)]
 OVERLAYS = EXPERIMENTS / "overlays"

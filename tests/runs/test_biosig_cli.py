@@ -333,7 +333,7 @@ def test_gpu_asked_for_without_one_is_one_line(in_tmp: Path, monkeypatch: pytest
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
-    with pytest.raises(SystemExit, match=r"^biosig fit: error: trainer.accelerator=gpu: torch .* sees no GPU"):
+    with pytest.raises(SystemExit, match=r"^biosig fit: error: trainer.accelerator: gpu asked for, but torch .* sees no GPU"):
         main(["fit", *DEMO, "--trainer.accelerator", "gpu"])
     assert not list((in_tmp / "runs").glob("*/version_*"))  # refused before a run directory was claimed
 

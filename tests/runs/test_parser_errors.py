@@ -52,7 +52,7 @@ def test_a_config_file_that_is_missing_a_list_or_a_scalar_is_named(in_tmp: Path,
 
 
 @pytest.mark.parametrize(("key", "value", "expected"), [
-    ("model.init_args.lr", "-0.1", "must be a number > 0 (a learning rate), got -0.1"),
+    ("model.init_args.lr", "-0.1", "must be a number >= 0 (a learning rate), got -0.1"),
     ("model.init_args.weight_decay", "-1", "must be a number >= 0, got -1"),
     ("model.init_args.label_smoothing", "1.5", "must be a probability in [0, 1), got 1.5"),
     ("model.init_args.backbone.init_args.dropout", "1.0", "must be a probability in [0, 1), got 1.0"),

@@ -401,8 +401,9 @@ class FBAM(_Alignment):
         self._check(x)
         # Channel-first (B, D, N): FFTs, gathers and reductions then run along the last axis.
         xt = x.transpose(1, 2)
-        # float32 FFTs: under bf16 autocast the tokens arrive in bfloat16, which cuFFT does not transform
-        spectra = [torch.fft.rfft(part.float(), dim=2, norm="ortho") for part in xt.split(self.seq_lens, dim=2)]
+        # under bf16 autocast the tokens arrive in bfloat16, which cuFFT does not transform: at least float32
+        xf = xt if xt.dtype in (torch.float32, torch.float64) else xt.float()
+        spectra = [torch.fft.rfft(part, dim=2, norm="ortho") for part in xf.split(self.seq_lens, dim=2)]
         z = torch.cat([s[..., 1:] for s in spectra], dim=2)  # (B, D, K) non-DC bins of all sequences
         abs_z = z.abs()
         shift = self.eps_mode == "shift"
