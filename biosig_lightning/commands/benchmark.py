@@ -62,7 +62,7 @@ def run(argv: list[str]) -> int:
     atomic_write_json(a.out / GRID_FILE, {
         "name": grid.name, "grid": str(a.grid), "corpora": list(grid.corpora), "methods": list(grid.methods),
         "metrics": {c.name: list(c.metrics) for c in grid.corpora.values()}, "seeds": list(grid.seeds),
-        "not_applicable": [na.__dict__ for na in grid.not_applicable()]})
+        "not_applicable": [na._asdict() for na in grid.not_applicable()]})
     storage = a.storage or default_storage(a.out)
     if a.workers == 1:
         failed = run_grid(grid, a.out, storage, inline=a.inline, grace=a.grace_period, only=a.only)
