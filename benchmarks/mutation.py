@@ -257,13 +257,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def write_result(rows: list[dict], caught: int, rate: float, argv: list[str] | None) -> None:
     """``docs/results/mutation.json`` in the docs hook's format, plus the raw mutant list."""
+    import torch
+
     from biosig_lightning.atomic_io import atomic_write_json
 
-    try:
-        import torch
-        torch_version = torch.__version__
-    except ImportError:  # pragma: no cover
-        torch_version = "?"
+    torch_version = torch.__version__
     today = dt.date.today().isoformat()
     machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores shared with other jobs, " \
               f"Python {platform.python_version()}, torch {torch_version}"
