@@ -113,7 +113,8 @@ class EpochClock(Callback):
     def __init__(self, t0: float, profile_epoch: int | None = None) -> None:
         self.t0 = t0
         self.starts: list[float] = []
-        self.end = 0.0
+        self.cpu_starts: list[float] = []
+        self.end = self.cpu_end = 0.0
         self.profile_epoch = profile_epoch
         self.epoch_profile: cProfile.Profile | None = None
         self.startup_profile: cProfile.Profile | None = None
@@ -132,15 +133,22 @@ class EpochClock(Callback):
             self.epoch_profile = cProfile.Profile()
             self.epoch_profile.enable()
         self.starts.append(now)
+        self.cpu_starts.append(time.process_time())
 
     def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
-        self.end = time.perf_counter()
+        self.end, self.cpu_end = time.perf_counter(), time.process_time()
         if self.epoch_profile is not None and len(self.starts) == (self.profile_epoch or 0) + 1:
             self.epoch_profile.disable()
 
     def epochs(self) -> list[float]:
-        marks = [*self.starts, self.end]
-        return [b - a for a, b in zip(marks[:-1], marks[1:], strict=True)]
+        return _diffs([*self.starts, self.end])
+
+    def cpu_epochs(self) -> list[float]:
+        return _diffs([*self.cpu_starts, self.cpu_end])
+
+
+def _diffs(marks: list[float]) -> list[float]:
+    return [b - a for a, b in zip(marks[:-1], marks[1:], strict=True)]
 
 
 def run_biosig_fit(name: str, windows: int, seed: int, save_dir: Path, epochs: int,
@@ -165,12 +173,12 @@ def run_biosig_fit(name: str, windows: int, seed: int, save_dir: Path, epochs: i
     finally:
         BiosigCLI.instantiate_trainer = original  # type: ignore[method-assign]
     total = time.perf_counter() - t0
-    return _split(total, clock.starts[0] - t0, clock.epochs()), clock
+    return _split(total, clock.starts[0] - t0, clock.epochs(), clock.cpu_epochs()), clock
 
 
-def _split(total: float, startup: float, epochs: list[float]) -> dict[str, Any]:
+def _split(total: float, startup: float, epochs: list[float], cpu_epochs: list[float]) -> dict[str, Any]:
     return {"total_s": total, "startup_s": startup, "epoch_s": epochs,
-            "teardown_s": total - startup - sum(epochs)}
+            "teardown_s": total - startup - sum(epochs), "epoch_cpu_s": cpu_epochs}
 
 
 def run_bare(backbone: nn.Module, data: dict[str, torch.Tensor], batch: int, eval_batch: int, clip: float | None,
@@ -180,9 +188,9 @@ def run_bare(backbone: nn.Module, data: dict[str, torch.Tensor], batch: int, eva
     opt = torch.optim.Adam(backbone.parameters(), lr=lr)
     x, y = data["x_train"], data["y_train"]
     startup = time.perf_counter() - t0
-    times = []
+    times, cpu = [], []
     for _ in range(epochs):
-        e0 = time.perf_counter()
+        e0, c0 = time.perf_counter(), time.process_time()
         backbone.train()
         for idx in torch.randperm(len(y)).split(batch):
             opt.zero_grad(set_to_none=True)
@@ -200,7 +208,8 @@ def run_bare(backbone: nn.Module, data: dict[str, torch.Tensor], batch: int, eva
                 correct += int((logits.argmax(-1) == yb).sum())
         _ = (total / len(data["y_val"]), correct / len(data["y_val"]))
         times.append(time.perf_counter() - e0)
-    return _split(time.perf_counter() - t0, startup, times)
+        cpu.append(time.process_time() - c0)
+    return _split(time.perf_counter() - t0, startup, times, cpu)
 
 
 def run_braindecode(backbone: nn.Module, data: dict[str, torch.Tensor], batch: int, eval_batch: int,
@@ -212,10 +221,12 @@ def run_braindecode(backbone: nn.Module, data: dict[str, torch.Tensor], batch: i
     from skorch.helper import predefined_split  # noqa: PLC0415
 
     starts: list[float] = []
+    cpu_starts: list[float] = []
 
     class Starts(SkorchCallback):
         def on_epoch_begin(self, net: Any, **kwargs: Any) -> None:
             starts.append(time.perf_counter())
+            cpu_starts.append(time.process_time())
 
     t0 = time.perf_counter()
     torch.manual_seed(seed)
@@ -226,9 +237,8 @@ def run_braindecode(backbone: nn.Module, data: dict[str, torch.Tensor], batch: i
                         iterator_train__shuffle=True, iterator_valid__batch_size=eval_batch, device="cpu",
                         classes=list(range(int(data["y_train"].max()) + 1)), verbose=0)
     clf.fit(data["x_train"].numpy(), data["y_train"].numpy())
-    end = time.perf_counter()
-    marks = [*starts, end]
-    return _split(end - t0, starts[0] - t0, [b - a for a, b in zip(marks[:-1], marks[1:], strict=True)])
+    end, cpu_end = time.perf_counter(), time.process_time()
+    return _split(end - t0, starts[0] - t0, _diffs([*starts, end]), _diffs([*cpu_starts, cpu_end]))
 
 
 def import_seconds(rounds: int) -> dict[str, Any]:
@@ -326,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=3, help="epochs per fit (the first is not steady)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of the three ways, taken in turn")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--import-rounds", type=int, default=1, help="fresh interpreters timed per way's imports")
     ap.add_argument("--seed", type=int, default=41)
     ap.add_argument("--profile", action="store_true",
                     help="one more biosig fit per model, profiled over its start-up and one steady epoch")
@@ -344,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
             "cpus": os.cpu_count(), "threads": args.threads, "torch": torch.__version__,
             "python": platform.python_version(), "windows_per_subject": args.windows, "epochs": args.epochs,
             "rounds": args.rounds, "loadavg_start": os.getloadavg()[0]}
-    results: dict[str, Any] = {"import_s": import_seconds(args.rounds),
+    results: dict[str, Any] = {"import_s": import_seconds(args.import_rounds),
                                "parser_startup": parser_startup(args.models[0], args.rounds)}
     print("import_s", results["import_s"]["median_s"], "parser_startup", results["parser_startup"]["median_s"],
           flush=True)
@@ -368,6 +379,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(name, r, {w: {k: (round(v, 3) if isinstance(v, float) else [round(e, 3) for e in v])
                                     for k, v in runs[w][-1].items()} for w in ways}, flush=True)
             steady = {w: statistics.median(_steady(run["epoch_s"]) for run in runs[w]) for w in ways}
+            steady_cpu = {w: statistics.median(_steady(run["epoch_cpu_s"]) for run in runs[w]) for w in ways}
             startup = {w: statistics.median(run["startup_s"] + run["teardown_s"] for run in runs[w]) for w in ways}
             total = {w: statistics.median(run["total_s"] for run in runs[w]) for w in ways}
             row: dict[str, Any] = {
@@ -376,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
                 "runs": {w: [{k: (round(v, 3) if isinstance(v, float) else [round(e, 3) for e in v])
                               for k, v in run.items()} for run in runs[w]] for w in ways},
                 "median_steady_epoch_s": {w: round(v, 3) for w, v in steady.items()},
+                "median_steady_epoch_cpu_s": {w: round(v, 3) for w, v in steady_cpu.items()},
+                "steady_epoch_cpu_fit_over_bare": round(steady_cpu["biosig_fit"] / steady_cpu["bare"], 3),
+                "steady_epoch_cpu_fit_over_braindecode": round(steady_cpu["biosig_fit"] / steady_cpu["braindecode"], 3),
                 "median_startup_plus_teardown_s": {w: round(v, 3) for w, v in startup.items()},
                 "median_total_s": {w: round(v, 3) for w, v in total.items()},
                 "steady_epoch_fit_over_bare": round(steady["biosig_fit"] / steady["bare"], 3),
@@ -398,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = row
             print(name, {k: row[k] for k in ("median_steady_epoch_s", "median_startup_plus_teardown_s",
                                               "steady_epoch_fit_over_bare", "steady_epoch_fit_over_braindecode",
+                                              "steady_epoch_cpu_fit_over_bare",
                                               "fit_startup_in_steady_epochs")}, flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
