@@ -113,7 +113,10 @@ def edf_windows(d: dict[str, Any]) -> dict[str, Any]:
         items.append({"text": f"The built cache's loader serves {_f(d['loader']['loader_windows_per_s'], 0)} "
                               f"windows/s here, {_f(gpu['loader_over_gpu_step'], 1)}x the fastest paper model's "
                               f"GPU training step ({gpu['model']}, {gpu['precision']}, {gpu['device']}, "
-                              f"{_f(gpu['gpu_samples_per_s'], 1)} samples/s; target 10x)."})
+                              f"{_f(gpu['gpu_samples_per_s'], 1)} samples/s; target 10x)"
+                              + (f"; on the GPU's own host its loader served {_f(gpu['gpu_host_loader_windows_per_s'], 0)}"
+                                 f" windows/s, {_f(gpu['gpu_host_loader_over_step'], 1)}x that step."
+                                 if gpu.get("gpu_host_loader_over_step") else ".")})
     return {"title": "Raw EDF files to training windows: the window cache against MNE + braindecode",
             "machine": f"{m['machine']}, {m['cpus']} CPUs, Python {m['python']} (shared machine)",
             "dates": [m["date"][:10]], "command": m["command"], "page": "performance", "items": items}
@@ -135,31 +138,37 @@ def bioformer_authors(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def framework_overhead(d: dict[str, Any]) -> dict[str, Any]:
-    run = d["runs"][d["latest"]]
-    m = run["meta"]
-    rows = []
-    for name, r in run["models"].items():
-        if "median_steady_epoch_s" not in r:
-            continue
-        rows.append([name, r["train_windows"], _f(r["steady_epoch_fit_over_bare"]),
-                     _f(r["steady_epoch_fit_over_braindecode"]), _f(r["median_startup_plus_teardown_s"]["biosig_fit"]),
-                     _f(r["fit_startup_in_steady_epochs"], 1), _f(r["total_fit_over_bare"])])
-    imports = run["models"].get("import_s", {}).get("median_s", {})
+    runs = [d["runs"][key] for key in d["current"]]
+    rows, imports = [], {}
+    for run in runs:
+        for name, r in run["models"].items():
+            if name == "import_s":
+                imports = imports or r["median_s"]
+            if "median_steady_epoch_s" not in r:
+                continue
+            rows.append([name, r["train_windows"], _f(r["steady_epoch_fit_over_bare"]),
+                         _f(r.get("steady_epoch_cpu_fit_over_bare")), _f(r["steady_epoch_fit_over_braindecode"]),
+                         _f(r["median_startup_plus_teardown_s"]["biosig_fit"]),
+                         _f(r["fit_startup_in_steady_epochs"], 1), _f(r["total_fit_over_bare"])])
+    m = runs[0]["meta"]
     items: list[dict[str, Any]] = [
-        {"text": "One run of `biosig fit` on the APAVA stand-in's cached windows against a bare PyTorch loop and "
-                 "braindecode's EEGClassifier (same windows, batch, optimiser, clip, threads, initial weights), "
-                 f"{m['epochs']} epochs each with validation. A steady epoch is one after the first; start-up is "
-                 "parsing, instantiation, Trainer set-up and the sanity check (plus the tear-down)."},
-        {"table": {"columns": ["model", "train windows", "steady epoch: fit / bare", "fit / braindecode",
-                               "fit start-up s", "start-up in steady epochs", "whole run: fit / bare"],
-                   "align": ["left"] + ["right"] * 6, "rows": rows}}]
+        {"text": "`biosig fit` on the APAVA stand-in's cached windows against a bare PyTorch loop and braindecode's "
+                 "EEGClassifier (same windows, batch, optimiser, clip, threads, initial weights), each epoch with "
+                 "its validation. A steady epoch is one after the first (wall and process CPU time); start-up is "
+                 "parsing, instantiation, Trainer set-up and the sanity check (plus the tear-down). "
+                 + d.get("summary", "")},
+        {"table": {"columns": ["model", "train windows", "steady epoch: fit / bare", "CPU: fit / bare",
+                               "fit / braindecode", "fit start-up s", "start-up in steady epochs",
+                               "whole run: fit / bare"],
+                   "align": ["left"] + ["right"] * 7, "rows": rows}}]
     if imports:
-        items.append({"text": "A fresh interpreter's imports (s, median): " + ", ".join(
+        items.append({"text": "A fresh interpreter's imports (s): " + ", ".join(
             f"{k} {_f(v)}" for k, v in imports.items()) + "."})
     return {"title": "The suite's own overhead: biosig fit against a bare loop and braindecode",
             "machine": f"{m['machine']}, {m['cpus']} CPUs shared with other sessions, {m['threads']} torch thread, "
                        f"torch {m['torch']}",
-            "dates": [m["date"][:10]], "command": m["command"], "page": "performance", "items": items}
+            "dates": sorted({r["meta"]["date"][:10] for r in runs}),
+            "command": "; ".join(r["meta"]["command"] for r in runs), "page": "performance", "items": items}
 
 
 CONVERTERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
