@@ -14,7 +14,8 @@ by round:
   over the validation windows computing loss and accuracy.
 * ``braindecode``: braindecode's ``EEGClassifier`` (skorch) around the same backbone, same
   windows as numpy arrays, ``train_split=predefined_split(validation windows)``, same batch,
-  optimiser, learning rate and gradient clip.
+  optimiser, learning rate and gradient clip; ``iterator_train__drop_last=False`` (braindecode's
+  default drops the last incomplete training batch, which the other two train on).
 
 Every way starts from the same initial weights and uses ``--threads`` torch threads. Each way's
 wall time is split into its **start-up** (from the call to the first training batch's epoch:
@@ -234,7 +235,8 @@ def run_braindecode(backbone: nn.Module, data: dict[str, torch.Tensor], batch: i
     valid = Dataset(data["x_val"].numpy(), data["y_val"].numpy())
     clf = EEGClassifier(backbone, criterion=nn.CrossEntropyLoss, optimizer=torch.optim.Adam, optimizer__lr=lr,
                         batch_size=batch, max_epochs=epochs, train_split=predefined_split(valid), callbacks=callbacks,
-                        iterator_train__shuffle=True, iterator_valid__batch_size=eval_batch, device="cpu",
+                        iterator_train__shuffle=True, iterator_train__drop_last=False,
+                        iterator_valid__batch_size=eval_batch, device="cpu",
                         classes=list(range(int(data["y_train"].max()) + 1)), verbose=0)
     clf.fit(data["x_train"].numpy(), data["y_train"].numpy())
     end, cpu_end = time.perf_counter(), time.process_time()
@@ -355,10 +357,10 @@ def main(argv: list[str] | None = None) -> int:
             "cpus": os.cpu_count(), "threads": args.threads, "torch": torch.__version__,
             "python": platform.python_version(), "windows_per_subject": args.windows, "epochs": args.epochs,
             "rounds": args.rounds, "loadavg_start": os.getloadavg()[0]}
-    results: dict[str, Any] = {"import_s": import_seconds(args.import_rounds),
+    results: dict[str, Any] = {**({"import_s": import_seconds(args.import_rounds)} if args.import_rounds else {}),
                                "parser_startup": parser_startup(args.models[0], args.rounds)}
-    print("import_s", results["import_s"]["median_s"], "parser_startup", results["parser_startup"]["median_s"],
-          flush=True)
+    print("import_s", results.get("import_s", {}).get("median_s"), "parser_startup",
+          results["parser_startup"]["median_s"], flush=True)
     ways = ("biosig_fit", "bare", "braindecode")
     try:
         for name in ([] if args.startup_only else args.models):
