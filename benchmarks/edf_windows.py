@@ -24,8 +24,9 @@ file's microvolts, to float32 tolerance). Exit status 1 when they differ.
 
 Loader: windows/s served from the built cache through ``SleepEDFDataModule.train_dataloader()``
 (batch 64, ``num_workers=0``, the median of ``--epochs`` passes), beside the train step of the
-corpus's paper model (SD-Former at the Sleep-EDF shape, batch 64) on this machine's CPU; the GPU
-figure is ``benchmarks/gpu_steps.py``'s ``loader_over_step``.
+corpus's paper model (SD-Former at the Sleep-EDF shape, batch 64) on this machine's CPU, and beside
+the fastest paper model's GPU training step in ``results/gpu_steps_h200.json`` (``gpu_steps.py``;
+target: the loader at least 10x that rate).
 
     python benchmarks/edf_windows.py --out benchmarks/results/edf_windows.json
     python benchmarks/edf_windows.py --nights 4 --epochs-per-night 40 --no-model-step   # quick
@@ -188,7 +189,35 @@ def loader_and_step(root: Path, cache: Path, epochs: int, model_step: bool) -> d
         out["sdformer_cpu_step"] = {"batch": int(batch["y"].shape[0]), "samples_per_s": round(sps, 2),
                                     "threads": torch.get_num_threads(), "device": "cpu (no GPU step measured here)"}
         out["loader_over_cpu_step"] = round(out["loader_windows_per_s"] / sps, 1)
+    out["gpu_reference"] = fastest_gpu_step(out["loader_windows_per_s"])
     return out
+
+
+def fastest_gpu_step(loader_rate: float, path: Path = REPO / "benchmarks" / "results" / "gpu_steps_h200.json"
+                     ) -> dict[str, Any] | None:
+    """The fastest paper model's GPU training step in ``path`` (``gpu_steps.py``'s committed file), and this
+    machine's loader rate over it; None when no GPU step has been measured."""
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    best: tuple[float, dict[str, Any], str] | None = None
+    for row in data.get("models", []):
+        for precision in ("float32", "bf16-mixed"):
+            rate = (row.get(precision) or {}).get("samples_per_s")
+            if rate and (best is None or rate > best[0]):
+                best = (float(rate), row, precision)
+    if best is None:
+        return None
+    rate, row, precision = best
+    return {"file": str(path.relative_to(REPO)), "device": data.get("meta", {}).get("device"),
+            "model": row["model"], "precision": precision, "gpu_samples_per_s": rate,
+            "loader_over_gpu_step": round(loader_rate / rate, 1), "target": 10.0,
+            # the same comparison on the GPU's own host, whose CPU served that model's windows in the same file
+            "gpu_host_loader_windows_per_s": (row.get("loader") or {}).get("windows_per_s"),
+            "gpu_host_loader_over_step": row[precision].get("loader_over_step"),
+            "note": "loader_over_gpu_step: this machine's CPU (num_workers=0, shared) serving Sleep-EDF windows "
+                    "(2 x 3000, SD-Former's input) over the GPU file's step rate; gpu_host_loader_over_step: the "
+                    "loader on the GPU's own host over the same step, from the GPU file"}
 
 
 def main(argv: list[str] | None = None) -> int:

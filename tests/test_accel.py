@@ -41,3 +41,21 @@ def test_bf16_warning_only_for_emulated_bfloat16_on_a_cpu() -> None:
     for args in (("bf16-mixed", "cpu", True), ("bf16-mixed", "cpu", None), ("bf16-mixed", "cuda", False),
                  ("32-true", "cpu", False), ("16-mixed", "cpu", False)):
         assert accel.bf16_cpu_warning(*args) is None, args
+
+
+def test_numba_is_imported_on_first_use_not_by_the_fit_command() -> None:
+    """``biosig fit``'s start-up does not pay for numba; ``accel.numba`` imports it when a kernel asks."""
+    import subprocess
+    import sys
+
+    script = """
+import sys
+import biosig_lightning.runs.biosig_cli
+assert "numba" not in sys.modules, "numba imported at start-up"
+from biosig_lightning import accel
+print(accel.numba is not None and accel.enabled() == accel.enabled(accel.numba), "numba" in sys.modules)
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["True", "True"], proc.stdout

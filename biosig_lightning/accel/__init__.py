@@ -16,12 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
-
-try:
-    import numba
-except ImportError:
-    numba = None
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from torch import nn
@@ -29,8 +24,26 @@ if TYPE_CHECKING:
 __all__ = ["bf16_cpu_warning", "cpu_native_bf16", "enable_spdtransnet_cpu", "enabled", "numba"]
 
 
-def enabled(module: ModuleType | None = numba) -> bool:
+def __getattr__(name: str) -> Any:
+    """``accel.numba``: the numba module, or None where it is not installed; imported on first use, since
+    importing numba is a noticeable part of a command's start-up and only the kernels need it."""
+    if name == "numba":
+        try:
+            import numba
+        except ImportError:
+            numba = None
+        globals()["numba"] = numba
+        return numba
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_NUMBA = object()  # enabled()'s default: this environment's numba
+
+
+def enabled(module: ModuleType | None | object = _NUMBA) -> bool:
     """Whether kernels compiled by ``module`` (numba, ``None`` where absent) may run here."""
+    if module is _NUMBA:
+        module = __getattr__("numba")
     return module is not None and os.environ.get("BIOSIG_NUMBA", "1") != "0"
 
 

@@ -76,8 +76,6 @@ import numpy as np
 import torch
 from scipy import signal as sps
 
-from biosig_lightning.accel import jacobi
-
 __all__ = [
     "SPD_BANDS", "SPD_ELECTRODES", "Reference", "augment", "butter_bandpass_gain", "covariance_features", "filter_bank",
     "invsqrtm", "logm", "mean_riemann", "recording_tokens", "spd_fn", "spd_tokens", "sym_from_tokens", "token_dim",
@@ -372,6 +370,8 @@ def covariance_features(epochs: np.ndarray, starts: np.ndarray, sfreq: float, n_
 
 def spd_fn(mats: torch.Tensor, fn: str, floor: float | None = None) -> torch.Tensor:
     """``U f(diag) U^T`` of symmetric matrices (batched ``eigh``); eigenvalues floored at ``floor``."""
+    from biosig_lightning.accel import jacobi  # numba, where there, is imported on first use
+
     vals, vecs = jacobi.eigh(mats)
     if floor is not None:
         vals = vals.clamp_min(floor)
@@ -456,6 +456,8 @@ def _logs_in_basis(inner: torch.Tensor, basis: torch.Tensor, mats: torch.Tensor,
         redo = torch.nonzero(~ok).squeeze(-1)
         if not len(redo):
             return logs, 0
+    from biosig_lightning.accel import jacobi
+
     vals, vecs = jacobi.eigh_congruent(mats[redo], cm12, basis[redo] if warm else None)
     diag = torch.diag_embed(vals)
     scaled = scale * vals

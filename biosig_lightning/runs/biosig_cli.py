@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
@@ -184,6 +185,18 @@ class BiosigCLI(LightningCLI):
         parser.add_argument("--gpu_precision", type=_PRECISION_INPUT | None, default=None,
                             help="trainer.precision for a run on a CUDA GPU (accelerator gpu/cuda, or auto with CUDA "
                                  "available) whose trainer.precision is not set, e.g. bf16-mixed; CPU runs keep theirs")
+
+    def _dump_config(self) -> None:
+        """LightningCLI's dump of the config for the hyperparameters it saves, without a second validation.
+
+        The same YAML as LightningCLI's own (link targets and ``None`` values kept); the config was
+        validated when parsed, and checking it again is most of what the dump costs.
+        """
+        if hasattr(self, "config_dump"):
+            return
+        dump = yaml.safe_load(self.parser.dump(self.config, skip_link_targets=False, skip_none=False,
+                                               format="yaml", skip_validation=True))
+        self.config_dump = dump[self.config.subcommand] if "subcommand" in self.config else dump
 
     # ---- checks, run naming, resume and the run directory ----------------------------------------
     def _parse_ckpt_path(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from jsonargparse._util import argument_error
 from lightning.pytorch.cli import LightningArgumentParser
@@ -98,7 +98,15 @@ def condense(message: str, options: list[str] | None = None) -> str:
 
 
 class BiosigArgumentParser(LightningArgumentParser):
-    """LightningCLI's parser, with its errors in one line (:func:`condense`) instead of a usage dump."""
+    """LightningCLI's parser, with its errors in one line (:func:`condense`) instead of a usage dump.
+
+    :meth:`save` (LightningCLI's ``config.yaml``) does not validate the config again: it was
+    validated when parsed, and re-checking every class type is most of what a save costs.
+    """
+
+    def save(self, cfg: Any, path: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("skip_validation", True)
+        super().save(cfg, path, *args, **kwargs)
 
     def error(self, message: str, ex: Exception | None = None) -> NoReturn:
         if not self.exit_on_error:  # jsonargparse's own inner parsers: they raise, and their caller reports

@@ -99,18 +99,37 @@ def edf_windows(d: dict[str, Any]) -> dict[str, Any]:
     m = d["meta"]
     rows = [["wall time (median)", _f(d["speedup_biosig_over_mne_braindecode"])],
             ["CPU time (median)", _f(d["cpu_speedup_biosig_over_mne_braindecode"])]]
+    items: list[dict[str, Any]] = [
+        {"text": f"{m['nights']} Sleep-EDF-layout nights written with pyedflib; both pipelines give "
+                 "the same windows (checked in the script). Speed-up of the suite's cache build:"},
+        {"table": {"columns": ["measure", "speed-up"], "align": ["left", "right"], "rows": rows}}]
+    if "peak_rss_mib" in d:
+        peak, work = d["peak_rss_mib"], d.get("peak_rss_over_imports_mib", {})
+        items.append({"table": {"columns": ["pipeline", "peak resident MiB", "of which the work (over imports)"],
+                                "align": ["left", "right", "right"],
+                                "rows": [[k, _f(peak[k], 0), _f(work.get(k), 0)] for k in ("biosig", "mne")]}})
+    gpu = (d.get("loader") or {}).get("gpu_reference")
+    if gpu:
+        items.append({"text": f"The built cache's loader serves {_f(d['loader']['loader_windows_per_s'], 0)} "
+                              f"windows/s here, {_f(gpu['loader_over_gpu_step'], 1)}x the fastest paper model's "
+                              f"GPU training step ({gpu['model']}, {gpu['precision']}, {gpu['device']}, "
+                              f"{_f(gpu['gpu_samples_per_s'], 1)} samples/s; target 10x)"
+                              + (f"; on the GPU's own host its loader served {_f(gpu['gpu_host_loader_windows_per_s'], 0)}"
+                                 f" windows/s, {_f(gpu['gpu_host_loader_over_step'], 1)}x that step."
+                                 if gpu.get("gpu_host_loader_over_step") else ".")})
     return {"title": "Raw EDF files to training windows: the window cache against MNE + braindecode",
             "machine": f"{m['machine']}, {m['cpus']} CPUs, Python {m['python']} (shared machine)",
-            "dates": [m["date"][:10]], "command": m["command"], "page": "performance",
-            "items": [{"text": f"{m['nights']} Sleep-EDF-layout nights written with pyedflib; both pipelines give "
-                               "the same windows (checked in the script). Speed-up of the suite's cache build:"},
-                      {"table": {"columns": ["measure", "speed-up"], "align": ["left", "right"], "rows": rows}}]}
+            "dates": [m["date"][:10]], "command": m["command"], "page": "performance", "items": items}
 
 
 def bioformer_authors(d: dict[str, Any]) -> dict[str, Any]:
     m = d["meta"]
     rows = [["float64 logits max difference", f"{d['float64']['logits']:.1e}"],
             ["median step, authors / ours", _f(d["authors_over_ours"])]]
+    for key, label in (("authors_over_ours_compiled", "median steady step, authors / ours compiled"),
+                       ("compile_s", "compile time of ours (s, first step)")):
+        if d.get(key) is not None:
+            rows.append([label, _f(d[key])])
     return {"title": "BioFormer against the authors' code (same weights)",
             "machine": f"{m['machine']}, {m['threads']} thread, torch {m['torch']}",
             "dates": [m["date"][:10]], "command": m["command"], "page": "performance",
@@ -118,9 +137,43 @@ def bioformer_authors(d: dict[str, Any]) -> dict[str, Any]:
             "items": [{"table": {"columns": ["measure", "value"], "align": ["left", "right"], "rows": rows}}]}
 
 
+def framework_overhead(d: dict[str, Any]) -> dict[str, Any]:
+    runs = [d["runs"][key] for key in d["current"]]
+    rows, imports = [], {}
+    for run in runs:
+        for name, r in run["models"].items():
+            if name == "import_s":
+                imports = imports or r["median_s"]
+            if "median_steady_epoch_s" not in r:
+                continue
+            rows.append([name, r["train_windows"], _f(r["steady_epoch_fit_over_bare"]),
+                         _f(r.get("steady_epoch_cpu_fit_over_bare")), _f(r["steady_epoch_fit_over_braindecode"]),
+                         _f(r["median_startup_plus_teardown_s"]["biosig_fit"]),
+                         _f(r["fit_startup_in_steady_epochs"], 1), _f(r["total_fit_over_bare"])])
+    m = runs[0]["meta"]
+    items: list[dict[str, Any]] = [
+        {"text": "`biosig fit` on the APAVA stand-in's cached windows against a bare PyTorch loop and braindecode's "
+                 "EEGClassifier (same windows, batch, optimiser, clip, threads, initial weights), each epoch with "
+                 "its validation. A steady epoch is one after the first (wall and process CPU time); start-up is "
+                 "parsing, instantiation, Trainer set-up and the sanity check (plus the tear-down). "
+                 + d.get("summary", "")},
+        {"table": {"columns": ["model", "train windows", "steady epoch: fit / bare", "CPU: fit / bare",
+                               "fit / braindecode", "fit start-up s", "start-up in steady epochs",
+                               "whole run: fit / bare"],
+                   "align": ["left"] + ["right"] * 7, "rows": rows}}]
+    if imports:
+        items.append({"text": "A fresh interpreter's imports (s): " + ", ".join(
+            f"{k} {_f(v)}" for k, v in imports.items()) + "."})
+    return {"title": "The suite's own overhead: biosig fit against a bare loop and braindecode",
+            "machine": f"{m['machine']}, {m['cpus']} CPUs shared with other sessions, {m['threads']} torch thread, "
+                       f"torch {m['torch']}",
+            "dates": sorted({r["meta"]["date"][:10] for r in runs}),
+            "command": "; ".join(r["meta"]["command"] for r in runs), "page": "performance", "items": items}
+
+
 CONVERTERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "gpu_steps_h200": gpu_steps, "signed_graph": signed_graph, "spdtransnet_kernels": spdtransnet_kernels,
-    "edf_windows": edf_windows, "bioformer_authors": bioformer_authors,
+    "edf_windows": edf_windows, "bioformer_authors": bioformer_authors, "framework_overhead": framework_overhead,
 }
 
 

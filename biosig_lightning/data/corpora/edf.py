@@ -135,26 +135,94 @@ def read_signals(path: str | Path, indices: Sequence[int], expected_sfreq: float
     Each selected signal must be sampled at ``expected_sfreq`` and be finite; the error
     names the file and the channel otherwise. Signals of one rate have one length in EDF
     (the samples per data record times the records), so they stack without trimming.
+
+    pyedflib opens the file (so its header checks and error messages apply); a 16-bit EDF or
+    EDF+ file is then read in one pass as an array of data records (:func:`_read_records`),
+    which gives pyedflib's ``readSignal`` values bit for bit; a BDF file, or a header that does
+    not describe the file's bytes exactly, goes through ``readSignal`` signal by signal.
     """
     path = Path(path)
     reader = _open(path)
     try:
         labels = [str(lbl).strip() for lbl in reader.getSignalLabels()]
-        out: list[np.ndarray] = []
         for i in indices:
             fs = float(reader.getSampleFrequency(i))
             if abs(fs - expected_sfreq) > 1e-6:
                 raise DataError(f"{path}: channel {labels[i]!r} is sampled at {fs:g} Hz, expected {expected_sfreq:g} Hz")
-            sig = reader.readSignal(i)
+        records = _read_records(path, reader, indices) if reader.filetype in (_EDF, _EDF_PLUS) else None
+        out = records if records is not None else [reader.readSignal(i) for i in indices]
+        for i, sig in zip(indices, out, strict=True):
             if not np.isfinite(sig).all():
                 raise DataError(f"{path}: channel {labels[i]!r} contains NaN/Inf")
-            out.append(sig.astype(np.float32))
+        out = [sig.astype(np.float32) for sig in out]
     finally:
         reader.close()
     lengths = {len(s) for s in out}
     if len(lengths) > 1:
         raise DataError(f"{path}: selected channels have different lengths {sorted(lengths)}")
     return np.stack(out) if out else np.zeros((0, 0), dtype=np.float32)
+
+
+#: pyedflib's ``filetype`` codes (edflib) of the 16-bit formats: EDF and EDF+ (contiguous or not: like
+#: ``readSignal``, the records are read end to end whatever their onsets)
+_EDF, _EDF_PLUS = 0, 1
+
+
+def _read_records(path: Path, reader: Any, indices: Sequence[int]) -> list[np.ndarray] | None:
+    """Physical values of the signals at ``indices`` (pyedflib's numbering, annotation signals left
+    out), read as one ``(records, samples per record)`` int16 array; None where the header does not
+    describe exactly the file's bytes (pyedflib's per-signal reader is used then).
+
+    EDF stores each data record as every signal's samples in turn (Kemp et al., 1992, "A simple
+    format for exchange of digitized polygraphic recordings", the data record layout), little-endian
+    16-bit two's complement; the physical value is ``bitvalue * (offset + digital)`` with
+    ``bitvalue = (pmax - pmin) / (dmax - dmin)`` and ``offset = pmax / bitvalue - dmax``, the
+    arithmetic of edflib (pyedflib's C reader), in the same order, so the float64 results are equal.
+    """
+    with open(path, "rb") as f:
+        fixed = f.read(256)
+        try:
+            ns = int(fixed[252:256])
+            n_records = int(fixed[236:244])
+        except ValueError:
+            return None
+        head = f.read(256 * ns)
+    if ns <= 0 or n_records <= 0 or len(head) != 256 * ns:
+        return None
+
+    def field(offset: int, width: int) -> list[str]:
+        start = offset * ns
+        return [head[start + k * width:start + (k + 1) * width].decode("ascii", "replace").strip() for k in range(ns)]
+
+    raw_labels = field(0, 16)
+    try:
+        pmin = [float(v) for v in field(104, 8)]
+        pmax = [float(v) for v in field(112, 8)]
+        dmin = [int(v) for v in field(120, 8)]
+        dmax = [int(v) for v in field(128, 8)]
+        per_record = [int(v) for v in field(216, 8)]
+    except ValueError:
+        return None
+    # pyedflib numbers the ordinary signals only: the k-th of them is the k-th non-annotation signal
+    ordinary = [k for k, lbl in enumerate(raw_labels) if lbl != "EDF Annotations"]
+    if len(ordinary) != reader.signals_in_file:
+        return None
+    record_len = sum(per_record)
+    data_bytes = 256 * (ns + 1)
+    if path.stat().st_size != data_bytes + 2 * record_len * n_records:
+        return None
+    data = np.fromfile(path, dtype="<i2", offset=data_bytes).reshape(n_records, record_len)
+    starts = np.cumsum([0, *per_record])
+    out = []
+    for i in indices:
+        k = ordinary[i]
+        if dmax[k] == dmin[k]:
+            return None
+        digital = data[:, starts[k]:starts[k + 1]].reshape(-1).astype(np.float64)
+        bitvalue = (pmax[k] - pmin[k]) / (dmax[k] - dmin[k])
+        offset = pmax[k] / bitvalue - dmax[k]
+        out.append(bitvalue * (offset + digital))
+    return out
 
 
 def read_annotations(path: str | Path) -> tuple[datetime, list[Annotation]]:

@@ -1,4 +1,5 @@
-"""EDF reading: a looping symlink and a truncated file are one line each, with nothing else printed."""
+"""EDF reading: a looping symlink and a truncated file are one line each, with nothing else printed; the
+one-pass record reader gives pyedflib's values bit for bit."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pyedflib
 import pytest
 from pyedflib import highlevel
 
-from biosig_lightning.data.corpora.edf import files_fingerprint, read_header
+from biosig_lightning.data.corpora import edf
+from biosig_lightning.data.corpora.edf import files_fingerprint, read_header, read_signals
 from biosig_lightning.data.spec import DataError
 
 
@@ -34,3 +37,33 @@ def test_a_truncated_edf_is_one_line_and_the_library_prints_nothing(tmp_path: Pa
         read_header(cut)
     printed = capfd.readouterr()
     assert printed.out == "" and printed.err == "", printed
+
+
+def test_the_record_reader_equals_pyedflib_bit_for_bit_and_steps_aside_for_other_files(tmp_path: Path) -> None:
+    # an EDF+ file with an annotation signal between records, two rates, asymmetric physical/digital ranges
+    path = tmp_path / "mixed.edf"
+    rng = np.random.default_rng(0)
+    headers = highlevel.make_signal_headers(["A", "B", "C"], sample_frequency=100, physical_min=-187.3,
+                                            physical_max=241.9, digital_min=-2048, digital_max=2047)
+    headers[2]["sample_frequency"] = 1
+    signals = [rng.uniform(-180, 240, 1000), rng.uniform(-180, 240, 1000), rng.uniform(-180, 240, 10)]
+    assert highlevel.write_edf(str(path), signals, headers, header={"annotations": [[1.0, 0.0, "x"]]})
+    reader = pyedflib.EdfReader(str(path))
+    try:
+        assert reader.filetype == 1 and reader.signals_in_file == 3  # EDF+, the annotation signal not counted
+        ours = edf._read_records(path, reader, [2, 0, 1])
+        assert ours is not None
+        theirs = {i: reader.readSignal(i) for i in range(3)}
+        for got, i in zip(ours, [2, 0, 1], strict=True):
+            assert got.dtype == np.float64 and np.array_equal(got, theirs[i]), i
+    finally:
+        reader.close()
+    assert np.array_equal(read_signals(path, [1, 0], 100.0), np.stack([theirs[1], theirs[0]]).astype(np.float32))
+    # a header that does not describe the bytes (one byte more) goes back to pyedflib's reader
+    longer = tmp_path / "longer.edf"
+    longer.write_bytes(path.read_bytes() + b"\0")
+    reader = pyedflib.EdfReader(str(longer))
+    try:
+        assert edf._read_records(longer, reader, [0]) is None
+    finally:
+        reader.close()

@@ -12,6 +12,7 @@ import pyedflib
 import pytest
 from pyedflib import highlevel
 
+from biosig_lightning.data.corpora import edf as edf_module
 from biosig_lightning.data.corpora.edf import files_fingerprint, read_annotations, read_header, read_signals
 from biosig_lightning.data.corpora.sleep_edf import CLASSES, SYNTHETIC_DEFAULTS, SleepEDF
 from biosig_lightning.data.spec import CorpusReader, DataError
@@ -202,15 +203,15 @@ def test_unreadable_edf_and_nan_channel(tmp_path: Path, monkeypatch: pytest.Monk
     good = tmp_path / "SC4001E0-PSG.edf"
     write_psg(good, 60)
     assert read_signals(good, [0, 1], FS).shape == (2, 6000)
-    original = pyedflib.EdfReader.readSignal
+    original = edf_module._read_records
 
-    def with_nan(self: pyedflib.EdfReader, chn: int, *args: object, **kwargs: object) -> np.ndarray:
-        sig = original(self, chn, *args, **kwargs)
-        if chn == 1:
-            sig[5] = np.nan
-        return sig
+    def with_nan(path: Path, reader: pyedflib.EdfReader, indices: list[int]) -> list[np.ndarray] | None:
+        sigs = original(path, reader, indices)
+        assert sigs is not None
+        sigs[1][5] = np.nan
+        return sigs
 
-    monkeypatch.setattr(pyedflib.EdfReader, "readSignal", with_nan)
+    monkeypatch.setattr(edf_module, "_read_records", with_nan)
     with pytest.raises(DataError, match=r"SC4001E0-PSG\.edf: channel 'EEG Pz-Oz' contains NaN/Inf"):
         read_signals(good, [0, 1], FS)
 
