@@ -33,6 +33,8 @@ Filter (Sec. 3.2, eq. 12-13, 24-25, App. E.3):
 * :func:`exact_filter`: ``V g(Lambda) V^T y`` by a dense eigendecomposition (the O(N^3) reference).
 * :func:`lanczos_filter`: ``||y|| U_m g(H_m) c_1`` (eq. 25) with full re-orthogonalisation,
   batched over samples and over the ``D`` signals of a sample (each signal has its own Krylov space).
+* :func:`filter_flops` / :func:`choose_filter`: the two filters' flop counts for a product graph, and the
+  cheaper one (the denoiser's ``filter_method="auto"``).
 """
 
 from __future__ import annotations
@@ -48,10 +50,12 @@ __all__ = [
     "Response",
     "SymmetricOperator",
     "balance_violations",
+    "choose_filter",
     "chunk_nodes",
     "combinatorial_laplacian",
     "covariance_polarity",
     "exact_filter",
+    "filter_flops",
     "filter_response",
     "gershgorin_shift",
     "greedy_polarity",
@@ -374,7 +378,46 @@ def exact_filter(lap: torch.Tensor, y: torch.Tensor, omega: torch.Tensor | float
     """``V g(Lambda) V^T y`` (eq. 12) for ``lap`` ``(B, N, N)`` and signals ``y`` ``(B, N, D)``."""
     evals, evecs = torch.linalg.eigh(lap)
     g = filter_response(evals, omega, response, steepness)
+    n, d = lap.shape[-1], y.shape[-1]
+    if d > n:  # g(L) once (2 N^3 flops), then one N x N product per signal: 2 N^3 + 2 N^2 D < 4 N^2 D
+        return ((evecs * g.unsqueeze(-2)) @ evecs.transpose(-1, -2)) @ y
     return evecs @ (g.unsqueeze(-1) * (evecs.transpose(-1, -2) @ y))
+
+
+#: flops of a dense symmetric eigendecomposition with eigenvectors, per ``n^3`` (Golub & Van Loan,
+#: *Matrix Computations*, 4th ed., Sec. 8.3: about ``9 n^3`` for the symmetric QR algorithm)
+EIGH_FLOPS_PER_N3 = 9
+
+
+def filter_flops(n_chans: int, n_chunks: int, n_samples: int, krylov_dim: int) -> dict[str, int]:
+    """Multiply-add counts (2 flops each) of one window's filter on the product graph, forward pass.
+
+    ``N = C H`` nodes, ``D = n_samples`` signals per node, ``m = krylov_dim``. The edge-stored Laplacian
+    multiplies dense ``C x C`` spatial blocks (masked entries are zeros, not skipped), so one product costs
+    ``2 (H C^2 + 2 (H - 1) C)`` flops per signal.
+
+    * ``lanczos``: ``m`` products per signal, about ``10 N`` flops of recurrence (dot products, norms,
+      axpys) per step, and one ``m x m`` eigendecomposition per signal (eq. 24-25, App. B):
+      ``D (m (2 nnz + 10 N) + 9 m^3)``;
+    * ``exact``: one ``N x N`` eigendecomposition per window (``9 N^3``), ``g(L) = V g(Lambda) V^T``
+      (``2 N^3``) and ``g(L) Y`` (``2 N^2 D``) (eq. 12).
+
+    Reading: App. B's ``O(m |E|)`` assumes ``|E| = O(N)``; with the full spatial graph ``|E|`` grows as
+    ``N C``, so Lanczos costs ``O(m N C D)`` against the dense ``O(N^3 + N^2 D)``, and the dense filter is
+    the cheaper of the two when ``N`` is small and ``D`` large (the paper's ``N = 210``, ``D = 1000``).
+    """
+    c, h, d, m = n_chans, n_chunks, n_samples, min(krylov_dim, n_chans * n_chunks)
+    n = c * h
+    nnz = h * c * c + 2 * (h - 1) * c
+    lanczos = d * (m * (2 * nnz + 10 * n) + EIGH_FLOPS_PER_N3 * m ** 3)
+    exact = (EIGH_FLOPS_PER_N3 + 2) * n ** 3 + 2 * n * n * d
+    return {"lanczos": lanczos, "exact": exact}
+
+
+def choose_filter(n_chans: int, n_chunks: int, n_samples: int, krylov_dim: int) -> Literal["lanczos", "exact"]:
+    """The filter with the smaller :func:`filter_flops` count (``"exact"`` on ties)."""
+    flops = filter_flops(n_chans, n_chunks, n_samples, krylov_dim)
+    return "lanczos" if flops["lanczos"] < flops["exact"] else "exact"
 
 
 def lanczos_filter(lap: torch.Tensor | SymmetricOperator, y: torch.Tensor, omega: torch.Tensor | float,
