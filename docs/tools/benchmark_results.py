@@ -72,6 +72,21 @@ def signed_graph(d: dict[str, Any]) -> dict[str, Any]:
         rows = [[k, _f(v, 3)] for k, v in thr["ratios"].items()]
         items += [{"text": "Throughput ratios (the pair divided by the other model, same windows and batch):"},
                   {"table": {"columns": ["ratio", "value"], "align": ["left", "right"], "rows": rows}}]
+    mem = d.get("memory") or {}
+    if isinstance(mem, dict) and mem.get("ratios"):
+        rows = [[k, _f(v, 2)] for k, v in mem["ratios"].items()]
+        items += [{"text": "Peak memory growth of a training step (each model in its own process):"},
+                  {"table": {"columns": ["ratio", "value"], "align": ["left", "right"], "rows": rows}}]
+    flops = d.get("flops") or {}
+    if isinstance(flops, dict) and flops:
+        rows = [[k, _f(v.get("infer_counted_gflop_per_window", 0.0) + v.get("eigh_gflop_per_window_infer", 0.0), 3),
+                 _f(v.get("train_counted_gflop_per_window", 0.0), 3)] for k, v in flops.items()]
+        items += [{"text": "Flops per window (matrix products and convolutions counted by torch; the pair's "
+                           "eigendecompositions added to inference from the flop model):"},
+                  {"table": {"columns": ["model", "inference GFLOP", "training step GFLOP (counted)"],
+                             "align": ["left", "right", "right"], "rows": rows}}]
+    if d.get("analysis"):
+        items.append({"text": d["analysis"]})
     return {"title": "Signed-graph denoiser pair: Lanczos against dense filtering",
             "machine": f"{mach['cpu']}, {mach['cpu_count']} cores, torch {mach['torch']}",
             "dates": [d["date_utc"][:10]], "command": d["command"], "page": "performance", "items": items}
