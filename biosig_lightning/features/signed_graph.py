@@ -34,7 +34,7 @@ Filter (Sec. 3.2, eq. 12-13, 24-25, App. E.3):
 * :func:`lanczos_filter`: ``||y|| U_m g(H_m) c_1`` (eq. 25) with full re-orthogonalisation,
   batched over samples and over the ``D`` signals of a sample (each signal has its own Krylov space).
 * :func:`filter_flops` / :func:`choose_filter`: the two filters' flop counts for a product graph, and the
-  cheaper one (the denoiser's ``filter_method="auto"``).
+  one expected to be faster (the denoiser's ``filter_method="auto"``).
 """
 
 from __future__ import annotations
@@ -476,10 +476,19 @@ def filter_flops(n_chans: int, n_chunks: int, n_samples: int, krylov_dim: int) -
     return {"lanczos": lanczos, "exact": exact}
 
 
+#: how many dense-filter flops one Lanczos flop costs in time: the dense filter's work is a few large
+#: LAPACK / GEMM calls, Lanczos's is ``m`` small products per signal, memory-bound vector updates, one tiny
+#: LAPACK call per signal and autograd through the recurrence. Calibrated on the filter table of
+#: ``benchmarks/results/signed_graph.json`` (CPU, forward + backward), where the measured crossover lies
+#: well beyond the flop crossover.
+LANCZOS_FLOP_WEIGHT = 16
+
+
 def choose_filter(n_chans: int, n_chunks: int, n_samples: int, krylov_dim: int) -> Literal["lanczos", "exact"]:
-    """The filter with the smaller :func:`filter_flops` count (``"exact"`` on ties)."""
+    """The filter expected to be faster: Lanczos when ``LANCZOS_FLOP_WEIGHT x`` its :func:`filter_flops`
+    count is below the dense filter's, else ``"exact"``."""
     flops = filter_flops(n_chans, n_chunks, n_samples, krylov_dim)
-    return "lanczos" if flops["lanczos"] < flops["exact"] else "exact"
+    return "lanczos" if LANCZOS_FLOP_WEIGHT * flops["lanczos"] < flops["exact"] else "exact"
 
 
 def lanczos_filter(lap: torch.Tensor | SymmetricOperator, y: torch.Tensor, omega: torch.Tensor | float,

@@ -74,7 +74,7 @@ Readings of other ambiguities:
   ``C x C`` blocks and ``H - 1`` temporal links per channel; no ``N x N`` matrix is formed except for
   ``filter_method="exact"``.
 * ``filter_method="auto"`` (the shipped configs') filters with whichever of Lanczos and the dense
-  eigendecomposition needs fewer flops for the window shape
+  eigendecomposition is expected to be faster for the window shape, from both filters' flop counts
   (:func:`~biosig_lightning.features.signed_graph.choose_filter`). App. B's linear cost assumes
   ``|E| = O(N)``; with the full spatial graph a Lanczos product costs ``O(N C)`` per signal and each of
   the ``D`` signals needs its own ``m x m`` eigendecomposition, while the dense filter decomposes one
@@ -179,7 +179,7 @@ class SignedGraphDenoiser(nn.Module):
         spatial: ``full`` (every channel pair inside a chunk) or ``line`` (line graph of the bipolar
             montage named by ``ch_names``, App. E.1).
         krylov_dim: Lanczos dimension ``m``; ``filter_method="exact"`` uses a dense eigendecomposition,
-            ``"auto"`` the one of the two with fewer flops for this window shape.
+            ``"auto"`` the one of the two expected to be faster for this window shape.
         reorth_passes: Gram-Schmidt sweeps per Lanczos step (0: the three-term recurrence, see
             :func:`~biosig_lightning.features.signed_graph.lanczos_filter`).
         steepness, cutoff_init: eq. 31's ``alpha`` and the initial ``omega``.
