@@ -58,14 +58,16 @@ def gpu_steps(d: dict[str, Any]) -> dict[str, Any]:
 
 def signed_graph(d: dict[str, Any]) -> dict[str, Any]:
     mach = d["machine"]
-    filt = [[r["H"], r["N"], _f(r["speedup_lanczos_over_eigh"]), f"{r['relative_difference']:.1e}"]
-            for r in d["filter"]]
+    filt = [[r["H"], r["N"], _f(r["speedup_lanczos_over_eigh"]), f"{r['relative_difference']:.1e}",
+             _f(r["model_gflop_eigh"] / r["model_gflop_lanczos"]) if "model_gflop_lanczos" in r else "n/a",
+             r.get("auto_chooses", "n/a")] for r in d["filter"]]
     items: list[dict[str, Any]] = [
         {"text": d["note"]},
         {"text": "Lanczos filter on the edge-stored product graph against the dense-eigh filter, forward and "
                  "backward at the YAML's batch (above 1: Lanczos faster):"},
-        {"table": {"columns": ["chunks H", "nodes N", "Lanczos speed-up", "relative difference"],
-                   "align": ["right"] * 4, "rows": filt}},
+        {"table": {"columns": ["chunks H", "nodes N", "Lanczos speed-up", "relative difference",
+                               "dense / Lanczos flops", "auto picks"],
+                   "align": ["right"] * 6, "rows": filt}},
     ]
     thr = d.get("throughput") or {}
     if isinstance(thr, dict) and thr.get("ratios"):
@@ -85,6 +87,13 @@ def signed_graph(d: dict[str, Any]) -> dict[str, Any]:
                            "eigendecompositions added to inference from the flop model):"},
                   {"table": {"columns": ["model", "inference GFLOP", "training step GFLOP (counted)"],
                              "align": ["left", "right", "right"], "rows": rows}}]
+    prof = d.get("profile") or {}
+    if isinstance(prof, dict) and prof:
+        stages = list(next(iter(prof.values())))
+        rows = [[k, *[_f(v.get(st, 0.0), 3) for st in stages]] for k, v in prof.items()]
+        items += [{"text": "Where the pair's time goes (fraction of self CPU time, torch profiler):"},
+                  {"table": {"columns": ["run", *stages], "align": ["left"] + ["right"] * len(stages),
+                             "rows": rows}}]
     if d.get("analysis"):
         items.append({"text": d["analysis"]})
     return {"title": "Signed-graph denoiser pair: Lanczos against dense filtering",
