@@ -5,7 +5,8 @@ Everything here is a ratio against a baseline timed in the same run, the runs of
 repeat by repeat so that a busy machine slows all of them alike:
 
 1. **Throughput** on the windows and batch of ``experiments/signed_graph_turkish.yaml`` (35 channels x
-   6000 samples, batch 8; the pair built from that YAML's backbone arguments, 2 x 14,787 parameters):
+   6000 samples, batch 8; the pair built from that YAML's backbone arguments, 2 x 14,787 parameters,
+   ``filter_method: auto``, and the same pair forced to ``filter_method: lanczos``):
    windows/s of a training step and of inference.
    * the pair: a training step is the contrastive denoising loss of eq. 23 (both denoisers on the noisy
      batch) + backward + Adam, with class polarities fitted beforehand (as the task does at every epoch
@@ -17,7 +18,11 @@ repeat by repeat so that a busy machine slows all of them alike:
 3. **Filter**: ``lanczos_filter`` on the edge-stored Laplacian (``krylov_dim = 20``, three-term recurrence,
    as the model runs it) against ``exact_filter`` (dense ``eigh``, eq. 12) on a balanced product graph of
    ``N = 35 x H`` nodes as the sequence length ``H`` grows, ``6000 / H`` samples per node, forward +
-   backward of the filtered signal's energy (as in training), and their relative difference.
+   backward of the filtered signal's energy (as in training), their relative difference, both filters'
+   flop counts (``signed_graph.filter_flops``) and the filter ``auto`` picks.
+4. **Flops per window** (torch's ``FlopCounterMode``: matrix products and convolutions; the pair's
+   eigendecompositions added from the flop model) and a **profile** of the pair's training step and
+   inference batch, self CPU time grouped by stage (CNN, eigendecompositions, matrix products, the rest).
 
 Usage::
 
@@ -55,7 +60,10 @@ from biosig_lightning.tasks.denoiser_pair import DenoiserPairTask
 ROOT = Path(__file__).resolve().parents[1]
 YAML = ROOT / "experiments" / "signed_graph_turkish.yaml"
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "signed_graph.json"
-MODELS = ("SignedGraphClassifier", "EEGNetv4", "Deep4Net")
+#: the pair as its YAML builds it (``filter_method: auto``), the same pair forced to Lanczos, and the baselines
+PAIR, PAIR_LANCZOS = "SignedGraphClassifier", "SignedGraphClassifier[lanczos]"
+MODELS = (PAIR, PAIR_LANCZOS, "EEGNetv4", "Deep4Net")
+BASELINES = ("EEGNetv4", "Deep4Net")
 
 
 def paper_config() -> tuple[dict[str, Any], int]:
@@ -68,8 +76,10 @@ def build(name: str, n_chans: int, n_times: int, sfreq: float, x: torch.Tensor, 
           ) -> tuple[Callable[[], None], Callable[[], None], int]:
     """``(train_step, infer, n_params)`` of one model on the batch ``x``, ``y``."""
     torch.manual_seed(0)
-    if name == "SignedGraphClassifier":
+    if name in (PAIR, PAIR_LANCZOS):
         kwargs, _ = paper_config()
+        if name == PAIR_LANCZOS:
+            kwargs["filter_method"] = "lanczos"
         model = SignedGraphClassifier(n_chans, 2, n_times, sfreq, **kwargs)
         task = DenoiserPairTask(model, n_outputs=2, optimizer="adam", weight_decay=0.0, scheduler="none")
         model.fit_polarity(x, y)  # the task does this at every epoch start
@@ -133,9 +143,75 @@ def throughput(n_chans: int, n_times: int, sfreq: float, batch: int, repeats: in
     infer = _interleaved({k: v[1] for k, v in built.items()}, repeats)
     out: dict[str, Any] = {name: {"params": built[name][2], "train_windows_per_s": batch / train[name],
                                   "infer_windows_per_s": batch / infer[name]} for name in MODELS}
-    ours = out["SignedGraphClassifier"]
-    out["ratios"] = {f"{kind}_ours_over_{name}": ours[f"{kind}_windows_per_s"] / out[name][f"{kind}_windows_per_s"]
-                     for name in MODELS[1:] for kind in ("train", "infer")}
+    ratios = {}
+    for mine, tag in ((PAIR, "ours"), (PAIR_LANCZOS, "ours_lanczos")):
+        for name in BASELINES:
+            for kind in ("train", "infer"):
+                ratios[f"{kind}_{tag}_over_{name}"] = (out[mine][f"{kind}_windows_per_s"]
+                                                       / out[name][f"{kind}_windows_per_s"])
+    out["ratios"] = ratios
+    return out
+
+
+#: aten operators grouped into the pair's stages for the profile breakdown
+STAGES = {
+    "cnn (conv, batch norm, LeakyReLU, pool)": ("conv", "batch_norm", "leaky_relu", "adaptive_avg_pool"),
+    "eigendecompositions (N x N dense or m x m tridiagonal)": ("eigh",),
+    "matrix products (filter g(L) y, Lanczos L v, signal gaps, distances)": ("bmm", "mm", "matmul", "baddbmm",
+                                                                              "addmm", "linalg_vecdot"),
+}
+
+
+def profile_breakdown(n_chans: int, n_times: int, sfreq: float, batch: int) -> dict[str, Any]:
+    """Self CPU time of one training step and one inference batch of the pair, grouped by stage (fractions)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    x, y = _batch(n_chans, n_times, batch)
+    out: dict[str, Any] = {}
+    for name in (PAIR, PAIR_LANCZOS):
+        train_step, infer, _ = build(name, n_chans, n_times, sfreq, x, y)
+        for kind, fn in (("train", train_step), ("infer", infer)):
+            fn()
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                fn()
+            groups = dict.fromkeys([*STAGES, "elementwise and other"], 0.0)
+            for ev in prof.key_averages():
+                key = next((g for g, pats in STAGES.items() if any(p in ev.key for p in pats)),
+                           "elementwise and other")
+                groups[key] += ev.self_cpu_time_total
+            total = sum(groups.values())
+            out[f"{name} {kind}"] = {k: round(v / total, 3) for k, v in groups.items()}
+            print(f"  profile {name} {kind}: {out[f'{name} {kind}']}", flush=True)
+    return out
+
+
+def flops_per_window(n_chans: int, n_times: int, sfreq: float, batch: int) -> dict[str, Any]:
+    """Counted matrix-product and convolution flops per window (torch's FlopCounterMode) of inference and a
+    training step; the pair's eigendecompositions, which the counter skips, are added from
+    ``signed_graph.filter_flops``'s model (9 n^3 per n x n decomposition). Elementwise work is not counted."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    x, y = _batch(n_chans, n_times, batch)
+    kwargs, _ = paper_config()
+    h, blocks = int(kwargs["n_chunks"]), int(kwargs["n_blocks"])
+    m, d = int(kwargs["krylov_dim"]), n_times // int(kwargs["n_chunks"])
+    out: dict[str, Any] = {}
+    for name in MODELS:
+        train_step, infer, _ = build(name, n_chans, n_times, sfreq, x, y)
+        row = {}
+        for kind, fn in (("infer", infer), ("train", train_step)):
+            with FlopCounterMode(display=False) as counter:
+                fn()
+            row[f"{kind}_counted_gflop_per_window"] = counter.get_total_flops() / batch / 1e9
+        if name in (PAIR, PAIR_LANCZOS):
+            method = "lanczos" if name == PAIR_LANCZOS else sg.choose_filter(n_chans, h, d, m)
+            n = n_chans * h
+            eig = sg.EIGH_FLOPS_PER_N3 * (n ** 3 if method == "exact" else d * min(m, n) ** 3)
+            row["filter"] = method
+            row["eigh_gflop_per_window_infer"] = 2 * blocks * eig / 1e9  # two denoisers
+            row["filter_model_gflop_per_window_infer"] = 2 * blocks * sg.filter_flops(n_chans, h, d, m)[method] / 1e9
+        out[name] = row
+        print(f"  flops {name}: {row}", flush=True)
     return out
 
 
@@ -166,9 +242,9 @@ def memory(n_chans: int, n_times: int, sfreq: float, batch: int, threads: int) -
                "--n-times", str(n_times), "--batch", str(batch)]
         done = subprocess.run(cmd, capture_output=True, text=True, check=True)
         rows[name] = json.loads(done.stdout.strip().splitlines()[-1])
-    ours = rows["SignedGraphClassifier"]["step_peak_growth_mib"]
-    rows["ratios"] = {f"step_memory_ours_over_{n}": ours / max(rows[n]["step_peak_growth_mib"], 1e-9)
-                      for n in MODELS[1:]}
+    rows["ratios"] = {f"step_memory_{tag}_over_{n}": rows[mine]["step_peak_growth_mib"]
+                      / max(rows[n]["step_peak_growth_mib"], 1e-9)
+                      for mine, tag in ((PAIR, "ours"), (PAIR_LANCZOS, "ours_lanczos")) for n in BASELINES}
     return rows
 
 
@@ -204,9 +280,12 @@ def filter_scaling(n_chans: int, n_times: int, chunks: list[int], krylov_dim: in
         with torch.no_grad():
             ref = sg.exact_filter(lap.dense(), y, 1.0)
             err = float((sg.lanczos_filter(lap, y, 1.0, krylov_dim, reorth_passes=0) - ref).norm() / ref.norm())
+        flops = sg.filter_flops(n_chans, h, n_times // h, krylov_dim)
         rows.append({"H": h, "N": n_chans * h, "D": n_times // h, "lanczos_ms": 1e3 * t["lanczos"],
                      "eigh_ms": 1e3 * t["eigh"], "speedup_lanczos_over_eigh": t["eigh"] / t["lanczos"],
-                     "relative_difference": err})
+                     "relative_difference": err, "model_gflop_lanczos": flops["lanczos"] / 1e9,
+                     "model_gflop_eigh": flops["exact"] / 1e9,
+                     "auto_chooses": sg.choose_filter(n_chans, h, n_times // h, krylov_dim)})
         print(f"  filter {rows[-1]}", flush=True)
     return rows
 
@@ -229,6 +308,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=None)
     parser.add_argument("--out", type=Path, default=None, help=f"results JSON (default {DEFAULT_OUT})")
+    parser.add_argument("--chunks", type=str, default=None, help="comma-separated H of the filter table")
+    parser.add_argument("--note", type=str, default="", help="appended to the results file's note")
     parser.add_argument("--probe-memory", choices=MODELS, help=argparse.SUPPRESS)
     parser.add_argument("--n-times", type=int, default=6000, help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, default=None, help=argparse.SUPPRESS)
@@ -248,7 +329,7 @@ def main(argv: list[str] | None = None) -> None:
         "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(args.threads), "loadavg_start": os.getloadavg(),
         "note": "ratios from runs interleaved in one process on a machine shared with other jobs; "
-                "absolute timings are not claims",
+                "absolute timings are not claims" + (f"; {args.note}" if args.note else ""),
         "windows": {"n_chans": 35, "n_times": n_times, "batch": batch, "config": str(YAML.relative_to(ROOT))},
     }
     result["complete"] = False  # the file is rewritten after every section; true once all are in
@@ -258,8 +339,9 @@ def main(argv: list[str] | None = None) -> None:
             atomic_write_json(out, result)
 
     print(f"Lanczos (m = 20, edges) vs dense eigh, forward + backward, batch {batch}:", flush=True)
-    result["filter"] = filter_scaling(35, n_times, [1, 2, 6, 10] if args.quick else [1, 2, 3, 6, 10, 20], 20,
-                                      batch, repeats)
+    chunks = ([int(c) for c in args.chunks.split(",")] if args.chunks
+              else [1, 2, 6, 10] if args.quick else [1, 2, 3, 6, 10, 20])
+    result["filter"] = filter_scaling(35, n_times, chunks, 20, batch, repeats)
     save()
     if not args.skip_throughput:
         print("peak memory of a training step (one process per model) ...", flush=True)
@@ -270,10 +352,16 @@ def main(argv: list[str] | None = None) -> None:
         result["throughput"] = throughput(35, n_times, 500.0, batch, repeats)
         for name in MODELS:
             row = result["throughput"][name]
-            print(f"  {name:24s} params {row['params']:>8,d}  train {row['train_windows_per_s']:8.2f}  "
+            print(f"  {name:32s} params {row['params']:>8,d}  train {row['train_windows_per_s']:8.2f}  "
                   f"infer {row['infer_windows_per_s']:8.2f} windows/s")
         for key, value in result["throughput"]["ratios"].items():
             print(f"  {key:40s} {value:6.3f}")
+        save()
+        print("flops per window ...", flush=True)
+        result["flops"] = flops_per_window(35, n_times, 500.0, batch)
+        save()
+        print("profile of the pair ...", flush=True)
+        result["profile"] = profile_breakdown(35, n_times, 500.0, batch)
     result["loadavg_end"] = os.getloadavg()
     result["wall_s"] = time.time() - started
     result["complete"] = True

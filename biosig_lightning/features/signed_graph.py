@@ -33,6 +33,8 @@ Filter (Sec. 3.2, eq. 12-13, 24-25, App. E.3):
 * :func:`exact_filter`: ``V g(Lambda) V^T y`` by a dense eigendecomposition (the O(N^3) reference).
 * :func:`lanczos_filter`: ``||y|| U_m g(H_m) c_1`` (eq. 25) with full re-orthogonalisation,
   batched over samples and over the ``D`` signals of a sample (each signal has its own Krylov space).
+* :func:`filter_flops` / :func:`choose_filter`: the two filters' flop counts for a product graph, and the
+  one expected to be faster (the denoiser's ``filter_method="auto"``).
 """
 
 from __future__ import annotations
@@ -48,10 +50,12 @@ __all__ = [
     "Response",
     "SymmetricOperator",
     "balance_violations",
+    "choose_filter",
     "chunk_nodes",
     "combinatorial_laplacian",
     "covariance_polarity",
     "exact_filter",
+    "filter_flops",
     "filter_response",
     "gershgorin_shift",
     "greedy_polarity",
@@ -371,10 +375,120 @@ def filter_response(eigvals: torch.Tensor, omega: torch.Tensor | float, response
 
 def exact_filter(lap: torch.Tensor, y: torch.Tensor, omega: torch.Tensor | float, response: Response = "sigmoid",
                  steepness: float = 10.0) -> torch.Tensor:
-    """``V g(Lambda) V^T y`` (eq. 12) for ``lap`` ``(B, N, N)`` and signals ``y`` ``(B, N, D)``."""
+    """``V g(Lambda) V^T y`` (eq. 12) for ``lap`` ``(B, N, N)`` and signals ``y`` ``(B, N, D)``.
+
+    The sigmoid response is differentiated as a matrix function (:class:`_SigmoidFilter`), which stays
+    finite where eigenvalues coincide; the ideal response (not differentiable in ``omega``) goes through
+    ``torch.linalg.eigh``'s own backward.
+    """
+    if response == "sigmoid" and lap.dtype in (torch.float32, torch.float64):
+        omega_t = omega if isinstance(omega, torch.Tensor) else torch.tensor(float(omega))
+        return _SigmoidFilter.apply(lap, y, omega_t.to(lap.device, lap.dtype), float(steepness))
     evals, evecs = torch.linalg.eigh(lap)
     g = filter_response(evals, omega, response, steepness)
+    return _apply_spectral(evecs, g, y)
+
+
+def _apply_spectral(evecs: torch.Tensor, g: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``V diag(g) V^T y``, associated for the fewer flops."""
+    n, d = evecs.shape[-1], y.shape[-1]
+    if d > n:  # g(L) once (2 N^3 flops), then one N x N product per signal: 2 N^3 + 2 N^2 D < 4 N^2 D
+        return ((evecs * g.unsqueeze(-2)) @ evecs.transpose(-1, -2)) @ y
     return evecs @ (g.unsqueeze(-1) * (evecs.transpose(-1, -2) @ y))
+
+
+class _SigmoidFilter(torch.autograd.Function):
+    """``g(L) y`` with ``g(lambda) = sigmoid(a (omega - lambda))`` and the matrix-function derivative.
+
+    Backward (Daleckii-Krein): with ``L = V diag(lambda) V^T``, ``A = (V^T G)(V^T y)^T`` for the output
+    gradient ``G``, ``dL = V (F o sym(A)) V^T`` where ``F_ij = (g_i - g_j) / (lambda_i - lambda_j)`` and
+    ``F_ii = g'(lambda_i)`` (also for eigenvalues closer than ``sqrt(eps)`` times the spectrum's scale,
+    where the divided difference tends to the derivative); ``dy = g(L) G``;
+    ``domega = sum_i a g_i (1 - g_i) A_ii``. ``eigh``'s own backward divides by ``lambda_i - lambda_j``
+    and is infinite at a repeated eigenvalue, which a graph with equal weights has.
+    """
+
+    @staticmethod
+    def forward(ctx, lap: torch.Tensor, y: torch.Tensor, omega: torch.Tensor,  # type: ignore[override]
+                steepness: float) -> torch.Tensor:
+        evals, evecs = torch.linalg.eigh(lap)
+        g = torch.sigmoid(steepness * (omega - evals))
+        ctx.save_for_backward(evals, evecs, g, y)
+        ctx.steepness = steepness
+        ctx.omega_shape = omega.shape
+        return _apply_spectral(evecs, g, y)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]  # noqa: ANN205
+        evals, evecs, g, y = ctx.saved_tensors
+        a = ctx.steepness
+        vt = evecs.transpose(-1, -2)
+        grad_lap = grad_y = grad_omega = None
+        if ctx.needs_input_grad[1]:
+            grad_y = _apply_spectral(evecs, g, grad)
+        if ctx.needs_input_grad[0] or ctx.needs_input_grad[2]:
+            proj = (vt @ grad) @ (vt @ y).transpose(-1, -2)  # A = (V^T G)(V^T y)^T, (B, N, N)
+            g64, lam = g.double(), evals.double()
+            slope = -a * g64 * (1 - g64)  # g'(lambda)
+            if ctx.needs_input_grad[2]:
+                grad_omega = (-slope * torch.diagonal(proj, dim1=-2, dim2=-1).double()).sum()
+                grad_omega = grad_omega.to(g.dtype).expand(ctx.omega_shape).clone()
+            if ctx.needs_input_grad[0]:
+                gap = lam.unsqueeze(-1) - lam.unsqueeze(-2)
+                scale = lam.abs().amax(-1, keepdim=True).unsqueeze(-1).clamp_min(1.0)
+                close = gap.abs() <= torch.finfo(g.dtype).eps ** 0.5 * scale
+                g_mid = (g64.unsqueeze(-1) + g64.unsqueeze(-2)) / 2  # g at nearly equal eigenvalues
+                slope_mid = -a * g_mid * (1 - g_mid)
+                diff = (g64.unsqueeze(-1) - g64.unsqueeze(-2)) / torch.where(close, 1.0, gap)
+                loewner = torch.where(close, slope_mid, diff).to(g.dtype)
+                sym = (proj + proj.transpose(-1, -2)) / 2
+                grad_lap = evecs @ (loewner * sym) @ vt
+        return grad_lap, grad_y, grad_omega, None
+
+
+#: flops of a dense symmetric eigendecomposition with eigenvectors, per ``n^3`` (Golub & Van Loan,
+#: *Matrix Computations*, 4th ed., Sec. 8.3: about ``9 n^3`` for the symmetric QR algorithm)
+EIGH_FLOPS_PER_N3 = 9
+
+
+def filter_flops(n_chans: int, n_chunks: int, n_samples: int, krylov_dim: int) -> dict[str, int]:
+    """Multiply-add counts (2 flops each) of one window's filter on the product graph, forward pass.
+
+    ``N = C H`` nodes, ``D = n_samples`` signals per node, ``m = krylov_dim``. The edge-stored Laplacian
+    multiplies dense ``C x C`` spatial blocks (masked entries are zeros, not skipped), so one product costs
+    ``2 (H C^2 + 2 (H - 1) C)`` flops per signal.
+
+    * ``lanczos``: ``m`` products per signal, about ``10 N`` flops of recurrence (dot products, norms,
+      axpys) per step, and one ``m x m`` eigendecomposition per signal (eq. 24-25, App. B):
+      ``D (m (2 nnz + 10 N) + 9 m^3)``;
+    * ``exact``: one ``N x N`` eigendecomposition per window (``9 N^3``), ``g(L) = V g(Lambda) V^T``
+      (``2 N^3``) and ``g(L) Y`` (``2 N^2 D``) (eq. 12).
+
+    Reading: App. B's ``O(m |E|)`` assumes ``|E| = O(N)``; with the full spatial graph ``|E|`` grows as
+    ``N C``, so Lanczos costs ``O(m N C D)`` against the dense ``O(N^3 + N^2 D)``, and the dense filter is
+    the cheaper of the two when ``N`` is small and ``D`` large (the paper's ``N = 210``, ``D = 1000``).
+    """
+    c, h, d, m = n_chans, n_chunks, n_samples, min(krylov_dim, n_chans * n_chunks)
+    n = c * h
+    nnz = h * c * c + 2 * (h - 1) * c
+    lanczos = d * (m * (2 * nnz + 10 * n) + EIGH_FLOPS_PER_N3 * m ** 3)
+    exact = (EIGH_FLOPS_PER_N3 + 2) * n ** 3 + 2 * n * n * d
+    return {"lanczos": lanczos, "exact": exact}
+
+
+#: how many dense-filter flops one Lanczos flop costs in time: the dense filter's work is a few large
+#: LAPACK / GEMM calls, Lanczos's is ``m`` small products per signal, memory-bound vector updates, one tiny
+#: LAPACK call per signal and autograd through the recurrence. Calibrated on the filter table of
+#: ``benchmarks/results/signed_graph.json`` (CPU, forward + backward), where the measured crossover lies
+#: well beyond the flop crossover.
+LANCZOS_FLOP_WEIGHT = 16
+
+
+def choose_filter(n_chans: int, n_chunks: int, n_samples: int, krylov_dim: int) -> Literal["lanczos", "exact"]:
+    """The filter expected to be faster: Lanczos when ``LANCZOS_FLOP_WEIGHT x`` its :func:`filter_flops`
+    count is below the dense filter's, else ``"exact"``."""
+    flops = filter_flops(n_chans, n_chunks, n_samples, krylov_dim)
+    return "lanczos" if LANCZOS_FLOP_WEIGHT * flops["lanczos"] < flops["exact"] else "exact"
 
 
 def lanczos_filter(lap: torch.Tensor | SymmetricOperator, y: torch.Tensor, omega: torch.Tensor | float,

@@ -58,20 +58,44 @@ def gpu_steps(d: dict[str, Any]) -> dict[str, Any]:
 
 def signed_graph(d: dict[str, Any]) -> dict[str, Any]:
     mach = d["machine"]
-    filt = [[r["H"], r["N"], _f(r["speedup_lanczos_over_eigh"]), f"{r['relative_difference']:.1e}"]
-            for r in d["filter"]]
+    filt = [[r["H"], r["N"], _f(r["speedup_lanczos_over_eigh"]), f"{r['relative_difference']:.1e}",
+             _f(r["model_gflop_eigh"] / r["model_gflop_lanczos"]) if "model_gflop_lanczos" in r else "n/a",
+             r.get("auto_chooses", "n/a")] for r in d["filter"]]
     items: list[dict[str, Any]] = [
         {"text": d["note"]},
         {"text": "Lanczos filter on the edge-stored product graph against the dense-eigh filter, forward and "
                  "backward at the YAML's batch (above 1: Lanczos faster):"},
-        {"table": {"columns": ["chunks H", "nodes N", "Lanczos speed-up", "relative difference"],
-                   "align": ["right"] * 4, "rows": filt}},
+        {"table": {"columns": ["chunks H", "nodes N", "Lanczos speed-up", "relative difference",
+                               "dense / Lanczos flops", "auto picks"],
+                   "align": ["right"] * 6, "rows": filt}},
     ]
     thr = d.get("throughput") or {}
     if isinstance(thr, dict) and thr.get("ratios"):
         rows = [[k, _f(v, 3)] for k, v in thr["ratios"].items()]
         items += [{"text": "Throughput ratios (the pair divided by the other model, same windows and batch):"},
                   {"table": {"columns": ["ratio", "value"], "align": ["left", "right"], "rows": rows}}]
+    mem = d.get("memory") or {}
+    if isinstance(mem, dict) and mem.get("ratios"):
+        rows = [[k, _f(v, 2)] for k, v in mem["ratios"].items()]
+        items += [{"text": "Peak memory growth of a training step (each model in its own process):"},
+                  {"table": {"columns": ["ratio", "value"], "align": ["left", "right"], "rows": rows}}]
+    flops = d.get("flops") or {}
+    if isinstance(flops, dict) and flops:
+        rows = [[k, _f(v.get("infer_counted_gflop_per_window", 0.0) + v.get("eigh_gflop_per_window_infer", 0.0), 3),
+                 _f(v.get("train_counted_gflop_per_window", 0.0), 3)] for k, v in flops.items()]
+        items += [{"text": "Flops per window (matrix products and convolutions counted by torch; the pair's "
+                           "eigendecompositions added to inference from the flop model):"},
+                  {"table": {"columns": ["model", "inference GFLOP", "training step GFLOP (counted)"],
+                             "align": ["left", "right", "right"], "rows": rows}}]
+    prof = d.get("profile") or {}
+    if isinstance(prof, dict) and prof:
+        stages = list(next(iter(prof.values())))
+        rows = [[k, *[_f(v.get(st, 0.0), 3) for st in stages]] for k, v in prof.items()]
+        items += [{"text": "Where the pair's time goes (fraction of self CPU time, torch profiler):"},
+                  {"table": {"columns": ["run", *stages], "align": ["left"] + ["right"] * len(stages),
+                             "rows": rows}}]
+    if d.get("analysis"):
+        items.append({"text": d["analysis"]})
     return {"title": "Signed-graph denoiser pair: Lanczos against dense filtering",
             "machine": f"{mach['cpu']}, {mach['cpu_count']} cores, torch {mach['torch']}",
             "dates": [d["date_utc"][:10]], "command": d["command"], "page": "performance", "items": items}

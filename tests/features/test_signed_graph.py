@@ -209,3 +209,19 @@ def test_signed_laplacian_uses_the_absolute_degree_and_is_psd() -> None:
     lap = sg.signed_laplacian(w)
     torch.testing.assert_close(lap, torch.diag(w.abs().sum(1)) - w)
     assert torch.linalg.eigvalsh(lap).min() > -1e-10
+
+
+def test_exact_filter_gradient_is_right_at_repeated_eigenvalues() -> None:
+    # a complete graph with equal weights: eigenvalue 5 five times; eigh's own backward divides by zero there
+    w = torch.ones(1, 6, 6, dtype=torch.float64) - torch.eye(6, dtype=torch.float64)
+    lap = (torch.diag_embed(w.sum(-1)) - w).requires_grad_(True)
+    y = torch.randn(1, 6, 9, dtype=torch.float64, requires_grad=True)
+    omega = torch.tensor(4.8, dtype=torch.float64, requires_grad=True)
+
+    def filt(lp: torch.Tensor, yy: torch.Tensor, om: torch.Tensor) -> torch.Tensor:
+        return sg.exact_filter((lp + lp.transpose(-1, -2)) / 2, yy, om, "sigmoid", 3.0)
+
+    assert torch.autograd.gradcheck(filt, (lap, y, omega))
+    evals, evecs = torch.linalg.eigh(lap)
+    naive = evecs @ (torch.sigmoid(3.0 * (omega - evals)).unsqueeze(-1) * (evecs.transpose(-1, -2) @ y))
+    assert not torch.isfinite(torch.autograd.grad(naive.square().sum(), lap)[0]).all()

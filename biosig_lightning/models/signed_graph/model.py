@@ -73,6 +73,14 @@ Readings of other ambiguities:
 * The graph is stored by its edges (:mod:`biosig_lightning.features.product_graph`): ``H`` spatial
   ``C x C`` blocks and ``H - 1`` temporal links per channel; no ``N x N`` matrix is formed except for
   ``filter_method="exact"``.
+* ``filter_method="auto"`` (the shipped configs') filters with whichever of Lanczos and the dense
+  eigendecomposition is expected to be faster for the window shape, from both filters' flop counts
+  (:func:`~biosig_lightning.features.signed_graph.choose_filter`). App. B's linear cost assumes
+  ``|E| = O(N)``; with the full spatial graph a Lanczos product costs ``O(N C)`` per signal and each of
+  the ``D`` signals needs its own ``m x m`` eigendecomposition, while the dense filter decomposes one
+  ``N x N`` matrix per window and shares it by all ``D`` signals, so at the paper's ``N = 210``,
+  ``D = 1000`` the dense filter is the cheaper one; Lanczos takes over as ``H`` grows. Both compute
+  eq. 12's ``g(L) y`` (Lanczos to its approximation error).
 * ``omega`` is in eigenvalue units (eq. 31 compares it with ``lambda_i``) and starts at ``cutoff_init``.
 * ``noise_std`` (``sigma_n`` of eq. 18) only scales the logits; the task adds noise of that level.
 """
@@ -93,6 +101,7 @@ from biosig_lightning.models.catalog import register_backbone
 __all__ = ["BalancedGraphLearning", "SignedGraphClassifier", "SignedGraphDenoiser"]
 
 Spatial = Literal["full", "line"]
+FilterMethod = Literal["lanczos", "exact", "auto"]
 
 
 class BalancedGraphLearning(nn.Module):
@@ -169,7 +178,8 @@ class SignedGraphDenoiser(nn.Module):
         negative_weight: ``eq7`` (``exp(-d) - 1``) or ``mirror`` (``-exp(-d)``, eq. 8's closed form).
         spatial: ``full`` (every channel pair inside a chunk) or ``line`` (line graph of the bipolar
             montage named by ``ch_names``, App. E.1).
-        krylov_dim: Lanczos dimension ``m``; ``filter_method="exact"`` uses a dense eigendecomposition.
+        krylov_dim: Lanczos dimension ``m``; ``filter_method="exact"`` uses a dense eigendecomposition,
+            ``"auto"`` the one of the two expected to be faster for this window shape.
         reorth_passes: Gram-Schmidt sweeps per Lanczos step (0: the three-term recurrence, see
             :func:`~biosig_lightning.features.signed_graph.lanczos_filter`).
         steepness, cutoff_init: eq. 31's ``alpha`` and the initial ``omega``.
@@ -183,7 +193,7 @@ class SignedGraphDenoiser(nn.Module):
                  n_metric_candidates: int = 5, metric_rank: int = 13, selection_temperature: float = 0.1,
                  graph: sg.GraphKind = "balanced", negative_weight: Literal["eq7", "mirror"] = "eq7",
                  spatial: Spatial = "full", ch_names: Sequence[str] | None = None, krylov_dim: int = 20,
-                 filter_method: Literal["lanczos", "exact"] = "lanczos", steepness: float = 10.0,
+                 filter_method: FilterMethod = "lanczos", steepness: float = 10.0,
                  cutoff_init: float = 1.0, polarity_ref: int = 0, d_star: float = 0.5,
                  polarity: Literal["class", "input"] = "class", reorth_passes: int = 0) -> None:
         super().__init__()
@@ -200,8 +210,10 @@ class SignedGraphDenoiser(nn.Module):
             raise ValueError(f"{owner}: graph must be balanced, positive or unbalanced, got {graph!r}")
         if negative_weight not in ("eq7", "mirror"):
             raise ValueError(f"{owner}: negative_weight must be eq7 or mirror, got {negative_weight!r}")
-        if filter_method not in ("lanczos", "exact"):
-            raise ValueError(f"{owner}: filter_method must be lanczos or exact, got {filter_method!r}")
+        if filter_method not in ("lanczos", "exact", "auto"):
+            raise ValueError(f"{owner}: filter_method must be lanczos, exact or auto, got {filter_method!r}")
+        if filter_method == "auto":
+            filter_method = sg.choose_filter(n_chans, n_chunks, n_times // n_chunks, krylov_dim)
         if not 0 <= polarity_ref < n_chans:
             raise ValueError(f"{owner}: polarity_ref={polarity_ref} is not a channel index below {n_chans}")
         if spatial == "line":
@@ -354,7 +366,7 @@ class SignedGraphClassifier(BiosignalModel):
                  feature_dim: int = 63, metric: sg.DistanceKind = "mahalanobis", n_metric_candidates: int = 5,
                  metric_rank: int = 13, selection_temperature: float = 0.1, graph: sg.GraphKind = "balanced",
                  negative_weight: Literal["eq7", "mirror"] = "eq7", spatial: Spatial = "full",
-                 krylov_dim: int = 20, filter_method: Literal["lanczos", "exact"] = "lanczos",
+                 krylov_dim: int = 20, filter_method: FilterMethod = "lanczos",
                  steepness: float = 10.0, cutoff_init: float = 1.0, polarity_ref: int = 0,
                  d_star: float = 0.5, polarity: Literal["class", "input"] = "class",
                  reorth_passes: int = 0) -> None:

@@ -115,3 +115,17 @@ def test_class_polarities_come_from_each_class_and_drive_the_filter() -> None:
     fresh = SignedGraphClassifier(4, 2, 32, 100.0, **TINY).eval()
     fresh.load_state_dict(model.state_dict())
     torch.testing.assert_close(fresh(probe), model(probe))
+
+
+def test_auto_filter_takes_the_dense_one_until_lanczos_needs_far_fewer_flops() -> None:
+    # at the paper's N = 210, D = 1000 one dense eigendecomposition shared by the 1000 signals needs fewer
+    # flops than 1000 Krylov spaces over the full spatial graph; at 20 chunks Lanczos needs 11x fewer flops,
+    # still too few to pay for its slower flops (LANCZOS_FLOP_WEIGHT); at 40 chunks of 150 samples it does
+    assert sg.choose_filter(35, 6, 1000, 20) == "exact"
+    assert sg.choose_filter(35, 20, 300, 20) == "exact"
+    assert sg.choose_filter(35, 40, 150, 20) == "lanczos"
+    assert SignedGraphDenoiser(35, 6000, filter_method="auto").filter_method == "exact"
+    assert SignedGraphDenoiser(35, 6000, n_chunks=40, filter_method="auto").filter_method == "lanczos"
+    flops = sg.filter_flops(35, 6, 1000, 20)
+    assert flops["exact"] == 11 * 210 ** 3 + 2 * 210 ** 2 * 1000
+    assert flops["lanczos"] == 1000 * (20 * (2 * (6 * 35 ** 2 + 2 * 5 * 35) + 10 * 210) + 9 * 20 ** 3)
