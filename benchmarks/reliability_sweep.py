@@ -604,7 +604,9 @@ def _(s: Sweep, d: Path) -> Outcome:
     ckpt = run_dir / "checkpoints" / "last.ckpt"
     whole = loads(ckpt)
     epoch = epoch_of(ckpt) if whole else 0
-    again = s.fit(d, "--ckpt_path", "last", f"--trainer.max_epochs={epoch + 2}")
+    # the same command (the model section must match what is resumed) with a nearer end
+    again = s.fit(d, "--model.init_args.early_stopping_patience=1000", "--ckpt_path", "last",
+                  f"--trainer.max_epochs={epoch + 2}")
     return Outcome(again, None, {
         "killed (rc -9)": ran.rc == -signal.SIGKILL,
         "last.ckpt loads (weights_only)": whole,
