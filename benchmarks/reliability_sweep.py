@@ -813,7 +813,7 @@ def _(s: Sweep, d: Path) -> Outcome:
     path = root / "Feature" / "feature_05.npy"
     np.save(path, np.load(path)[:, :, :15])
     ran = _apava_fit(s, d, root)
-    return Outcome(ran, ["feature_05.npy", "15 channels"], {"no run directory left":
+    return Outcome(ran, ["feature_05.npy", "C=16 channels", "got (2, 256, 15)"], {"no run directory left":
                                                            not any((d / "runs").rglob("version_*"))})
 
 
