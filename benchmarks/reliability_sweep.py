@@ -891,7 +891,7 @@ def write_result(rows: list[dict[str, Any]], out: Path, argv: list[str], minutes
         failed = [name for name, ok in r.get("checks", {}).items() if not ok]
         table_rows.append([str(k), f"`{r['case']}`", r["what"], source[r["source"]],
                            str(r.get("exit", "")), str(r.get("stderr_lines", "")),
-                           ("`" + last.replace("|", "\\|").replace("`", "'") + "`") if last else "",
+                           ("`" + last.replace("|", "\N{BROKEN BAR}").replace("`", "'") + "`") if last else "",
                            r["result"] + (f" ({r['reason']})" if r.get("reason") else "")
                            + ("; failed: " + "; ".join(failed) if failed else "")])
     doc = {
@@ -910,7 +910,7 @@ def write_result(rows: list[dict[str, Any]], out: Path, argv: list[str], minutes
                        "`biosig <command>: ...` that names the culprit, with no traceback, and nothing may be lost "
                        "(every checkpoint left loads with `weights_only=True`, `metrics.csv` parses, runs, trial "
                        "directories and other runs' reports kept). *Last stderr line* is the line a user reads; "
-                       "*stderr lines* counts Lightning's own notices too. The checks of each case are in "
+                       "*stderr lines* counts Lightning's own notices too (a `|` in a line is shown as `\N{BROKEN BAR}`). The checks of each case are in "
                        "`benchmarks/reliability_sweep.py`."},
             {"table": {"columns": ["#", "case", "what", "from", "exit", "stderr lines", "last stderr line", "result"],
                        "align": ["right", "left", "left", "left", "right", "right", "left", "left"],
