@@ -34,6 +34,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import signal
@@ -986,7 +987,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = [fresh.get(r["case"], r) for r in old["rows"]]
         dates = sorted(set(old["dates"]) | {today})
         command = f"{old['command']}; then {command}"
-        timing = f"{old.get('timing', '')}; {len(fresh)} case(s) re-run alone with --update: {minutes:.1f} min"
+        before = old.get("timing") or next(iter(re.findall(r"the sweep took [\d.]+ min", old["items"][0]["text"])), "")
+        timing = f"{before}; {len(fresh)} case(s) re-run alone with --update: {minutes:.1f} min"
     write_result(rows, out, command, dates, timing)
     handled = sum(r["result"] == "handled" for r in rows)
     return 0 if handled == len(rows) else 1
