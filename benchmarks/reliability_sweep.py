@@ -735,7 +735,7 @@ def _(s: Sweep, d: Path) -> Outcome:
     shutil.copy(_base_ckpt(s), ckpt)
     ran = s.run(d, s.argv("test", "--config", str(s.exp / "overlays" / "demo.yaml"),
                           "--config", str(s.exp / "overlays" / "smoke.yaml"), "--ckpt_path", str(ckpt)))
-    return Outcome(ran, ["bioformer.ckpt", "another model"], {"the checkpoint is untouched":
+    return Outcome(ran, ["bioformer.ckpt", "model.init_args.backbone.class_path"], {"the checkpoint is untouched":
                                                                digest(ckpt) == digest(_base_ckpt(s))})
 
 
@@ -745,7 +745,7 @@ def _(s: Sweep, d: Path) -> Outcome:
     shutil.copy(_base_ckpt(s), ckpt)
     ran = s.run(d, s.argv("fit", "--config", str(s.exp / "bioformer_adftd.yaml"),
                           *s.standin[2:], "--ckpt_path", str(ckpt)))  # the same overlays, ADFTD's corpus
-    return Outcome(ran, ["apava.ckpt", "data"], {"no run directory left": not any((d / "runs").rglob("version_*"))})
+    return Outcome(ran, ["apava.ckpt", "data.class_path"], {"no run directory left": not any((d / "runs").rglob("version_*"))})
 
 
 class _Payload:
