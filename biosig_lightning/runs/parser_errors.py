@@ -104,6 +104,11 @@ class BiosigArgumentParser(LightningArgumentParser):
     validated when parsed, and re-checking every class type is most of what a save costs.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # a truncated key (``--trainer.max_epoch``) is refused by name, not read as the key it abbreviates
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def save(self, cfg: Any, path: Any, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("skip_validation", True)
         super().save(cfg, path, *args, **kwargs)

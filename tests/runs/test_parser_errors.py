@@ -22,6 +22,8 @@ def _line(err: pytest.ExceptionInfo[SystemExit], capsys: pytest.CaptureFixture[s
 
 @pytest.mark.parametrize(("args", "expected"), [
     (["--trainer.max_epocs=3"], "unrecognized arguments: --trainer.max_epocs=3 (did you mean --trainer.max_epochs?)"),
+    # a truncated key is refused, not read as the one it abbreviates (argparse's allow_abbrev)
+    (["--trainer.max_epoch=3"], "unrecognized arguments: --trainer.max_epoch=3 (did you mean --trainer.max_epochs?)"),
     (["--trainer.max_epochs=abc"], "trainer.max_epochs: expected int, got 'abc'"),
     (["--model.class_path=NoSuchTask"], "model.class_path: no such class"),
     (["--model.init_args.backbone.class_path=NoSuchNet"], "model.init_args.backbone.class_path: no such class"),
