@@ -167,9 +167,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("lanczos_last_basis_row", "biosig_lightning/features/signed_graph.py",
            "(g * z[..., 0, :]).unsqueeze(-2)", "(g * z[..., -1, :]).unsqueeze(-2)",
            SIGNED, "Lanczos filter (eq. 25): g(H_m) applied to e_m instead of e_1"),
-    Mutant("lanczos_no_reorthogonalisation", "biosig_lightning/features/signed_graph.py",
-           "for _ in range(reorth_passes):", "for _ in range(0):",
-           SIGNED, "Lanczos filter: full re-orthogonalisation silently skipped"),
+    Mutant("lanczos_recurrence_plus_beta", "biosig_lightning/features/signed_graph.py",
+           "prev, value=-1.0)", "prev, value=1.0)",
+           SIGNED, "Lanczos three-term recurrence (App. B): + beta_{k-1} v_{k-1} instead of -"),
 )
 
 
@@ -223,6 +223,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"--only: unknown mutant(s) {sorted(unknown)}; known: {[m.name for m in MUTANTS]}")
 
+    for m in mutants:  # every search text must still match the code before anything runs
+        n = (ROOT / m.path).read_text(encoding="utf-8").count(m.find)
+        if n != 1:
+            raise SystemExit(f"mutant {m.name}: its search text occurs {n} times in {m.path} (expected once): "
+                             f"{m.find!r}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="biosig-mutation-") as tmp:
         copy = Path(tmp)

@@ -84,8 +84,19 @@ def test_two_seeds_per_class_graphs_and_stability(runs: dict[str, Path],
         summary = json.loads((out / label / "graphs.json").read_text())
         assert summary["nodes"] == "channel" and summary["split"] == "test"
         assert len(summary["figures"]) == 2 and all(Path(f).stat().st_size > 1000 for f in summary["figures"])
-        for row in summary["classes"].values():
-            assert all(0 <= e["frequency"] <= 1 and e["parent"] != e["child"] for e in row["top_edges"])
+        # the listed edges are the class's most frequent ones (--top-edges 20), each with its counted frequency
+        names = list(CHANNELS_23)
+        for c, cls in enumerate(["background", "seizure"]):
+            edges = summary["classes"][cls]["top_edges"]
+            listed = [(names.index(e["child"]), names.index(e["parent"])) for e in edges]
+            assert [e["frequency"] for e in edges] == [round(float(freq[c, i, j]), 4) for i, j in listed]
+            assert len(set(listed)) == len(listed) and all(i != j for i, j in listed)
+            assert len(edges) == min(20, int((freq[c][off] > 0).sum()))
+            rest = np.where(off, freq[c], -1.0)
+            for i, j in listed:
+                rest[i, j] = -1.0  # no edge left out is more frequent than the least frequent one listed
+            if edges:
+                assert rest.max() <= min(float(freq[c, i, j]) for i, j in listed)
     report = json.loads((out / "stability.json").read_text())
     assert report["runs"] == labels and report["pairs"] == [labels]
     assert set(report["classes"]) == {"background", "seizure", "all"}

@@ -115,6 +115,18 @@ def test_lanczos_matches_exact_and_converges() -> None:
     assert all(b <= a + 1e-9 for a, b in zip(errs[:-1], errs[1:], strict=True)), errs
 
 
+def test_plain_three_term_recurrence_matches_exact() -> None:
+    # the model's default (reorth_passes = 0): with no Gram-Schmidt to repair it, every term of the recurrence
+    # beta_k v_{k+1} = L v_k - alpha_k v_k - beta_{k-1} v_{k-1} (App. B) must be right for eq. 25 to be accurate
+    lap = _positive_laplacian(1)
+    y = torch.randn(lap.shape[0], lap.shape[-1], 4, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    ref = sg.exact_filter(lap, y, 0.9)
+    for m in (4, 12):
+        plain = sg.lanczos_filter(lap, y, 0.9, m, reorth_passes=0)
+        torch.testing.assert_close(plain, sg.lanczos_filter(lap, y, 0.9, m, reorth_passes=1), rtol=1e-6, atol=1e-8)
+    assert float((plain - ref).norm() / ref.norm()) < 1e-2  # m = 12 of N = 18, as with re-orthogonalisation
+
+
 def test_lanczos_ideal_cutoff_n_is_identity() -> None:
     lap = _positive_laplacian(2)
     n = lap.shape[-1]

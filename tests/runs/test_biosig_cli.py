@@ -93,6 +93,7 @@ def test_metrics_csv_is_on_disk_with_each_last_checkpoint(in_tmp: Path, capsys: 
 def test_resume_without_checkpoint_is_a_clear_error(in_tmp: Path) -> None:
     with pytest.raises(SystemExit, match="no last.ckpt under runs/nothing"):
         main(["fit", *DEMO, "--trainer.logger.init_args.name", "nothing", "--ckpt_path", "last"])
+    assert not (in_tmp / "runs" / "nothing").exists()  # refused before a run directory was claimed
 
 
 def test_braindecode_backbone_by_class_path(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:

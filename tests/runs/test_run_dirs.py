@@ -84,11 +84,14 @@ def test_resume_last_refuses_a_checkpoint_of_another_corpus(in_tmp: Path, capsys
 def test_explicit_checkpoint_into_a_run_of_another_model_is_refused(in_tmp: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     run_dir = _interrupted_run(capsys, "other")
+    before = _snapshot(run_dir)
     with pytest.raises(SystemExit) as err:
         main(["fit", *DEMO, "--trainer.logger.init_args.name", "other", "--run.version", "version_0",
               "--model.init_args.backbone.class_path", "TransformerClassifier",
               "--ckpt_path", str(run_dir / "checkpoints" / "last.ckpt")])
     assert "model.init_args.backbone.class_path ('CNN1D' there, 'TransformerClassifier' here)" in str(err.value)
+    assert _snapshot(run_dir) == before  # the interrupted run's checkpoint, config and curve are untouched
+    assert sorted(p.name for p in run_dir.parent.iterdir()) == ["version_0"]
 
 
 def test_a_finished_run_is_never_resumed_nor_overwritten(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
