@@ -3,12 +3,15 @@ RDB storage every worker of a study opens."""
 
 from __future__ import annotations
 
+import inspect
 import re
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import optuna
+from optuna.trial import FrozenTrial
 
 from biosig_lightning.tuning.coordination import WorkerAwareStorage, heartbeat_interval
 from biosig_lightning.tuning.errors import TuneError
@@ -62,12 +65,25 @@ def storage_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def open_storage(url: str, heartbeat: int | None = None, grace: int = 120) -> optuna.storages.RDBStorage:
+def _stale_kwargs(callback: Callable[[optuna.Study, FrozenTrial], None] | None) -> dict[str, Any]:
+    """``callback`` under the name this Optuna takes it (``heartbeat_stale_trial_callback`` since 4.9)."""
+    if callback is None:
+        return {}
+    params = inspect.signature(optuna.storages.RDBStorage.__init__).parameters
+    return {"heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in params
+            else "failed_trial_callback": callback}
+
+
+def open_storage(url: str, heartbeat: int | None = None, grace: int = 120, *,
+                 stale_callback: Callable[[optuna.Study, FrozenTrial], None] | None = None,
+                 gone_is_stale: bool = False) -> optuna.storages.RDBStorage:
     """An RDB storage with trial heartbeats; an unreachable URL is one error naming it (password hidden).
 
     ``heartbeat`` (seconds between a trial's heartbeats) defaults to what the grace period needs
-    (:func:`~.coordination.heartbeat_interval`); stale trials of live workers are kept
-    (:class:`~.coordination.WorkerAwareStorage`).
+    (:func:`~.coordination.heartbeat_interval`); stale trials of live workers are kept, and with
+    ``gone_is_stale`` those of gone workers on this host fail without waiting for the grace period
+    (:class:`~.coordination.WorkerAwareStorage`). ``stale_callback`` runs for each trial failed as
+    stale (e.g. Optuna's retry callback, which enqueues the trial again).
     """
     import sqlalchemy.exc
     from sqlalchemy.engine import make_url
@@ -84,7 +100,7 @@ def open_storage(url: str, heartbeat: int | None = None, grace: int = 120) -> op
     for attempt in range(6):
         try:
             return WorkerAwareStorage(real, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat,
-                                      grace_period=grace)
+                                      grace_period=grace, gone_is_stale=gone_is_stale, **_stale_kwargs(stale_callback))
         except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as err:
             last = err
             text = str(err).lower()
