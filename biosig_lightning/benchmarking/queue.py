@@ -3,7 +3,9 @@
 Optuna's RDB storage (SQLite or PostgreSQL, opened by :func:`~biosig_lightning.tuning.storage.open_storage`)
 is already a distributed work queue: ``study.enqueue_trial`` adds a WAITING trial, and ``study.ask``
 pops one by an atomic WAITING -> RUNNING update, so of two workers asking at once exactly one gets
-it. Each cell of the grid is one enqueued trial whose user attribute ``cell`` is the cell id; a
+it (on SQLite with every transaction holding the write lock from its start,
+:func:`~biosig_lightning.tuning.storage.serialise_sqlite`, as ``SELECT ... FOR UPDATE`` makes it on
+PostgreSQL). Each cell of the grid is one enqueued trial whose user attribute ``cell`` is the cell id; a
 worker pops trials through ``study.optimize(n_trials=1)``, which also keeps the trial's heartbeat
 while the cell runs. A worker killed mid-cell is found as ``biosig tune`` finds one
 (:mod:`~biosig_lightning.tuning.coordination`): on its own host at once (the process named by the
@@ -46,7 +48,8 @@ def default_storage(out: Path) -> str:
 def open_study(url: str, name: str, heartbeat: int | None = None, grace: int = 60) -> optuna.Study:
     """The grid's queue study on ``url`` (created when missing), with heartbeats and retries; a bad or
     unreachable URL is one :class:`~biosig_lightning.tuning.errors.TuneError` naming it (password hidden)."""
-    storage = open_storage(url, heartbeat, grace, stale_callback=_RETRY(max_retry=MAX_RETRY), gone_is_stale=True)
+    storage = open_storage(url, heartbeat, grace, stale_callback=_RETRY(max_retry=MAX_RETRY), gone_is_stale=True,
+                           atomic_sqlite=True)
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # a failed cell is said by the runner, in one line
     return optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True)
 
