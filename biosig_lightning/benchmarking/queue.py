@@ -1,14 +1,17 @@
-"""The benchmark's shared queue of cells: an Optuna study on an RDB storage (SQLite or PostgreSQL).
+"""The benchmark's shared queue of cells: an Optuna study on the storage ``biosig tune`` uses.
 
-Optuna's RDB storage is already a distributed work queue: ``study.enqueue_trial`` adds a WAITING
-trial, and ``study.ask`` pops one by an atomic WAITING -> RUNNING update, so of two workers asking
-at once exactly one gets it. Each cell of the grid is one enqueued trial whose user attribute
-``cell`` is the cell id; a worker pops trials through ``study.optimize(n_trials=1)``, which also
-keeps the trial's heartbeat while the cell runs. A worker killed mid-cell stops beating: after the
-grace period its trial is marked FAIL and Optuna's retry callback (``RetryHeartbeatStaleTrialCallback``,
-formerly ``RetryFailedTrialCallback``) enqueues the cell
-again (a worker on the same host sees at once that the process named in the trial's ``worker``
-attribute is gone, and does the same without waiting).
+Optuna's RDB storage (SQLite or PostgreSQL, opened by :func:`~biosig_lightning.tuning.storage.open_storage`)
+is already a distributed work queue: ``study.enqueue_trial`` adds a WAITING trial, and ``study.ask``
+pops one by an atomic WAITING -> RUNNING update, so of two workers asking at once exactly one gets
+it (on SQLite with every transaction holding the write lock from its start,
+:func:`~biosig_lightning.tuning.storage.serialise_sqlite`, as ``SELECT ... FOR UPDATE`` makes it on
+PostgreSQL). Each cell of the grid is one enqueued trial whose user attribute ``cell`` is the cell id; a
+worker pops trials through ``study.optimize(n_trials=1)``, which also keeps the trial's heartbeat
+while the cell runs. A worker killed mid-cell is found as ``biosig tune`` finds one
+(:mod:`~biosig_lightning.tuning.coordination`): on its own host at once (the process named by the
+trial's ``worker`` and ``worker_start`` attributes is gone), elsewhere when its heartbeat is older
+than the grace period. Its trial is marked FAIL and Optuna's retry callback
+(``RetryHeartbeatStaleTrialCallback``, formerly ``RetryFailedTrialCallback``) enqueues the cell again.
 
 Exactly once. Workers starting together may both enqueue a cell; every cell is run by the
 lowest-numbered of its trials that is WAITING, RUNNING or COMPLETE, and any other is closed as
@@ -18,17 +21,15 @@ without running (a rerun after the storage was lost, or a cell finished by ``bio
 
 from __future__ import annotations
 
-import os
-import socket
 import warnings
 from pathlib import Path
-from typing import Any
 
 import optuna
-from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial, TrialState
 
-__all__ = ["OPEN", "claim_is_first", "enqueue_missing", "fail_dead_local", "open_study", "worker_id"]
+from biosig_lightning.tuning.storage import open_storage
+
+__all__ = ["OPEN", "claim_is_first", "default_storage", "enqueue_missing", "open_study", "trials_by_cell"]
 
 warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
 
@@ -37,13 +38,6 @@ OPEN = (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE)
 MAX_RETRY = 3
 # Optuna >= 4.9 names the retry callback after heartbeats; older releases have only the first name
 _RETRY = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or optuna.storages.RetryFailedTrialCallback
-_RETRY_KWARG = ("heartbeat_stale_trial_callback" if hasattr(optuna.storages, "RetryHeartbeatStaleTrialCallback")
-                else "failed_trial_callback")
-
-
-def worker_id() -> str:
-    """``host:pid`` of this worker, kept on each trial it runs."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def default_storage(out: Path) -> str:
@@ -51,28 +45,11 @@ def default_storage(out: Path) -> str:
     return f"sqlite:///{(Path(out) / 'benchmark.db').resolve()}"
 
 
-def _real_url(url: str) -> str:
-    """A plain ``postgresql://`` means psycopg2 when psycopg 3 is not installed (as ``biosig tune``)."""
-    if url.startswith("postgresql://"):
-        import importlib.util
-
-        if importlib.util.find_spec("psycopg") is None and importlib.util.find_spec("psycopg2") is not None:
-            return "postgresql+psycopg2://" + url[len("postgresql://"):]
-    return url
-
-
-def open_study(url: str, name: str, heartbeat: int = 10, grace: int = 60) -> optuna.Study:
-    """The grid's queue study on ``url`` (created when missing), with heartbeats and retries."""
-    kwargs: dict[str, Any] = {}
-    real = _real_url(url)
-    if real.startswith("sqlite"):
-        kwargs["engine_kwargs"] = {"connect_args": {"timeout": 60}}
-    try:
-        kwargs[_RETRY_KWARG] = _RETRY(max_retry=MAX_RETRY)
-        storage = RDBStorage(real, heartbeat_interval=heartbeat, grace_period=grace, **kwargs)
-    except Exception as err:  # SQLAlchemy's errors: a bad URL, a server that does not answer, a missing driver
-        shown = url.split("@")[-1] if "@" in url else url
-        raise ValueError(f"cannot open benchmark storage {shown!r}: {str(err).splitlines()[0]}") from None
+def open_study(url: str, name: str, heartbeat: int | None = None, grace: int = 60) -> optuna.Study:
+    """The grid's queue study on ``url`` (created when missing), with heartbeats and retries; a bad or
+    unreachable URL is one :class:`~biosig_lightning.tuning.errors.TuneError` naming it (password hidden)."""
+    storage = open_storage(url, heartbeat, grace, stale_callback=_RETRY(max_retry=MAX_RETRY), gone_is_stale=True,
+                           atomic_sqlite=True)
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # a failed cell is said by the runner, in one line
     return optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True)
 
@@ -100,30 +77,3 @@ def enqueue_missing(study: optuna.Study, cell_ids: list[str]) -> list[str]:
 def claim_is_first(study: optuna.Study, trial: optuna.Trial, cell: str) -> bool:
     """Whether ``trial`` is the lowest-numbered open trial of ``cell`` (module docstring)."""
     return not any(t.number < trial.number and t.state in OPEN for t in trials_by_cell(study).get(cell, []))
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def fail_dead_local(study: optuna.Study) -> list[int]:
-    """RUNNING trials of a worker on this host whose process is gone: FAIL, and their cell enqueued again."""
-    host = socket.gethostname()
-    failed = []
-    for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        worker = str(t.user_attrs.get("worker", ""))
-        w_host, _, pid = worker.rpartition(":")
-        if w_host != host or not pid.isdigit() or _pid_alive(int(pid)):
-            continue
-        storage = study._storage
-        storage.set_trial_user_attr(t._trial_id, "error", f"worker {worker} died")
-        if storage.set_trial_state_values(t._trial_id, state=TrialState.FAIL):
-            _RETRY(max_retry=MAX_RETRY)(study, storage.get_trial(t._trial_id))
-            failed.append(t.number)
-    return failed

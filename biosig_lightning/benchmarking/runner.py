@@ -30,16 +30,10 @@ import optuna
 from optuna.trial import TrialState
 
 from biosig_lightning.benchmarking.grid import Cell, Grid
-from biosig_lightning.benchmarking.queue import (
-    claim_is_first,
-    enqueue_missing,
-    fail_dead_local,
-    open_study,
-    trials_by_cell,
-    worker_id,
-)
+from biosig_lightning.benchmarking.queue import claim_is_first, enqueue_missing, open_study, trials_by_cell
 from biosig_lightning.runs.biosig_cli import run_lightning
 from biosig_lightning.runs.resume import resume_plan
+from biosig_lightning.tuning.coordination import fail_dead_trials, worker_identity
 
 __all__ = ["fit_command", "run_cell", "run_grid", "study_name"]
 
@@ -57,7 +51,7 @@ def fit_command(grid: Grid, cell: Cell, out: Path) -> list[str]:
 
 
 def _say(text: str) -> None:
-    print(f"benchmark [{worker_id()}] {text}", flush=True)
+    print(f"benchmark [{worker_identity()['worker']}] {text}", flush=True)
 
 
 def run_cell(grid: Grid, cell: Cell, out: Path, inline: bool = False) -> Path | None:
@@ -106,7 +100,8 @@ def _objective(grid: Grid, cells: dict[str, Cell], out: Path, inline: bool,
             # closed without running; a later run without --only queues the cell again
             trial.set_user_attr("skipped", "no waiting cell" if cid is None else "not selected by --only")
             raise optuna.TrialPruned("skipped")
-        trial.set_user_attr("worker", worker_id())
+        for key, value in worker_identity().items():  # host:pid and the process's start time
+            trial.set_user_attr(key, value)
         if not claim_is_first(study, trial, cid):
             trial.set_user_attr("duplicate", cid)
             raise optuna.TrialPruned(f"{cid} is held by an earlier trial")
@@ -136,7 +131,7 @@ def select(grid: Grid, only: list[str] | None = None) -> dict[str, Cell]:
 
 
 def run_grid(grid: Grid, out: Path, storage: str, inline: bool = False, grace: int = 60,
-             heartbeat: int = 10, only: list[str] | None = None) -> list[str]:
+             heartbeat: int | None = 10, only: list[str] | None = None) -> list[str]:
     """One worker: enqueue the grid's missing cells (those ``only`` selects), then run cells until none is
     waiting or running. Returns the ids of selected cells without a COMPLETE trial at the end (failed).
     """
@@ -144,13 +139,13 @@ def run_grid(grid: Grid, out: Path, storage: str, inline: bool = False, grace: i
     out.mkdir(parents=True, exist_ok=True)
     cells = select(grid, only)
     study = open_study(storage, study_name(grid, out), heartbeat=heartbeat, grace=grace)
-    fail_dead_local(study)
+    fail_dead_trials(study)
     added = enqueue_missing(study, list(cells))
     _say(f"grid {grid.name}: {len(cells)} cells ({len(added)} queued now), "
          f"{len(grid.not_applicable())} n/a pairs; {_progress(study, len(cells))}")
     objective = _objective(grid, cells, out, inline, study)
     while True:
-        fail_dead_local(study)
+        fail_dead_trials(study)
         waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
         if waiting:
             study.optimize(objective, n_trials=1, catch=(Exception,))
@@ -159,7 +154,6 @@ def run_grid(grid: Grid, out: Path, storage: str, inline: bool = False, grace: i
         if not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             break
         time.sleep(POLL_SECONDS)
-        optuna.storages.fail_stale_trials(study)  # another machine's worker that stopped beating
     held = trials_by_cell(study)
     failed = [cid for cid in cells if not any(t.state == TrialState.COMPLETE for t in held.get(cid, []))]
     _say(f"grid {grid.name}: {_progress(study, len(cells))}" + (f"; failed: {failed}" if failed else ""))

@@ -22,6 +22,7 @@ from biosig_lightning.atomic_io import atomic_write_json
 from biosig_lightning.benchmarking.grid import GridError, load_grid
 from biosig_lightning.benchmarking.queue import default_storage
 from biosig_lightning.benchmarking.runner import fit_command, run_grid, select
+from biosig_lightning.tuning.errors import TuneError
 
 USAGE = ("biosig benchmark --grid FILE --out DIR [--storage URL] [--workers N] [--inline] [--only GLOB ...] "
          "[--pair A B] [--print-commands]")
@@ -65,7 +66,10 @@ def run(argv: list[str]) -> int:
         "not_applicable": [na._asdict() for na in grid.not_applicable()]})
     storage = a.storage or default_storage(a.out)
     if a.workers == 1:
-        failed = run_grid(grid, a.out, storage, inline=a.inline, grace=a.grace_period, only=a.only)
+        try:
+            failed = run_grid(grid, a.out, storage, inline=a.inline, grace=a.grace_period, only=a.only)
+        except TuneError as err:  # the storage: a bad URL, a server that does not answer, a missing driver
+            raise SystemExit(f"biosig benchmark: error: {err}") from None
     else:
         cmd = [sys.executable, "-m", "biosig_lightning.cli", "benchmark", "--grid", str(a.grid), "--out", str(a.out),
                "--storage", storage, "--grace-period", str(a.grace_period), *(["--inline"] if a.inline else []),

@@ -97,11 +97,24 @@ def worker_alive(user_attrs: dict[str, Any]) -> bool | None:
 
 
 class WorkerAwareStorage(optuna.storages.RDBStorage):
-    """Optuna's RDB storage, whose stale trials leave out those whose worker still runs on this host."""
+    """Optuna's RDB storage, whose stale trials leave out those whose worker still runs on this host.
+
+    With ``gone_is_stale=True`` a RUNNING trial whose worker on this host is gone counts as stale at
+    once, without waiting for the grace period (``biosig benchmark`` hands such a cell to the next
+    worker on the same machine right away).
+    """
+
+    def __init__(self, *args: Any, gone_is_stale: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.gone_is_stale = gone_is_stale
 
     def _get_stale_trial_ids(self, study_id: int) -> list[int]:
-        stale = super()._get_stale_trial_ids(study_id)
-        return [i for i in stale if worker_alive(self.get_trial(i).user_attrs) is not True]
+        stale = [i for i in super()._get_stale_trial_ids(study_id)
+                 if worker_alive(self.get_trial(i).user_attrs) is not True]
+        if self.gone_is_stale:
+            running = self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
+            stale += [t._trial_id for t in running if t._trial_id not in stale and worker_alive(t.user_attrs) is False]
+        return stale
 
 
 def count_slots(study: optuna.Study) -> tuple[int, list[int]]:

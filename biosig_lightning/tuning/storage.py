@@ -3,12 +3,15 @@ RDB storage every worker of a study opens."""
 
 from __future__ import annotations
 
+import inspect
 import re
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import optuna
+from optuna.trial import FrozenTrial
 
 from biosig_lightning.tuning.coordination import WorkerAwareStorage, heartbeat_interval
 from biosig_lightning.tuning.errors import TuneError
@@ -62,12 +65,49 @@ def storage_url(url: str) -> str:
     return parsed.render_as_string(hide_password=False)
 
 
-def open_storage(url: str, heartbeat: int | None = None, grace: int = 120) -> optuna.storages.RDBStorage:
+def _stale_kwargs(callback: Callable[[optuna.Study, FrozenTrial], None] | None) -> dict[str, Any]:
+    """``callback`` under the name this Optuna takes it (``heartbeat_stale_trial_callback`` since 4.9)."""
+    if callback is None:
+        return {}
+    params = inspect.signature(optuna.storages.RDBStorage.__init__).parameters
+    return {"heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in params
+            else "failed_trial_callback": callback}
+
+
+def serialise_sqlite(engine: Any) -> None:
+    """Make every transaction on an SQLite ``engine`` take the database's write lock when it begins
+    (``BEGIN IMMEDIATE``), so that a read followed by a write is atomic.
+
+    Optuna pops a WAITING trial by reading its state and writing RUNNING in one transaction, with
+    ``SELECT ... FOR UPDATE``; PostgreSQL locks the row there, SQLite ignores it, and Python's sqlite3
+    begins a transaction only at the first write, so two workers asking at once can both read WAITING
+    and both pop the same trial. The recipe is SQLAlchemy's (pysqlite dialect, "Serializable isolation").
+    """
+    from sqlalchemy import event
+
+    @event.listens_for(engine, "connect")
+    def _no_implicit_begin(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # the driver's own BEGIN off; ours below
+
+    @event.listens_for(engine, "begin")
+    def _begin_immediate(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+    engine.dispose()  # connections opened before the listeners (creating the tables) are not reused
+
+
+def open_storage(url: str, heartbeat: int | None = None, grace: int = 120, *,
+                 stale_callback: Callable[[optuna.Study, FrozenTrial], None] | None = None,
+                 gone_is_stale: bool = False, atomic_sqlite: bool = False) -> optuna.storages.RDBStorage:
     """An RDB storage with trial heartbeats; an unreachable URL is one error naming it (password hidden).
 
     ``heartbeat`` (seconds between a trial's heartbeats) defaults to what the grace period needs
-    (:func:`~.coordination.heartbeat_interval`); stale trials of live workers are kept
-    (:class:`~.coordination.WorkerAwareStorage`).
+    (:func:`~.coordination.heartbeat_interval`); stale trials of live workers are kept, and with
+    ``gone_is_stale`` those of gone workers on this host fail without waiting for the grace period
+    (:class:`~.coordination.WorkerAwareStorage`). ``stale_callback`` runs for each trial failed as
+    stale (e.g. Optuna's retry callback, which enqueues the trial again). ``atomic_sqlite``: on SQLite,
+    each transaction holds the write lock from its start (:func:`serialise_sqlite`), so two workers
+    never pop the same enqueued trial.
     """
     import sqlalchemy.exc
     from sqlalchemy.engine import make_url
@@ -83,8 +123,12 @@ def open_storage(url: str, heartbeat: int | None = None, grace: int = 120) -> op
     last: Exception | None = None
     for attempt in range(6):
         try:
-            return WorkerAwareStorage(real, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat,
-                                      grace_period=grace)
+            storage = WorkerAwareStorage(real, engine_kwargs=engine_kwargs, heartbeat_interval=heartbeat,
+                                         grace_period=grace, gone_is_stale=gone_is_stale,
+                                         **_stale_kwargs(stale_callback))
+            if atomic_sqlite and parsed.get_backend_name() == "sqlite":
+                serialise_sqlite(storage.engine)
+            return storage
         except (sqlalchemy.exc.OperationalError, sqlalchemy.exc.IntegrityError) as err:
             last = err
             text = str(err).lower()

@@ -20,6 +20,7 @@ from biosig_lightning.benchmarking.grid import load_grid
 from biosig_lightning.benchmarking.queue import open_study
 from biosig_lightning.benchmarking.runner import study_name
 from biosig_lightning.cli import main
+from biosig_lightning.data.corpora.medformer import REAL_SCALE, SYNTHETIC_DEFAULTS
 from tests.conftest import EXPERIMENTS, REPO
 
 SMOKE = EXPERIMENTS / "benchmarks" / "smoke.yaml"
@@ -174,6 +175,16 @@ def test_presets_load_with_their_na_reasons() -> None:
     mass = [c for c in papers.cells() if c.corpus == "mass"]
     assert {c.fold for c in mass} == set(range(31)) and {c.method for c in mass} == {"spdtransnet"}
     assert "--data.init_args.fold=30" in papers.base_args(next(c for c in mass if c.fold == 30))
+
+
+def test_the_standins_grid_keeps_apava_stand_in_windows_per_subject() -> None:
+    # the stand-in's rule (data/corpora/medformer.py): windows per subject within a factor of three of the
+    # real corpus's. The grid once cut APAVA's to 30 (six training subjects x 30 windows): BioFormer and the
+    # Transformer memorised the training subjects (train accuracy 1.0) and stayed at chance on the others
+    standins = load_grid(EXPERIMENTS / "benchmarks" / "standins.yaml")
+    options = {**SYNTHETIC_DEFAULTS["apava"], **standins.corpora["apava"].overrides["data.init_args.synthetic_options"]}
+    subjects, windows = REAL_SCALE["apava"]
+    assert 3 * options["windows_per_subject"] >= windows / subjects
 
 
 @pytest.mark.parametrize(("edit", "message"), [

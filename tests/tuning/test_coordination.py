@@ -74,6 +74,25 @@ def test_only_trials_of_gone_workers_are_failed(in_tmp: Path) -> None:
                       "local_dead": TrialState.FAIL, "pid_reused": TrialState.FAIL}
 
 
+@pytest.mark.parametrize("gone_is_stale", [False, True])
+def test_a_gone_local_worker_fails_at_once_when_asked(in_tmp: Path, gone_is_stale: bool) -> None:
+    # biosig benchmark's queue hands a killed worker's cell on without waiting for the grace period, and
+    # sends the trial to the storage's stale-trial callback (Optuna's retry, which enqueues it again)
+    retried: list[int] = []
+    storage = open_storage("sqlite:///g.db", grace=60, gone_is_stale=gone_is_stale,
+                           stale_callback=lambda study, trial: retried.append(trial.number))
+    study = optuna.create_study(study_name="g", storage=storage, direction="maximize")
+    alive, gone = study.ask(), study.ask()
+    for trial, attrs in ((alive, worker_identity()), (gone, {"worker": f"{socket.gethostname()}:{_dead_pid()}"})):
+        for key, value in attrs.items():
+            trial.set_user_attr(key, value)
+        storage.record_heartbeat(trial._trial_id)
+    failed = fail_dead_trials(study)  # well within the grace period
+    assert failed == ([gone._trial_id] if gone_is_stale else [])
+    assert retried == ([gone.number] if gone_is_stale else [])
+    assert storage.get_trial(alive._trial_id).state == TrialState.RUNNING
+
+
 class FailTrialZero(Callback):
     """Plays another worker that judged trial 0 dead: marks it FAIL (as ``fail_dead_trials`` does) once it trains."""
 
