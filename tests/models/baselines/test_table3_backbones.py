@@ -29,16 +29,6 @@ def tiny_medformer(**kw: object) -> Medformer:
 # ---------------------------------------------------------------- learning
 
 
-@pytest.mark.parametrize(
-    "make",
-    [
-        lambda: tiny_medformer(n_outputs=2, e_layers=1, dropout=0.0, augmentations=("none",)),
-        lambda: tiny_medformer(n_outputs=2, e_layers=1, dropout=0.0, variant="head", fbam=True, fbam_bands=2),
-        # fast BN running statistics: 20 steps at Keras momentum 0.01 would leave them near their init
-        lambda: EEGNet(n_chans=3, n_outputs=2, n_times=64, sfreq=64.0, kernel_length=8, dropout=0.0, bn_momentum=0.5),
-    ],
-    ids=["medformer", "medformer-head-fbam", "eegnet"],
-)
 def _subject_windows(subjects: range, n_times: int, per_subject: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
     """Class 0: a slow sine on channel 0, class 1: a fast sine on channel 1, plus noise; every subject
     scales and offsets its channels (a per-subject drift a model must see past to score unseen subjects)."""
