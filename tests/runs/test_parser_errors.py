@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+# Lightning binds its log handlers to the sys.stderr of its first import: imported here, at collection,
+# not inside the first test's capture (a closed stream for every later test when this file runs alone)
+import lightning.pytorch  # noqa: F401
 import pytest
 
 from biosig_lightning.cli import main
