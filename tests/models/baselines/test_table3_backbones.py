@@ -81,8 +81,10 @@ def _train_and_score_held_out(make, shuffle_labels: bool = False) -> tuple[list[
 def test_tiny_models_learn_a_separable_toy_problem(make) -> None:  # noqa: ANN001
     losses, held_out = _train_and_score_held_out(make)
     # control: the same code trained on shuffled labels (it can fit them, but learns no rule)
-    _, control = _train_and_score_held_out(make, shuffle_labels=True)
-    assert losses[-1] < losses[0], losses
+    control_losses, control = _train_and_score_held_out(make, shuffle_labels=True)
+    # the same 20 steps fit the real rule further than shuffled labels (measured: last/first loss 0.002, 0.09
+    # and 0.61 for the three models; last loss 0.005, 0.10 and 0.67 of the shuffled-label control's)
+    assert losses[-1] < 0.7 * losses[0] and losses[-1] < 0.8 * control_losses[-1], (losses, control_losses)
     # 64 held-out windows: the difference of two chance-level accuracies has a standard error of about 0.09,
     # so the learned model must beat the control by more than 3 of them and classify nearly every unseen window
     assert held_out >= 0.9, (held_out, control)
