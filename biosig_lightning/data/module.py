@@ -428,8 +428,12 @@ class BiosignalDataModule(LightningDataModule):
         feats = np.stack([sums[s] / counts[s] for s in ids])
         feats = (feats - feats.mean(axis=0)) / (feats.std(axis=0) + 1e-8)
         from sklearn.cluster import KMeans
+        from threadpoolctl import threadpool_limits
 
-        labels = KMeans(n_clusters=k, n_init=10, random_state=int(seed)).fit_predict(feats)
+        # one row per patient: a threaded BLAS only spins on products this small (on a busy 2-core
+        # machine it made the clustering ~30x slower than one thread)
+        with threadpool_limits(limits=1, user_api="blas"):
+            labels = KMeans(n_clusters=k, n_init=10, random_state=int(seed)).fit_predict(feats)
         order: dict[int, int] = {}
         for lab in labels:  # ids are sorted, so environments are numbered by their smallest patient
             order.setdefault(int(lab), len(order))
