@@ -1,4 +1,4 @@
-"""Reading a user's YAML file (a grid, a search space) with one-line errors that name the file."""
+"""Reading YAML: a user's file (a grid, a search space) with one-line errors that name the file, and YAML text."""
 
 from __future__ import annotations
 
@@ -6,6 +6,19 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+#: libyaml's parser where PyYAML was built with it: the same safe tags as ``yaml.SafeLoader``, about ten
+#: times faster on a run's config (every fit reads several)
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def parse_yaml(text: str) -> Any:
+    """``yaml.safe_load(text)``, through libyaml's parser when PyYAML has it; invalid YAML raises the
+    pure-Python parser's error (its wording and line/column marks are what our one-line errors quote)."""
+    try:
+        return yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506 -- a safe loader
+    except yaml.YAMLError:
+        return yaml.safe_load(text)
 
 
 def load_yaml(path: str | Path, what: str, error: type[Exception]) -> Any:
@@ -16,6 +29,6 @@ def load_yaml(path: str | Path, what: str, error: type[Exception]) -> Any:
     if text is None:
         raise error(f"{what} {path} does not exist")
     try:
-        return yaml.safe_load(text)
+        return parse_yaml(text)
     except yaml.YAMLError as err:
         raise error(f"{what} {path}: not valid YAML ({str(err).splitlines()[0]})") from None

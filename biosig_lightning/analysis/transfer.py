@@ -83,6 +83,7 @@ from torch import nn
 from biosig_lightning.atomic_io import atomic_write_bytes, atomic_write_json
 from biosig_lightning.metrics import METRIC_KEYS, build_metrics
 from biosig_lightning.runs import RunError, load_run
+from biosig_lightning.yaml_io import parse_yaml
 
 __all__ = [
     "ChannelMapping",
@@ -273,7 +274,7 @@ def build_target_datamodule(configs: Sequence[str | Path], overrides: Sequence[s
         if not path.is_file():
             raise TransferError(f"target config {path} not found")
         try:
-            loaded = yaml.safe_load(path.read_text()) or {}
+            loaded = parse_yaml(path.read_text()) or {}
         except yaml.YAMLError as err:
             raise TransferError(f"{path}: not valid YAML ({err})") from err
         if not isinstance(loaded, dict):

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 from lightning.pytorch import Callback, LightningModule, Trainer
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
@@ -78,6 +77,7 @@ from biosig_lightning.runs.rundir import (
     release_if_unused,
     write_results_once,
 )
+from biosig_lightning.yaml_io import parse_yaml
 
 SHAPE_LINKS = ("n_chans", "n_outputs", "n_times", "sfreq")
 #: what a checkpoint given to each subcommand is used for (in refusals)
@@ -194,8 +194,8 @@ class BiosigCLI(LightningCLI):
         """
         if hasattr(self, "config_dump"):
             return
-        dump = yaml.safe_load(self.parser.dump(self.config, skip_link_targets=False, skip_none=False,
-                                               format="yaml", skip_validation=True))
+        dump = parse_yaml(self.parser.dump(self.config, skip_link_targets=False, skip_none=False,
+                                           format="yaml", skip_validation=True))
         self.config_dump = dump[self.config.subcommand] if "subcommand" in self.config else dump
 
     # ---- checks, run naming, resume and the run directory ----------------------------------------

@@ -20,6 +20,8 @@ from typing import Any
 import torch
 import yaml
 
+from biosig_lightning.yaml_io import parse_yaml
+
 #: what ``--ckpt_path`` may name besides a file (Lightning resolves these itself; biosig adds ``last``)
 NAMED_CHECKPOINTS = ("best", "last", "hpc", "registry")
 #: ``data.init_args`` keys that say how the data is read, not which data: a resumed or tested run may
@@ -59,7 +61,7 @@ def check_config_files(args: list[str]) -> None:
                 raise RunConfigError(f"--config {path}: {what}")
             continue  # jsonargparse also takes inline YAML here, and judges it itself
         try:
-            loaded = yaml.safe_load(path.read_text())
+            loaded = parse_yaml(path.read_text())
         except yaml.MarkedYAMLError as err:
             mark = err.problem_mark or err.context_mark
             where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "unknown line"
@@ -188,7 +190,7 @@ def checkpoint_config(path: Path, state: dict[str, Any]) -> dict[str, Any] | Non
     saved = path.parent.parent / "config.yaml" if path.parent.name == "checkpoints" else None
     if saved is not None and saved.is_file():
         try:
-            loaded = yaml.safe_load(saved.read_text())
+            loaded = parse_yaml(saved.read_text())
         except yaml.YAMLError:
             return None
         return loaded if isinstance(loaded, dict) else None

@@ -17,6 +17,8 @@ from typing import Any
 
 import yaml
 
+from biosig_lightning.yaml_io import parse_yaml
+
 #: config keys that change where and how a run is logged, never what it computes
 OVERLAY_KEYS = ("wandb", "tensorboard", "run", "trainer.logger", "trainer.enable_progress_bar",
                 "trainer.enable_model_summary")
@@ -28,7 +30,7 @@ BACKBONE_KEY = "model.init_args.backbone.class_path"
 
 def _load(path: str | Path) -> Any:
     try:
-        return yaml.safe_load(Path(path).read_text())
+        return parse_yaml(Path(path).read_text())
     except (OSError, yaml.YAMLError):
         return None  # the fit itself reports an unreadable config, with jsonargparse's message
 

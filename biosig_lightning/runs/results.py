@@ -19,6 +19,7 @@ from lightning.pytorch import LightningDataModule, LightningModule, Trainer
 import biosig_lightning
 from biosig_lightning.metrics import reliability_bins
 from biosig_lightning.runs.naming import variant_of
+from biosig_lightning.yaml_io import parse_yaml
 
 METRIC_ORDER = ("acc", "precision", "recall", "f1", "auroc", "auprc", "ece", "kappa")
 
@@ -78,9 +79,7 @@ def print_metrics_table(results: dict[str, Any]) -> None:
 
 def config_dict(parser: Any, config: Any, subcommand: str | None) -> dict[str, Any]:
     """The fully resolved config of the run, as ``--print_config`` would show it."""
-    import yaml
-
-    full = yaml.safe_load(parser.dump(config, skip_none=False, skip_validation=True))
+    full = parse_yaml(parser.dump(config, skip_none=False, skip_validation=True))
     return full.get(subcommand, full) if subcommand else full
 
 
