@@ -36,7 +36,9 @@ def test_two_workers_share_a_postgres_study_with_ddp_trials(in_tmp: Path, env: d
                      "data.init_args.alpha: {type: float, low: 0.1, high: 1000.0, log: true}\n"
                      "data.init_args.beta: {type: categorical, choices: [1.0, 1.01, 10.0, 10.01]}\n"
                      "data.init_args.eps: {type: categorical, choices: [by_beta]}\n")
-    cmd = [sys.executable, "-m", "biosig_lightning.cli", "tune", *STAND_IN, *TINY, "--search-space", str(space),
+    # 6 stand-in subjects, not 12: each trial builds its own tokens (alpha and beta shape them)
+    cmd = [sys.executable, "-m", "biosig_lightning.cli", "tune", *STAND_IN, *TINY,
+           "--data.init_args.synthetic_options.n_subjects", "6", "--search-space", str(space),
            "--study-name", study_name, "--storage", postgres_url, "--n-trials", "2",
            "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp_spawn",
            "--trainer.callbacks+=tests.helpers.RecordRank", "--trainer.callbacks+=tests.helpers.WaitForPeers",

@@ -136,24 +136,31 @@ def _env() -> dict[str, str]:
     return env
 
 
-def test_console_script_last_line(in_tmp: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "biosig_lightning.cli", "fit", *DEMO], capture_output=True,
-                          text=True, env=_env(), timeout=240)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    last = proc.stdout.strip().splitlines()[-1]
-    assert last.startswith("results: ") and Path(last[9:]).exists()
+#: 3 test subjects x 7 windows = 21 (and 3 validation subjects x 7 = 21): the DistributedSampler pads
+#: the 2 shards of each to 11 + 11
+DDP_DATA = ["--data.init_args.synthetic_options.windows_per_subject", "7", "--data.init_args.split.strategy",
+            "fixed", "--data.init_args.split.val", "[1, 2, 3]", "--data.init_args.split.test", "[4, 5, 6]"]
+
+
+@pytest.fixture(scope="module")
+def ddp_fit(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """One 2-process CPU DDP fit of the console script, run once for the tests of this module that check
+    it (its ranks) and use its checkpoint (one process and DDP score it alike): (its cwd, the process)."""
+    cwd = tmp_path_factory.mktemp("ddp_fit")
+    proc = subprocess.run(
+        [sys.executable, "-m", "biosig_lightning.cli", "fit", *DEMO, *DDP_DATA, "--trainer.accelerator", "cpu",
+         "--trainer.devices", "2", "--trainer.strategy", "ddp", "--trainer.limit_train_batches", "4",
+         "--trainer.logger.init_args.name", "ddp", "--trainer.callbacks+=tests.helpers.RecordRank"],
+        capture_output=True, text=True, env=_env(), timeout=300, cwd=cwd)
+    return cwd, proc
 
 
 @pytest.mark.slow
-def test_ddp_two_cpu_processes(in_tmp: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "biosig_lightning.cli", "fit", *DEMO, "--trainer.accelerator", "cpu",
-         "--trainer.devices", "2", "--trainer.strategy", "ddp", "--trainer.limit_train_batches", "4",
-         "--trainer.logger.init_args.name", "ddp", "--trainer.callbacks+=tests.helpers.RecordRank"],
-        capture_output=True, text=True, env=_env(), timeout=300)
+def test_ddp_two_cpu_processes(ddp_fit: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    cwd, proc = ddp_fit
     assert proc.returncode == 0, proc.stderr[-3000:]
-    run_dir = in_tmp / "runs" / "ddp" / "version_0"
-    results = list((in_tmp / "runs").rglob("results.json"))
+    run_dir = cwd / "runs" / "ddp" / "version_0"
+    results = list((cwd / "runs").rglob("results.json"))
     assert results == [run_dir / "results.json"]
     assert proc.stdout.count("results: ") == 1
     r0 = json.loads((run_dir / "rank0.json").read_text())
@@ -167,38 +174,36 @@ def test_ddp_two_cpu_processes(in_tmp: Path) -> None:
 
 
 @pytest.mark.slow
-def test_ddp_test_run_scores_like_one_process(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ddp_test_run_scores_like_one_process(in_tmp: Path, capsys: pytest.CaptureFixture[str],
+                                              ddp_fit: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     import numpy as np
 
-    # 3 test subjects x 7 windows = 21: the DistributedSampler pads the 2 shards to 11 + 11
-    data = ["--data.init_args.synthetic_options.windows_per_subject", "7", "--data.init_args.split.strategy", "fixed",
-            "--data.init_args.split.val", "[1, 2, 3]", "--data.init_args.split.test", "[4, 5, 6]"]
-    res = run_fit(capsys, *data)
-    assert res["windows"]["test"] == 21
-    test = ["test", *DEMO, *data, "--ckpt_path", res["best_checkpoint"], "--trainer.enable_progress_bar=false"]
+    # the DDP fit tested its best checkpoint with 2 processes (results.json) and validated each epoch with
+    # 2 (metrics.csv); one process tests and validates that checkpoint again: every value must be the same
+    cwd, proc = ddp_fit
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ddp_dir = cwd / "runs" / "ddp" / "version_0"
+    res = json.loads((ddp_dir / "results.json").read_text())
+    assert res["windows"]["test"] == res["windows"]["val"] == 21
+    ckpt = cwd / res["best_checkpoint"]
+    test = ["test", *DEMO, *DDP_DATA, "--ckpt_path", str(ckpt), "--trainer.enable_progress_bar=false"]
 
-    def one_process_equals_ddp(cmd: list[str], one_name: str, two_name: str, stage: str) -> None:
-        main([*cmd, "--trainer.logger.init_args.name", one_name])
+    def one_process_equals(cmd: list[str], name: str, stage: str, two: dict[str, float]) -> None:
+        main([*cmd, "--trainer.logger.init_args.name", name])
         one = printed_metrics(capsys.readouterr().out, stage)
-        proc = subprocess.run(
-            [sys.executable, "-m", "biosig_lightning.cli", *cmd, "--trainer.logger.init_args.name", two_name,
-             "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp"],
-            capture_output=True, text=True, env=_env(), timeout=300)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        two = printed_metrics(proc.stdout, stage)
-        assert set(one) == set(two) and len(one) >= 9
+        assert set(one) == set(two) and len(one) >= 9, (set(one), set(two))
         for key, value in one.items():
             assert two[key] == pytest.approx(value, rel=1e-5, abs=1e-6), (stage, key, value, two[key])
 
-    one_process_equals_ddp(test, "one", "two", "test")
+    one_process_equals(test, "one", "test", res["metrics"])
 
-    def saved(name: str) -> dict[str, np.ndarray]:
-        (path,) = (in_tmp / "runs" / name).glob("version_*/test_predictions.npz")
-        with np.load(path, allow_pickle=False) as z:
+    def saved(run_dir: Path) -> dict[str, np.ndarray]:
+        with np.load(run_dir / "test_predictions.npz", allow_pickle=False) as z:
             order = np.argsort(z["index"])
             return {k: z[k][order] for k in z.files}
 
-    a, b = saved("one"), saved("two")
+    (one_dir,) = (in_tmp / "runs" / "one").glob("version_*")
+    a, b = saved(one_dir), saved(ddp_dir)
     # every test window exactly once, with the same prediction: no padded duplicate is scored twice
     assert len(a["index"]) == len(np.unique(a["index"])) == 21
     np.testing.assert_array_equal(b["index"], a["index"])
@@ -208,8 +213,10 @@ def test_ddp_test_run_scores_like_one_process(in_tmp: Path, capsys: pytest.Captu
     np.testing.assert_array_equal(cm[1], cm[0])
 
     # validation too (it picks the checkpoint, stops early, sets a detection threshold): the 21 val
-    # windows are also padded to 11 + 11, and the duplicate must not count twice
-    one_process_equals_ddp(["validate", *test[1:]], "one_val", "two_val", "val")
+    # windows are also padded to 11 + 11, and the duplicate must not count twice; the DDP fit logged
+    # the checkpoint's epoch
+    epoch = int(ckpt.stem.removeprefix("best-epoch"))
+    one_process_equals(["validate", *test[1:]], "one_val", "val", val_row_of_epoch(ddp_dir / "metrics.csv", epoch))
 
 
 def _write_apava(root: Path, n_windows: int = 4) -> None:

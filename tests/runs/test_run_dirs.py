@@ -31,14 +31,18 @@ def _csv_rows(path: Path) -> list[dict[str, str]]:
 
 def test_two_fits_started_at_once_get_two_complete_run_dirs(in_tmp: Path) -> None:
     barrier = in_tmp / "barrier"
-    cmd = [sys.executable, "-m", "biosig_lightning.cli", "fit", *DEMO, "--trainer.enable_progress_bar=false",
+    # the console script as a user starts it (progress bars on): each fit's last line on stdout names its results
+    cmd = [sys.executable, "-m", "biosig_lightning.cli", "fit", *DEMO,
            "--model.class_path=tests.runs.helpers.BarrierTask", f"--model.init_args.barrier_dir={barrier}"]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
              for _ in range(2)]
     outs = [p.communicate(timeout=240) for p in procs]
     for proc, (_, err) in zip(procs, outs, strict=True):
         assert proc.returncode == 0, err[-2000:]
-    printed = [Path(out.strip().splitlines()[-1].removeprefix("results: ")) for out, _ in outs]
+    last = [out.strip().splitlines()[-1] for out, _ in outs]
+    assert all(line.startswith("results: ") for line in last), last
+    printed = [Path(line.removeprefix("results: ")) for line in last]
+    assert all(p.is_file() for p in printed), printed
     assert printed[0] != printed[1]
     assert sorted(p.parent.name for p in printed) == ["version_0", "version_1"]
     for path in printed:
