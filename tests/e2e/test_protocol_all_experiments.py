@@ -146,7 +146,10 @@ def _fit_args(configs: list[Path]) -> list[str]:
     """``--config`` args plus the sizes and budget that make it a smoke run (command line: not in the name)."""
     merged = _merged([*configs, *SMOKE_CONFIGS])
     args = [a for c in [*configs, *SMOKE_CONFIGS] for a in ("--config", str(c))]
-    args += ["--trainer.enable_progress_bar=false"]
+    # smaller batches than smoke.yaml's and no sanity validation: each run only has to go through every
+    # stage once (BioFormer on STDRO's raw TUSZ clips attends over 2,400 samples per branch)
+    args += ["--trainer.enable_progress_bar=false", "--trainer.num_sanity_val_steps=0",
+             "--data.init_args.batch_size=4", "--data.init_args.eval_batch_size=16"]
     args += [f"--model.init_args.backbone.init_args.{k}={json.dumps(v)}" for k, v in TINY[_model(configs)].items()]
     if str(merged["model"].get("class_path", "")).endswith("SDFormerTask"):
         phase2 = min(1, int(merged["model"]["init_args"].get("phase2_epochs", 1)))
