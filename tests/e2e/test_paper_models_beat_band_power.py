@@ -31,13 +31,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 
 from biosig_lightning.analysis.band_power_baseline import datamodule_baseline
 from biosig_lightning.cli import main
 from biosig_lightning.runs import load_run
 from tests.conftest import EXPERIMENTS
-from tests.helpers import assert_metrics_match_predictions
+from tests.helpers import assert_metrics_match_predictions, one_torch_thread  # noqa: F401 (fixture)
 
 SYNTHETIC = ["--config", str(EXPERIMENTS / "overlays" / "synthetic.yaml"), "--trainer.enable_progress_bar=false",
              "--trainer.enable_model_summary=false", "--trainer.accelerator=cpu"]
@@ -50,13 +49,7 @@ SDFORMER_SMALL = ["--model.init_args.backbone.init_args", json.dumps(dict(
     "--model.init_args.phase1_epochs=8", "--model.init_args.phase2_epochs=4", "--model.init_args.warmup_epochs=1"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread() -> Any:
-    # small models: a second intra-op thread only adds contention on a shared 2-core machine
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 #: experiment -> (base YAML, command-line shrinking, F1 bound, margin below the regression's F1)
