@@ -327,3 +327,14 @@ class PauseForKill(Callback):
         if marker and trainer.current_epoch == self.epoch and os.environ.get("PL_GLOBAL_SEED") == str(self.seed):
             Path(marker).touch()
             time.sleep(self.seconds)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread() -> Any:
+    """One torch intra-op thread for a module of small-model fits: on a shared 2-core machine a second
+    thread only adds contention. A module takes it with ``from tests.helpers import one_torch_thread`` and
+    ``pytestmark = pytest.mark.usefixtures("one_torch_thread")``."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -25,7 +25,7 @@ from biosig_lightning.tasks import SDFormerTask
 from biosig_lightning.tasks.classification import warmup_cosine
 from biosig_lightning.tasks.sdformer import learned_edge_density
 from tests.conftest import EXPERIMENTS
-from tests.helpers import assert_metrics_match_predictions, state_hash
+from tests.helpers import assert_metrics_match_predictions, one_torch_thread, state_hash  # noqa: F401 (fixture)
 
 CORPORA = ("sleepedf", "chbmit", "ptbxl")
 BASELINES = ("patchtst", "transformer", "static_gnn", "cnn1d")
@@ -50,13 +50,7 @@ TWO_PHASES = ["--trainer.max_epochs", "2", "--model.init_args.phase1_epochs", "1
               "--model.init_args.phase2_epochs", "1"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread() -> Any:
-    # tiny models: a second intra-op thread only adds contention on a shared 2-core machine
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # ---- helpers -------------------------------------------------------------------------------------
