@@ -25,8 +25,12 @@ if _WORKERS > 1 and "OMP_NUM_THREADS" not in os.environ:
 
 @pytest.fixture(autouse=True, scope="session")
 def _cache_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
-    # one window cache for the whole session, never the user's ~/.cache
-    os.environ["BIOSIG_CACHE"] = str(tmp_path_factory.mktemp("biosig-cache"))
+    # one window cache for the whole session, shared by its xdist workers (each stand-in is built once; the
+    # cache's own lock makes a second builder wait and load it), never the user's ~/.cache
+    base = tmp_path_factory.getbasetemp()
+    path = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "biosig-cache"
+    path.mkdir(exist_ok=True)
+    os.environ["BIOSIG_CACHE"] = str(path)
 
 
 #: what an in-process DDP run (Lightning's launcher) leaves in os.environ: a later test that starts
