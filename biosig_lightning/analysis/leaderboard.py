@@ -159,7 +159,13 @@ def friedman(board: Leaderboard, alpha: float = 0.05) -> dict[str, Any]:
         result["skipped"] = (f"needs at least 2 corpora and 3 methods with a score on each; "
                              f"has {len(corpora)} x {len(methods)}")
         return result
-    stat, p = sps.friedmanchisquare(*matrix.T)
+    if np.all(matrix == matrix[:, :1]):
+        # every corpus ties all methods: scipy's tie-corrected statistic is 0 / 0 (NaN and a RuntimeWarning);
+        # the rank sums are all equal, so the uncorrected statistic is 0 and p = 1
+        stat, p = 0.0, 1.0
+        notes.append("every corpus scores all methods the same: no ranking (chi² = 0, p = 1)")
+    else:
+        stat, p = sps.friedmanchisquare(*matrix.T)
     import pandas as pd
     import scikit_posthocs as sp
 

@@ -4,6 +4,7 @@ scipy.stats.friedmanchisquare on the per-corpus means), Nemenyi, the CD diagram,
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +53,18 @@ def test_friedman_matches_scipy_and_ranks_are_per_corpus(tmp_path: Path) -> None
     assert nem["m1"]["m3"] < nem["m1"]["m2"] and nem["m1"]["m2"] == nem["m2"]["m1"]
     # Demšar's CD for k = 4, N = 4 at alpha 0.05: q = 2.569
     assert board.friedman["critical_difference"] == pytest.approx(2.569 * np.sqrt(4 * 5 / 24), rel=1e-3)
+
+
+def test_all_ties_give_no_ranking_without_a_warning(tmp_path: Path) -> None:
+    # every method scores the same on each corpus (a smoke grid where all reach the same score): scipy's
+    # tie-corrected Friedman statistic is 0 / 0; the rank sums are equal, so chi² = 0 and p = 1, said so
+    tied = {c: {m: [0.8 - 0.1 * i] * 2 for m in ("m1", "m2", "m3", "m4")} for i, c in enumerate(("a", "b", "c"))}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        board = build(_tree(tmp_path, tied))
+    assert (board.friedman["statistic"], board.friedman["p_value"]) == (0.0, 1.0)
+    assert board.friedman["avg_ranks"] == {m: 2.5 for m in ("m1", "m2", "m3", "m4")}
+    assert "every corpus scores all methods the same: no ranking (chi² = 0, p = 1)" in board.friedman["notes"]
 
 
 def test_files_and_na_and_pairs(tmp_path: Path) -> None:
