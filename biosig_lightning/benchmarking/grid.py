@@ -23,10 +23,12 @@ A grid file holds::
         recipe: {class_path: biosig_lightning.robust.DGTask, init_args: {method: mmd}}
         configs: {apava: [experiments/bioformer/baselines/transformer.yaml]}  # per corpus
         overrides: {model.init_args.lr: 1.0e-3}
+        corpus_overrides:                               # this method's per-corpus settings (e.g. token size)
+          sleepedf: {model.init_args.backbone.init_args.patch_len: 16}
         not_applicable: {tusz: "needs the step-major FFT features"}
 
 A cell is one ``biosig fit``: the corpus's ``configs``, then the method's configs for that corpus,
-backbone and recipe swaps and overrides, then the corpus's ``overlays``, ``overrides`` and split
+backbone and recipe swaps, overrides and ``corpus_overrides`` for that corpus, then the corpus's ``overlays``, ``overrides`` and split
 (given last, so every method on a corpus trains under the same data, budget and subjects), then
 the grid's ``fit_args``. A method whose ``tasks`` do not include the corpus's ``task``, or which
 names the corpus under ``not_applicable``, gets an n/a cell with its reason instead of runs.
@@ -80,6 +82,7 @@ class Method:
     configs: Mapping[str, tuple[Path, ...]] = field(default_factory=dict)
     overrides: Mapping[str, Any] = field(default_factory=dict)
     not_applicable: Mapping[str, str] = field(default_factory=dict)
+    corpus_overrides: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,7 @@ class Grid:
         if m.backbone is not None:
             args += _swap("model.init_args.backbone", m.backbone)
         args += _flat(m.overrides)
+        args += _flat(m.corpus_overrides.get(c.name, {}))
         args += [a for p in c.overlays for a in ("--config", str(p))]
         args += _flat(c.overrides)
         if c.split is not None:
@@ -290,20 +294,24 @@ def load_grid(path: str | Path) -> Grid:
     for name, spec in _mapping(raw.get("methods"), "methods", path).items():
         where = f"methods.{name}"
         spec = _mapping(spec, where, path)
-        _known(spec, {"tasks", "backbone", "recipe", "configs", "overrides", "not_applicable"}, where, path)
+        _known(spec, {"tasks", "backbone", "recipe", "configs", "overrides", "corpus_overrides", "not_applicable"},
+               where, path)
         tasks = spec.get("tasks")
         if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) for t in tasks):
             raise GridError(f"{path}: {where}.tasks must list the tasks the method applies to")
         configs = {str(c): _paths(v, f"{where}.configs.{c}", path)
                    for c, v in _mapping(spec.get("configs"), f"{where}.configs", path).items()}
-        unknown = sorted(set(configs) - set(corpora))
-        if unknown:
-            raise GridError(f"{path}: {where}.configs names corpora the grid does not have: {unknown}")
+        per_corpus = {str(c): _mapping(v, f"{where}.corpus_overrides.{c}", path)
+                      for c, v in _mapping(spec.get("corpus_overrides"), f"{where}.corpus_overrides", path).items()}
+        for key, named in (("configs", configs), ("corpus_overrides", per_corpus)):
+            unknown = sorted(set(named) - set(corpora))
+            if unknown:
+                raise GridError(f"{path}: {where}.{key} names corpora the grid does not have: {unknown}")
         na = {str(k): str(v) for k, v in _mapping(spec.get("not_applicable"), f"{where}.not_applicable",
                                                  path).items()}
         methods[str(name)] = Method(str(name), tuple(tasks), _class_spec(spec.get("backbone"), f"{where}.backbone",
                                     path, catalog_name=True), _class_spec(spec.get("recipe"), f"{where}.recipe", path), configs,
-                                    _mapping(spec.get("overrides"), f"{where}.overrides", path), na)
+                                    _mapping(spec.get("overrides"), f"{where}.overrides", path), na, per_corpus)
     if not corpora or not methods:
         raise GridError(f"{path}: a grid needs at least one corpus and one method")
     for n in [*corpora, *methods]:

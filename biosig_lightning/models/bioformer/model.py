@@ -83,6 +83,13 @@ class BioFormer(BiosignalModel):
     ``magnitude_residual=False`` is Variant 3, ``band_attention="static"`` Variant 4 and
     ``"self"`` Variant 5; ``descriptors`` picks Table 10's band statistics.
 
+    ``pyramid_factors`` are PCE's downsampling factors (Appendix B.1: ``{2, 4, 8}``, the
+    default). Reading: the paper's inputs are 1-s windows and heartbeats (250-300 samples,
+    so at most 150 tokens per branch); for much longer windows (a 30-s sleep epoch at
+    100 Hz has 3,000 samples, i.e. 1,500 / 750 / 375 tokens and full attention over them)
+    scaling the factors by a power of two, e.g. ``(16, 32, 64)``, keeps the token counts in
+    the paper's range while each branch keeps its 2:1 ratio to the next.
+
     Paper vs authors' code (defaults follow the paper; the code's choice is an option):
     ``phase_mode`` ("rotate" = Eq. 7 rotation by ``beta``; "scale" = code's
     ``theta -> (1+beta) theta``), ``gain_mode`` ("tanh" = Algorithm 1; "offset" = code's
@@ -120,6 +127,7 @@ class BioFormer(BiosignalModel):
         band_attention: BandAttention = "cross", descriptors: Sequence[str] = DESCRIPTORS,
         use_scln: bool = True, alpha: float = 0.1, ffn_residual: FfnResidual = "normed",
         augmentations: Sequence[str] = DEFAULT_AUGMENTATIONS,
+        pyramid_factors: Sequence[int] = (2, 4, 8),
     ) -> None:
         super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq)
         check_positive_ints("BioFormer", d_model=d_model, d_ff=d_ff, n_heads=n_heads, n_layers=n_layers,
@@ -133,7 +141,8 @@ class BioFormer(BiosignalModel):
         self.d_model = d_model
         self.mixer = mixer
 
-        self.embedding = PyramidConvEmbedding(n_chans, n_times, d_model, augmentations=augmentations)
+        self.embedding = PyramidConvEmbedding(n_chans, n_times, d_model, factors=pyramid_factors,
+                                              augmentations=augmentations)
         self.seq_lens = list(self.embedding.seq_lens)
         self.n_tokens = sum(self.seq_lens)
 
