@@ -187,12 +187,49 @@ def test_the_standins_grid_keeps_apava_stand_in_windows_per_subject() -> None:
     assert 3 * options["windows_per_subject"] >= windows / subjects
 
 
+def test_corpus_overrides_reach_that_corpus_only_and_after_the_method_overrides(tmp_path: Path) -> None:
+    spec = yaml.safe_load(SMOKE.read_text())
+    name, method = next(iter(spec["methods"].items()))
+    first, second = list(spec["corpora"])[:2]
+    method["overrides"] = {"model.init_args.lr": 0.5}
+    method["corpus_overrides"] = {first: {"model.init_args.lr": 0.25}}
+    path = tmp_path / "g.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    grid = load_grid(path)
+    args = {c: grid.base_args(next(x for x in grid.cells() if x.corpus == c and x.method == name)) for c in (first, second)}
+    assert args[first].index("--model.init_args.lr=0.25") > args[first].index("--model.init_args.lr=0.5")
+    assert "--model.init_args.lr=0.25" not in args[second] and "--model.init_args.lr=0.5" in args[second]
+
+
+def test_the_standins_grid_keeps_the_transformers_tokens_at_their_papers_counts() -> None:
+    # BioFormer's PCE at {2, 4, 8} would give 1,500 / 750 / 375 tokens on Sleep-EDF's 3,000-sample epochs, and the
+    # Transformer one token per sample (a 3,000 x 3,000 attention map): hours per cell on a CPU. The grid keeps
+    # every branch at most 256 tokens long (APAVA's 1-s windows, one token per sample; BioFormer's datasets have
+    # at most 300 samples per input): BioFormer at x8 pyramid factors, the Transformer at SD-Former's patches
+    import biosig_lightning.models  # noqa: F401
+    from biosig_lightning.models import catalog
+
+    standins = load_grid(EXPERIMENTS / "benchmarks" / "standins.yaml")
+    for corpus in standins.corpora:
+        for method in ("bioformer", "transformer"):
+            spec = standins.methods[method]
+            kwargs = {**spec.backbone["init_args"], **{k.rsplit(".", 1)[1]: v for k, v in
+                                                       spec.corpus_overrides.get(corpus, {}).items()}}
+            model = catalog.get(spec.backbone["class_path"].rsplit(".", 1)[1]).cls(
+                **catalog.CORPORA[corpus].as_kwargs(), **kwargs)
+            tokens = max(model.seq_lens) if method == "bioformer" else model.n_tokens
+            assert tokens <= 256, (corpus, method, tokens)
+
+
 @pytest.mark.parametrize(("edit", "message"), [
     ({"seeds": [1, 1]}, "seeds repeats a value"),
     ({"methods": {"x": {"tasks": ["window_classification"], "backbone": {"class_path": "NoSuchNet"}}}},
      "methods.x.backbone: no backbone named 'NoSuchNet'"),
     ({"corpora": {"c": {"task": "t", "configs": ["nowhere.yaml"]}}}, "corpora.c.configs: config file 'nowhere.yaml'"),
     ({"methods": {"x": {"tasks": ["other"]}}}, "every cell is n/a"),
+    ({"methods": {"x": {"tasks": ["window_classification"], "backbone": "CNN1D",
+                        "corpus_overrides": {"nowhere": {"trainer.max_epochs": 1}}}}},
+     "methods.x.corpus_overrides names corpora the grid does not have: ['nowhere']"),
 ])
 def test_a_bad_grid_is_one_line_naming_the_key(tmp_path: Path, edit: dict, message: str) -> None:
     spec = {**yaml.safe_load(SMOKE.read_text()), **edit}

@@ -97,6 +97,20 @@ def test_multiclass_bci2a_like_shapes() -> None:
     out.sum().backward()
 
 
+def test_pyramid_factors_scale_the_branches_for_long_windows() -> None:
+    # a 30-s sleep epoch at 100 Hz: PCE's {2, 4, 8} gives 1,500 / 750 / 375 tokens; x8 gives the paper's range
+    small = {"d_model": 8, "d_ff": 16, "n_heads": 2, "n_layers": 1}
+    assert BioFormer(n_chans=2, n_outputs=5, n_times=3000, sfreq=100.0, **small).seq_lens == [1500, 750, 375]
+    model = BioFormer(n_chans=2, n_outputs=5, n_times=3000, sfreq=100.0, pyramid_factors=(16, 32, 64), **small)
+    assert model.seq_lens == [188, 94, 47]
+    assert model.feature_dim == (188 + 94 + 47) * 8
+    out = model(torch.randn(3, 2, 3000))
+    assert out.shape == (3, 5)
+    out.sum().backward()
+    with pytest.raises(ValueError, match="powers of two"):
+        BioFormer(n_chans=2, n_outputs=5, n_times=3000, sfreq=100.0, pyramid_factors=(12, 24, 48), **small)
+
+
 def test_input_shape_is_checked() -> None:
     model = BioFormer(**TINY)
     with pytest.raises(ValueError, match=r"n_chans=3, n_times=64"):
