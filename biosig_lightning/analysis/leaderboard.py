@@ -40,7 +40,7 @@ import scipy.stats as sps
 from biosig_lightning.analysis.tables import welch_t_test
 from biosig_lightning.atomic_io import atomic_write_bytes, atomic_write_json
 
-__all__ = ["Leaderboard", "build", "write", "write_leaderboard"]
+__all__ = ["Leaderboard", "build", "corpus_rows", "main_rows", "mean_std", "write", "write_leaderboard"]
 
 LOWER_IS_BETTER = {"ece", "loss"}
 DEFAULT_METRICS = ("f1", "acc", "auroc")
@@ -214,7 +214,8 @@ def pairwise(board: Leaderboard, a: str, b: str) -> dict[str, Any]:
 
 
 # ---- rendering ------------------------------------------------------------------------------------------
-def _ms(vals: list[float], digits: int = 3) -> str:
+def mean_std(vals: list[float], digits: int = 3) -> str:
+    """``mean ± std`` (ddof 1) of a method's runs, ``(1 run)`` for one, ``-`` for none."""
     if not vals:
         return "-"
     if len(vals) == 1:
@@ -234,11 +235,22 @@ def main_rows(board: Leaderboard) -> tuple[list[str], list[list[str]]]:
             if (c, m) in board.not_applicable:
                 row.append("n/a")
             else:
-                row.append(_ms(board.runs.get(c, {}).get(m, {}).get(board.primary(c), [])))
+                row.append(mean_std(board.runs.get(c, {}).get(m, {}).get(board.primary(c), [])))
         r = board.avg_rank(m)
         row += [f"{r:.2f}" if r is not None else "-", str(board.wins(m))]
         rows.append(row)
     return header, rows
+
+
+def corpus_rows(board: Leaderboard, corpus: str) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of one corpus's table: every metric, parameters, training seconds, runs."""
+    rows = []
+    for m in board.methods:
+        got = board.runs.get(corpus, {}).get(m)
+        if got:
+            rows.append([m, *[mean_std(got.get(k, [])) for k in board.metrics[corpus]],
+                         f"{int(np.mean(got['params'])):,}", mean_std(got["fit_seconds"], 1), str(len(got["params"]))])
+    return ["method", *board.metrics[corpus], "params", "fit_seconds", "runs"], rows
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> str:
@@ -269,17 +281,9 @@ def render_markdown(board: Leaderboard, figure: str | None = None) -> str:
     for note in fr.get("notes", []):
         parts.append(f"- {note}")
     for c in board.corpora:
-        ms_ = [m for m in board.methods if board.runs.get(c, {}).get(m)]
-        if not ms_:
-            continue
-        cols = [*board.metrics[c], "params", "fit_seconds"]
-        rows_c = []
-        for m in ms_:
-            got = board.runs[c][m]
-            n = len(got.get("params", []))
-            rows_c.append([m, *[_ms(got.get(k, [])) for k in board.metrics[c]],
-                           f"{int(np.mean(got['params'])):,}", _ms(got["fit_seconds"], 1), str(n)])
-        parts += ["", f"## {c}", "", _md_table(["method", *cols, "runs"], rows_c)]
+        header_c, rows_c = corpus_rows(board, c)
+        if rows_c:
+            parts += ["", f"## {c}", "", _md_table(header_c, rows_c)]
     for pair in board.pairs:
         parts += ["", f"## {pair['a']} vs {pair['b']}", ""]
         for c, e in pair["per_corpus"].items():

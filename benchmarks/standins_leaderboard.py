@@ -1,0 +1,175 @@
+"""The stand-in leaderboard as a docs result file: ``docs/results/benchmark_standins.json``.
+
+Reads a finished ``biosig benchmark --grid experiments/benchmarks/standins.yaml --out DIR`` folder and
+writes, for the Benchmark page: the leaderboard (:mod:`biosig_lightning.analysis.leaderboard`, the same
+numbers as ``DIR/leaderboard.md``), every run with its training curve's end points, and, for each
+corpus where a paper's method trails a baseline, both methods' runs side by side with their accuracy
+on each test subject. The critical-difference diagram is copied next to the page::
+
+    python benchmarks/standins_leaderboard.py DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from biosig_lightning.analysis.leaderboard import Leaderboard, build, corpus_rows, main_rows, pairwise
+from biosig_lightning.atomic_io import atomic_write_json
+
+ROOT = Path(__file__).resolve().parents[1]
+#: the grid's rows that are a paper's method; every other row is a baseline
+PAPER_METHODS = {"bioformer": "BioFormer", "sdformer": "SD-Former"}
+COMMAND = ("biosig benchmark --grid experiments/benchmarks/standins.yaml --out DIR --workers 2 --inline; "
+           "python benchmarks/standins_leaderboard.py DIR")
+
+
+def _runs(out: Path, corpus: str, method: str) -> list[Path]:
+    """The finished runs (those with a ``results.json``) of one cell row, by seed."""
+    done = [p.parent for p in (out / corpus / method).glob("seed_*/results.json")]
+    return sorted(done, key=lambda p: int(p.name.split("_")[1]))
+
+
+def _curve(run: Path, metric: str) -> dict[str, Any]:
+    """End points of a run's training curve from its ``metrics.csv``."""
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    train = [float(r["train/acc"]) for r in rows if r.get("train/acc")]
+    val = [float(r[f"val/{metric}"]) for r in rows if r.get(f"val/{metric}")]
+    return {"train_acc_last": train[-1] if train else None, "val_best": max(val) if val else None,
+            "val_epochs": len(val)}
+
+
+def _per_subject(run: Path) -> dict[int, float]:
+    """Accuracy on each test subject, from the run's ``test_predictions.npz``."""
+    with np.load(run / "test_predictions.npz", allow_pickle=False) as z:
+        pred, y, subject = z["probs"].argmax(1), z["y"], z["subject"]
+    return {int(s): float((pred[subject == s] == y[subject == s]).mean()) for s in np.unique(subject)}
+
+
+def _f(v: float | None, digits: int = 3) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def runs_table(out: Path, board: Leaderboard) -> dict[str, Any]:
+    rows = []
+    for c in board.corpora:
+        metric = board.primary(c)
+        for m in board.methods:
+            for run in _runs(out, c, m):
+                res = json.loads((run / "results.json").read_text())
+                curve = _curve(run, metric)
+                best = Path(res.get("best_checkpoint") or "").stem.removeprefix("best-epoch")
+                rows.append([c, m, str(res["seed"]), _f(res["metrics"].get(f"test/{metric}")),
+                             str(res.get("epochs", "-")), str(int(best)) if best.isdigit() else "-",
+                             _f(curve["train_acc_last"]), _f(curve["val_best"]), f"{res.get('fit_seconds', 0):.0f}"])
+    return {"columns": ["corpus", "method", "seed", "test (first metric)", "epochs", "best epoch",
+                        "train acc, last epoch", "best val (first metric)", "fit s"],
+            "rows": rows, "align": ["left", "left", "right", "right", "right", "right", "right", "right", "right"]}
+
+
+def trailing(out: Path, board: Leaderboard) -> list[dict[str, Any]]:
+    """Items for each corpus where a paper's method scores below the best baseline."""
+    items: list[dict[str, Any]] = []
+    for c in board.corpora:
+        metric = board.primary(c)
+        baselines = {m: board.mean(c, m, metric) for m in board.methods if m not in PAPER_METHODS}
+        baselines = {m: v for m, v in baselines.items() if v is not None}
+        if not baselines:
+            continue
+        best = max(baselines, key=lambda m: baselines[m])
+        for m, label in PAPER_METHODS.items():
+            mean = board.mean(c, m, metric)
+            if mean is None or mean >= baselines[best]:
+                continue
+            test = pairwise(board, m, best)["per_corpus"].get(c, {})
+            p = f"Welch p = {test['welch_p']:.3g}" if "welch_p" in test else test.get("welch", "")
+            below = sorted(b for b, v in baselines.items() if v > mean)
+            items.append({"text": f"**{label} trails on {c}'s stand-in**: test {metric} {mean:.3f} against "
+                                  f"{best}'s {baselines[best]:.3f} ({p}); baselines above it: {', '.join(below)}. "
+                                  "Its runs and the best baseline's, and each run's accuracy per test subject:"})
+            subjects: list[int] = []
+            rows = []
+            for who in (m, best):
+                for run in _runs(out, c, who):
+                    res = json.loads((run / "results.json").read_text())
+                    acc = _per_subject(run)
+                    subjects = subjects or sorted(acc)
+                    curve = _curve(run, metric)
+                    rows.append([who, str(res["seed"]), _f(res["metrics"].get(f"test/{metric}")),
+                                 _f(curve["train_acc_last"]), _f(curve["val_best"]),
+                                 *[_f(acc.get(s), 2) for s in subjects]])
+            items.append({"table": {"columns": ["method", "seed", f"test {metric}", "train acc, last epoch",
+                                                f"best val {metric}", *[f"subject {s}" for s in subjects]],
+                                    "rows": rows}})
+    return items
+
+
+def _cpu() -> str:
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        return next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.machine()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("out", type=Path, help="the benchmark folder (biosig benchmark --out)")
+    parser.add_argument("--results", type=Path, default=ROOT / "docs" / "results" / "benchmark_standins.json")
+    parser.add_argument("--figure", type=Path, default=ROOT / "docs" / "assets" / "benchmark_standins_cd.png")
+    args = parser.parse_args()
+    board = build(args.out)
+    header, rows = main_rows(board)
+    fr = board.friedman
+    items: list[dict[str, Any]] = [
+        {"text": "Mean ± std over three seeds of each corpus's first metric on its held-out test subjects; "
+                 "average rank over the corpora (1 = best); wins = corpora ranked first."},
+        {"table": {"columns": header, "rows": rows}},
+        {"text": "n/a (listed by the grid, not run):\n\n" + "\n".join(
+            f"- {m} on {c}: {r}" for (c, m), r in sorted(board.not_applicable.items()))},
+    ]
+    if "skipped" in fr:
+        items.append({"text": f"Friedman test skipped: {fr['skipped']}."})
+    else:
+        figure = args.figure.relative_to(ROOT / "docs")
+        shutil.copyfile(args.out / "cd_diagram.png", args.figure)
+        items.append({"text": f"Friedman test over {len(fr['corpora'])} corpora x {len(fr['methods'])} methods "
+                              f"(scipy): chi² = {fr['statistic']:.3f}, p = {fr['p_value']:.4g}; Nemenyi critical "
+                              f"difference (scikit-posthocs, alpha {fr['alpha']}): {fr['critical_difference']:.3f} "
+                              f"ranks.\n\n![critical-difference diagram]({figure.as_posix()})"})
+    for c in board.corpora:
+        header_c, rows_c = corpus_rows(board, c)
+        if rows_c:
+            items.append({"text": f"**{c}**: every metric (test, mean ± std over seeds), trainable parameters and "
+                                  "seconds per fit"})
+            items.append({"table": {"columns": header_c, "rows": rows_c}})
+    items += trailing(args.out, board)
+    items.append({"text": "Every run (`DIR/<corpus>/<method>/seed_<s>/`): its test score, how long it trained, "
+                          "the epoch its checkpoint comes from, and where its curves ended"})
+    items.append({"table": runs_table(args.out, board)})
+    stamps = [p.stat().st_mtime for p in args.out.glob("*/*/seed_*/results.json")]
+    dates = sorted({time.strftime("%Y-%m-%d", time.gmtime(t)) for t in stamps})
+    doc = {
+        "title": "The stand-in leaderboard (experiments/benchmarks/standins.yaml)",
+        "page": "benchmark",
+        "machine": f"{_cpu()}, {os.cpu_count()} cores, two workers with one torch thread each; "
+                   f"Python {platform.python_version()}",
+        "dates": dates,
+        "command": COMMAND,
+        "items": items,
+    }
+    atomic_write_json(args.results, doc)
+    print(args.results)
+
+
+if __name__ == "__main__":
+    main()
