@@ -17,8 +17,8 @@ their reasons). Writes ``DIR/leaderboard.md`` (all tables and tests), ``leaderbo
   of per-corpus means (``scipy.stats.friedmanchisquare``; corpora are the blocks), the Nemenyi
   post-hoc test (``scikit_posthocs.posthoc_nemenyi_friedman``) and the critical-difference diagram
   (``scikit_posthocs.critical_difference_diagram``). Both need a complete matrix: they use the
-  methods that have a score on every corpus kept, dropping first the corpora, then the methods, with
-  the most gaps until at least two corpora and three methods remain (what was left out is said).
+  largest complete one, the most corpus x method cells with at least two corpora and three methods,
+  and on a tie the one with more corpora, which are the test's blocks (what was left out is said).
 * Pairwise, on request (``pairs``): per corpus Welch's t-test over the runs, and across corpora the
   Wilcoxon signed-rank test of the per-corpus means (``scipy.stats.wilcoxon``).
 
@@ -134,21 +134,35 @@ def score_matrix(board: Leaderboard) -> tuple[list[str], list[str], np.ndarray, 
     corpora = [c for c in board.corpora if any(have(c, m) for m in methods)]
     notes: list[str] = [f"corpus {c} left out (no finished run)" for c in board.corpora if c not in corpora]
 
-    while corpora and methods and not all(have(c, m) for c in corpora for m in methods):
-        gaps_c = {c: sum(not have(c, m) for m in methods) for c in corpora}
-        gaps_m = {m: sum(not have(c, m) for c in corpora) for m in methods}
-        worst_c = max(gaps_c, key=lambda c: gaps_c[c])
-        worst_m = max(gaps_m, key=lambda m: gaps_m[m])
-        # drop a corpus while that keeps two; else the method with the most gaps
-        if len(corpora) > 2 and gaps_c[worst_c] >= gaps_m[worst_m]:
-            corpora.remove(worst_c)
-            notes.append(f"corpus {worst_c} left out ({gaps_c[worst_c]} methods without a score)")
-        else:
-            methods.remove(worst_m)
-            notes.append(f"method {worst_m} left out (no score on {gaps_m[worst_m]} of the corpora kept)")
+    kept_c, kept_m = _largest_complete(corpora, methods, have)
+    notes += [f"corpus {c} left out ({sum(not have(c, m) for m in kept_m)} methods without a score)"
+              for c in corpora if c not in kept_c]
+    notes += [f"method {m} left out (no score on {sum(not have(c, m) for c in kept_c)} of the corpora kept)"
+              for m in methods if m not in kept_m]
+    corpora, methods = kept_c, kept_m
     sign = {c: (-1.0 if board.primary(c) in LOWER_IS_BETTER else 1.0) for c in corpora}
     matrix = np.array([[sign[c] * float(board.mean(c, m, board.primary(c))) for m in methods] for c in corpora])
     return corpora, methods, matrix.reshape(len(corpora), len(methods)), notes
+
+
+def _largest_complete(corpora: list[str], methods: list[str], have: Any) -> tuple[list[str], list[str]]:
+    """The corpora and methods of the largest complete sub-matrix: the most corpus x method cells with at
+    least two corpora and three methods (on a tie, more corpora: they are the test's blocks). Every subset
+    of corpora is tried (each keeps the methods scored on all of it); past 12 corpora, corpora are
+    dropped one at a time, the one with the most gaps first."""
+    if len(corpora) > 12:
+        kept = list(corpora)
+        while len(kept) > 2 and not all(have(c, m) for c in kept for m in methods):
+            kept.remove(max(kept, key=lambda c: sum(not have(c, m) for m in methods)))
+        return kept, [m for m in methods if all(have(c, m) for c in kept)]
+    best: tuple[tuple[int, int, int], list[str], list[str]] = ((-1, -1, -1), list(corpora), [])
+    for mask in range(1, 2 ** len(corpora)):
+        sub = [c for i, c in enumerate(corpora) if mask >> i & 1]
+        ms = [m for m in methods if all(have(c, m) for c in sub)]
+        key = (int(len(sub) >= 2 and len(ms) >= 3), len(sub) * len(ms), len(sub))
+        if key > best[0]:
+            best = (key, sub, ms)
+    return best[1], best[2]
 
 
 def friedman(board: Leaderboard, alpha: float = 0.05) -> dict[str, Any]:

@@ -67,6 +67,24 @@ def test_all_ties_give_no_ranking_without_a_warning(tmp_path: Path) -> None:
     assert "every corpus scores all methods the same: no ranking (chi² = 0, p = 1)" in board.friedman["notes"]
 
 
+def test_the_friedman_test_keeps_the_largest_complete_matrix(tmp_path: Path) -> None:
+    # the stand-in grid's shape: seven methods, three corpora, one method n/a on one corpus. Dropping that
+    # method keeps 3 x 6 cells, dropping the corpus 2 x 7; a fourth corpus with two gaps goes (4 x 4 < 3 x 6)
+    methods = [f"m{i}" for i in range(7)]
+    scores = {c: {m: [0.5 + 0.05 * i + 0.01 * j, 0.5 + 0.05 * i] for i, m in enumerate(methods)}
+              for j, c in enumerate(("a", "b", "c"))}
+    del scores["c"]["m6"]
+    grid = {"corpora": ["a", "b", "c", "e"], "methods": methods, "metrics": {c: ["f1"] for c in "abce"}}
+    board = build(_tree(tmp_path / "one", scores, {**grid, "corpora": ["a", "b", "c"]}))
+    assert board.friedman["corpora"] == ["a", "b", "c"] and board.friedman["methods"] == methods[:6]
+    assert board.friedman["notes"] == ["method m6 left out (no score on 1 of the corpora kept)"]
+    scores["e"] = {m: [0.6, 0.7] for m in methods[2:]}
+    board = build(_tree(tmp_path / "two", scores, grid))
+    assert board.friedman["corpora"] == ["a", "b", "c"] and board.friedman["methods"] == methods[:6]
+    assert board.friedman["notes"] == ["corpus e left out (2 methods without a score)",
+                                       "method m6 left out (no score on 1 of the corpora kept)"]
+
+
 def test_files_and_na_and_pairs(tmp_path: Path) -> None:
     scores = {c: dict(ms) for c, ms in SCORES.items()}
     del scores["b"]["m3"]
@@ -76,9 +94,10 @@ def test_files_and_na_and_pairs(tmp_path: Path) -> None:
     root = _tree(tmp_path, scores, grid)
     board = build(root, pairs=[("m1", "m2")])
     corpora, methods, matrix, notes = score_matrix(board)
-    # the gap is closed by dropping corpus b (4 corpora: one may go) and the Friedman test runs on the rest
-    assert corpora == ["a", "c", "d"] and methods == ["m1", "m2", "m3", "m4"] and matrix.shape == (3, 4)
-    assert notes == ["corpus b left out (1 methods without a score)"]
+    # the gap is closed by dropping m3 or corpus b (12 cells either way): on the tie the corpora, the test's
+    # blocks, are kept
+    assert corpora == ["a", "b", "c", "d"] and methods == ["m1", "m2", "m4"] and matrix.shape == (4, 3)
+    assert notes == ["method m3 left out (no score on 1 of the corpora kept)"]
     written = write(board, root)
     assert {p.name for p in written} >= {"leaderboard.md", "leaderboard.csv", "leaderboard.tex", "cd_diagram.png",
                                          "cd_diagram.pdf"}
