@@ -12,6 +12,17 @@ from pathlib import Path
 from typing import Any
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+#: the process's umask, read once: the files written here get the mode ``open()`` would give them
+#: (``tempfile.mkstemp`` makes them 0600, unreadable to the other machines and users of a shared run folder)
+_FILE_MODE = 0o666 & ~_umask()
+
+
 def atomic_write_bytes(path: str | Path, data: bytes | memoryview, exclusive: bool = False) -> Path:
     """Write ``data`` to ``path`` so readers see the old file or the new one, never a torn one.
 
@@ -22,6 +33,8 @@ def atomic_write_bytes(path: str | Path, data: bytes | memoryview, exclusive: bo
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, _FILE_MODE)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
