@@ -4,7 +4,8 @@ Reads a finished ``biosig benchmark --grid experiments/benchmarks/standins.yaml 
 writes, for the Benchmark page: the leaderboard (:mod:`biosig_lightning.analysis.leaderboard`, the same
 numbers as ``DIR/leaderboard.md``), every run with its training curve's end points, and, for each
 corpus where a paper's method trails a baseline, both methods' runs side by side with their accuracy
-on each test subject. The critical-difference diagram is copied next to the page::
+on each test subject (and every method's accuracy per test subject, corpus by corpus). The
+critical-difference diagram is copied next to the page::
 
     python benchmarks/standins_leaderboard.py DIR
 """
@@ -23,7 +24,14 @@ from typing import Any
 
 import numpy as np
 
-from biosig_lightning.analysis.leaderboard import Leaderboard, build, corpus_rows, main_rows, pairwise
+from biosig_lightning.analysis.leaderboard import (
+    Leaderboard,
+    build,
+    corpus_rows,
+    main_rows,
+    mean_std,
+    pairwise,
+)
 from biosig_lightning.atomic_io import atomic_write_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +96,7 @@ def trailing(out: Path, board: Leaderboard) -> list[dict[str, Any]]:
         best = max(baselines, key=lambda m: baselines[m])
         for m, label in PAPER_METHODS.items():
             mean = board.mean(c, m, metric)
-            if mean is None or mean >= baselines[best]:
+            if mean is None or round(mean, 3) >= round(baselines[best], 3):  # below it as the table prints them
                 continue
             test = pairwise(board, m, best)["per_corpus"].get(c, {})
             p = f"Welch p = {test['welch_p']:.3g}" if "welch_p" in test else test.get("welch", "")
@@ -121,10 +129,51 @@ def _cpu() -> str:
         return platform.machine()
 
 
+def subjects_table(out: Path, board: Leaderboard, corpus: str) -> dict[str, Any] | None:
+    """Accuracy on each test subject, mean over a method's seeds (every method shares the split)."""
+    rows, subjects = [], []
+    for m in board.methods:
+        accs = [_per_subject(run) for run in _runs(out, corpus, m)]
+        if accs:
+            subjects = subjects or sorted(accs[0])
+            rows.append([m, *[_f(float(np.mean([a[s] for a in accs])), 2) for s in subjects]])
+    if not rows:
+        return None
+    return {"columns": ["method", *[f"subject {s}" for s in subjects]], "rows": rows}
+
+
+def variants_table(variants: list[str], board: Leaderboard) -> list[dict[str, Any]]:
+    """``LABEL=CORPUS/METHOD=DIR``: the same cells rerun with one switch (``DIR/<method>/seed_<s>/``), beside
+    the grid's runs of that method."""
+    items: list[dict[str, Any]] = []
+    rows = []
+    for spec in variants:
+        label, cell, folder = spec.split("=", 2)
+        corpus, method = cell.split("/")
+        metric = board.primary(corpus)
+        seeds = _runs(Path(folder), ".", method)
+        vals = [json.loads((r / "results.json").read_text())["metrics"][f"test/{metric}"] for r in seeds]
+        base = board.runs[corpus][method][metric]
+        if not rows:
+            rows.append([f"{method} (the grid's run)", corpus, *[_f(v) for v in base], mean_std(base)])
+        rows.append([label, corpus, *[_f(v) for v in vals], mean_std(vals)])
+    if rows:
+        width = max(len(r) for r in rows)
+        items.append({"text": "The same cells rerun with one switch of the method: each cell's `biosig benchmark "
+                              "--print-commands` line with the switch added (e.g. `--model.init_args.backbone.init_args."
+                              "mixer=none`) and `--run.save_dir DIR`, then `--variant LABEL=CORPUS/METHOD=DIR` here. "
+                              "Test score per seed:"})
+        items.append({"table": {"columns": ["variant", "corpus", *[f"seed {i + 1}" for i in range(width - 3)],
+                                            "mean ± std"], "rows": rows}})
+    return items
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("out", type=Path, help="the benchmark folder (biosig benchmark --out)")
     parser.add_argument("--results", type=Path, default=ROOT / "docs" / "results" / "benchmark_standins.json")
+    parser.add_argument("--variant", action="append", default=[], metavar="LABEL=CORPUS/METHOD=DIR",
+                        help="cells of one method rerun with one switch into DIR/<method>/seed_<s>/")
     parser.add_argument("--figure", type=Path, default=ROOT / "docs" / "assets" / "benchmark_standins_cd.png")
     args = parser.parse_args()
     board = build(args.out)
@@ -152,8 +201,15 @@ def main() -> None:
             items.append({"text": f"**{c}**: every metric (test, mean ± std over seeds), trainable parameters and "
                                   "seconds per fit"})
             items.append({"table": {"columns": header_c, "rows": rows_c}})
+            subjects = subjects_table(args.out, board, c)
+            if subjects:
+                items.append({"text": f"{c}: accuracy on each held-out test subject, mean over the seeds"})
+                items.append({"table": subjects})
     items += trailing(args.out, board)
-    items.append({"text": "Every run (`DIR/<corpus>/<method>/seed_<s>/`): its test score, how long it trained, "
+    items += variants_table(args.variant, board)
+    seconds = [v for c in board.runs.values() for m in c.values() for v in m["fit_seconds"]]
+    items.append({"text": f"Every run (`DIR/<corpus>/<method>/seed_<s>/`), {len(seconds)} fits taking "
+                          f"{sum(seconds) / 60:.0f} minutes in all (one torch thread each): its test score, how long it trained, "
                           "the epoch its checkpoint comes from, and where its curves ended"})
     items.append({"table": runs_table(args.out, board)})
     stamps = [p.stat().st_mtime for p in args.out.glob("*/*/seed_*/results.json")]
@@ -164,7 +220,8 @@ def main() -> None:
         "machine": f"{_cpu()}, {os.cpu_count()} cores, two workers with one torch thread each; "
                    f"Python {platform.python_version()}",
         "dates": dates,
-        "command": COMMAND,
+        "command": COMMAND + "".join(f" --variant '{v.rsplit('=', 1)[0]}=VARIANT_DIR_{i + 1}'"
+                                     for i, v in enumerate(args.variant)),
         "items": items,
     }
     atomic_write_json(args.results, doc)
