@@ -47,6 +47,10 @@ def _runs(out: Path, corpus: str, method: str) -> list[Path]:
     return sorted(done, key=lambda p: int(p.name.split("_")[1]))
 
 
+def _seeds(out: Path) -> list[str]:
+    return sorted({p.parent.name.removeprefix("seed_") for p in out.glob("*/*/seed_*/results.json")}, key=int)
+
+
 def _curve(run: Path, metric: str) -> dict[str, Any]:
     """End points of a run's training curve from its ``metrics.csv``."""
     rows = list(csv.DictReader((run / "metrics.csv").open()))
@@ -180,8 +184,8 @@ def main() -> None:
     header, rows = main_rows(board)
     fr = board.friedman
     items: list[dict[str, Any]] = [
-        {"text": "Mean ± std over three seeds of each corpus's first metric on its held-out test subjects; "
-                 "average rank over the corpora (1 = best); wins = corpora ranked first."},
+        {"text": f"Mean ± std over the seeds ({', '.join(_seeds(args.out))}) of each corpus's first metric on its "
+                 "held-out test subjects; average rank over the corpora (1 = best); wins = corpora ranked first."},
         {"table": {"columns": header, "rows": rows}},
         {"text": "n/a (listed by the grid, not run):\n\n" + "\n".join(
             f"- {m} on {c}: {r}" for (c, m), r in sorted(board.not_applicable.items()))},
