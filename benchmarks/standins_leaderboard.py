@@ -193,7 +193,8 @@ def main() -> None:
     if "skipped" in fr:
         items.append({"text": f"Friedman test skipped: {fr['skipped']}."})
     else:
-        figure = args.figure.relative_to(ROOT / "docs")
+        docs = ROOT / "docs"
+        figure = args.figure.resolve().relative_to(docs) if args.figure.resolve().is_relative_to(docs) else args.figure
         shutil.copyfile(args.out / "cd_diagram.png", args.figure)
         items.append({"text": f"Friedman test over {len(fr['corpora'])} corpora x {len(fr['methods'])} methods "
                               f"(scipy): chi² = {fr['statistic']:.3f}, p = {fr['p_value']:.4g}; Nemenyi critical "
