@@ -39,7 +39,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest tests -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(BIN)/ruff check biosig_lightning tests benchmarks
+	$(BIN)/ruff check biosig_lightning tests benchmarks tools
 
 docs: $(STAMP)
 	DISABLE_MKDOCS_2_WARNING=true NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet

@@ -1,8 +1,8 @@
 """``make bench``: can the window loader keep the model fed?
 
-Runs the loader benchmark (:mod:`loader`) and the train-step benchmark (:mod:`train_step`)
-in one process on the CPU and reports, besides each figure, the ratio that matters: windows
-per second the loader serves over samples per second a baseline trains on. A ratio well
+Runs the loader benchmark (``performance/loader.py``) and the train-step benchmark
+(``performance/train_step.py``) in one process on the CPU and reports, besides each figure, the
+ratio that matters: windows per second the loader serves over samples per second a baseline trains on. A ratio well
 above 1 means data loading is not the bottleneck. Every number is also compared with a
 baseline measured in the same run, because absolute timings depend on the machine and its
 load (recorded in the output).
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "performance"))
 from loader import bench_loader  # noqa: E402
 from train_step import bench_train_steps  # noqa: E402
 

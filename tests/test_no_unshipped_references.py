@@ -8,7 +8,7 @@ the docs and the README. So this test scans them for
   copies (``bioformer.txt``, ``stdro.txt``, ...), a ``shared/`` folder, and issue numbers
   ("issue 18"): a fact is restated with its public source (paper and section, or public repository
   and file) instead;
-* repository paths (``docs/...``, ``experiments/...``, ``benchmarks/...``, ``tests/...``,
+* repository paths (``docs/...``, ``experiments/...``, ``benchmarks/...``, ``tools/...``, ``tests/...``,
   ``biosig_lightning/...``) that do not exist, placeholders (``<corpus>``, ``{a,b}``, ``*``) aside;
 * relative Markdown links in README.md and docs/ whose target file does not exist.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCANNED_DIRS = ("biosig_lightning", "tests", "docs", "benchmarks", "experiments")
+SCANNED_DIRS = ("biosig_lightning", "tests", "docs", "benchmarks", "experiments", "tools")
 SCANNED_FILES = ("README.md", "CHANGELOG.md", "Makefile", "mkdocs.yml")
 SUFFIXES = {".py", ".md", ".yaml", ".yml", ".json", ".csv", ".cfg", ".toml", ""}
 
@@ -35,7 +35,7 @@ UNSHIPPED = [
 ]
 # a repository path: a top-level folder of this repository, then path characters, ending in a file suffix
 REPO_PATH = re.compile(
-    r"(?<![\w./-])((?:docs|experiments|benchmarks|tests|biosig_lightning)/[\w./-]*\.(?:py|md|yaml|yml|json|csv))\b"
+    r"(?<![\w./-])((?:docs|experiments|benchmarks|tests|tools|biosig_lightning)/[\w./-]*\.(?:py|md|yaml|yml|json|csv))\b"
 )
 # outputs that commands write (listed in .gitignore) are named, not shipped
 GENERATED = {line.strip().lstrip("/") for line in (ROOT / ".gitignore").read_text().splitlines()}

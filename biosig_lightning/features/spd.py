@@ -62,7 +62,7 @@ kernel that also forms the whitened matrices itself and starts from each matrix'
 pass before, when numba is installed; ``torch.linalg.eigh`` otherwise; the same results to round-off);
 the Python loops are over recordings, blocks of the signal, filter bands, frequency channels and chunks
 of 1,024 matrices, and blocks and channels (or a channel's chunks) run on ``torch.get_num_threads()``
-threads. Speed against the authors' code: ``benchmarks/spdtransnet.py`` and ``benchmarks/README.md``.
+threads. Speed against the authors' code: ``benchmarks/performance/spdtransnet.py`` and ``benchmarks/README.md``.
 """
 
 from __future__ import annotations

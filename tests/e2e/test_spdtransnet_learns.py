@@ -18,9 +18,9 @@ from sklearn.metrics import f1_score
 from biosig_lightning.cli import main
 from biosig_lightning.data.datamodules import MASSSS3DataModule, SleepEDFSPDDataModule
 from biosig_lightning.data.spd import SPDDataModule
+from biosig_lightning.testing.mass_ss3 import write_corpus as write_mass
+from biosig_lightning.testing.sleep_edf import write_corpus as write_sleep_edf
 from tests.conftest import EXPERIMENTS
-from tests.mass_fixture import write_corpus as write_mass
-from tests.sleep_edf_fixture import write_corpus as write_sleep_edf
 
 #: a small SPDTransNet (the YAMLs' is d = 351, 5 + 4 layers), no dropout, so a CPU learns in seconds
 SMALL = dict(d_model=28, tokens_per_epoch=7, intra_heads=2, intra_layers=1, inter_heads=2, inter_layers=1,

@@ -72,7 +72,7 @@ DESCRIPTORS = ("mean", "std", "max", "energy", "argmax")
 #: their ``eps`` placement (``A = |Z| + eps``, :data:`EpsMode`), a 1e-6-level difference that
 #: matters only for bit-level parity: the scaled phase ``(1 + beta) theta`` jumps by
 #: ``2 pi beta`` where a bin crosses the negative real axis, so eps-level differences upstream
-#: can move a bin across it (benchmarks/bioformer_parity.md, section 1).
+#: can move a bin across it (benchmarks/parity/bioformer_parity.md, section 1).
 AUTHORS_FBAM: dict[str, Any] = {
     "phase_mode": "scale", "gain_mode": "offset", "magnitude_clamp": 0.5, "token_init": "zeros",
     "eval_kernel": "batch", "eps_mode": "shift",

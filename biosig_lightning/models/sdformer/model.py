@@ -125,7 +125,7 @@ Pipeline (``x`` of shape ``(B, C, T)``):
 
 Size (Sec. 7.5 / Table 5: ~1.8 M on Sleep-EDF, 2.4 M on PTB-XL, 3.1 M on CHB-MIT). The exact
 counts per corpus and tokenizer, and where they differ from the paper's, are in
-docs/papers/sdformer.md (``python benchmarks/sdformer_param_counts.py``).
+docs/papers/sdformer.md (``python benchmarks/parity/sdformer_param_counts.py``).
 """
 
 from __future__ import annotations

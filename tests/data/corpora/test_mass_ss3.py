@@ -11,7 +11,7 @@ from biosig_lightning.data.corpora.mass_ss3 import MASSSS3
 from biosig_lightning.data.corpora.mass_ss3_folds import FOLDS, SUBJECTS
 from biosig_lightning.data.spd import oversample, segment_neighbours, trimmed
 from biosig_lightning.data.spec import DataError
-from tests.mass_fixture import FS, write_subject
+from biosig_lightning.testing.mass_ss3 import FS, write_subject
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from biosig_lightning.data.corpora import edf as edf_module
 from biosig_lightning.data.corpora.edf import files_fingerprint, read_annotations, read_header, read_signals
 from biosig_lightning.data.corpora.sleep_edf import CLASSES, SYNTHETIC_DEFAULTS, SleepEDF
 from biosig_lightning.data.spec import CorpusReader, DataError
-from tests.sleep_edf_fixture import FS, START, write_hypnogram
+from biosig_lightning.testing.sleep_edf import FS, START, write_hypnogram
 
 # (onset, duration, text) of the main night: 20 min of PSG, hypnogram running past its end
 MAIN_HYPNOGRAM = [
@@ -227,7 +227,7 @@ def test_fingerprint_names_a_missing_file(tmp_path: Path) -> None:
 def test_real_layout_corpus_reads_back_its_hypnogram(tmp_path: Path) -> None:
     """The shared writer's nights (merged stage runs, stage 4, movement and unscored epochs, other channels
     at 1 Hz, hypnogram letters other than the PSG's) read back as the stages it wrote, stage 4 as N3."""
-    from tests.sleep_edf_fixture import write_corpus
+    from biosig_lightning.testing.sleep_edf import write_corpus
 
     kept = write_corpus(tmp_path, [(0, 1), (0, 2), (3, 1)], n_epochs=24, seed=2)
     assert sorted(p.name for p in tmp_path.iterdir())[:2] == ["SC4001E0-PSG.edf", "SC4001EC-Hypnogram.edf"]

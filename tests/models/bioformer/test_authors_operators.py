@@ -82,7 +82,7 @@ def test_fbam_authors_mode_matches_the_authors_formulas(kernel_mode: str) -> Non
     """In float64, to 1e-10: eps-level departures (the authors' ``A = |Z| + eps``, their kernel
     renormalisation by ``sum + eps``) change the output by ~1e-6 and fail this, as they should:
     the authors' scaled phase is discontinuous, so eps-level differences do not stay eps-level
-    in a deep stack (benchmarks/bioformer_parity.md, section 1)."""
+    in a deep stack (benchmarks/parity/bioformer_parity.md, section 1)."""
     torch.manual_seed(0)
     lens = [64, 32, 16]  # every band non-empty (as at APAVA: 128, 64, 32)
     fbam = FBAM(16, lens, n_bands=6, d_token=8, kernel_mode=kernel_mode, **AUTHORS_FBAM).eval()

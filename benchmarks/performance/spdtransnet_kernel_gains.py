@@ -9,14 +9,14 @@ order rotated each round), so load from other processes falls on all of them ali
 It measures the tree that still held every kernel, commit b0bf872 (the kernels that did not pay were
 deleted after this measurement, so they exist only there); run it from an export of that commit:
 
-    git archive b0bf872 biosig_lightning | tar -x -C /tmp/pre && cp benchmarks/spdtransnet_kernel_gains.py /tmp/pre/
+    git archive b0bf872 biosig_lightning | tar -x -C /tmp/pre && cp benchmarks/performance/spdtransnet_kernel_gains.py /tmp/pre/
     cd /tmp/pre && python spdtransnet_kernel_gains.py --rounds 3 --out step_gains.json
 
 The kept ones (padded heads, numba map kernels) now live in :mod:`biosig_lightning.accel.spdtransnet`;
 ``--backend`` measures them there, on the current tree (the plain model against the same model switched
 to the backend, alternated step by step):
 
-    python benchmarks/spdtransnet_kernel_gains.py --backend --rounds 3 --out backend_gain.json
+    python benchmarks/performance/spdtransnet_kernel_gains.py --backend --rounds 3 --out backend_gain.json
 Results: ``benchmarks/results/spdtransnet_kernels.json``.
 """
 from __future__ import annotations

@@ -11,7 +11,7 @@ sphere), or, for the correlation graph, the per-clip dual random walk supports; 
 receives them precomputed (its data loader builds them, not timed here), ours builds them inside
 forward (timed), so the comparison is conservative for us.
 
-    python benchmarks/dcrnn_reference.py --reference /path/to/eeg-gnn-ssl [--graph both] [--steps 20]
+    python benchmarks/parity/dcrnn_reference.py --reference /path/to/eeg-gnn-ssl [--graph both] [--steps 20]
 
 The reference imports sklearn, scipy, h5py, pandas, pyedflib, matplotlib and tqdm at module level.
 """

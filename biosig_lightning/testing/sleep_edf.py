@@ -5,7 +5,7 @@ EMG submental, Temp rectal, Event marker at 1 Hz, as PhysioNet's files) and ``SC
 (EDF+ annotations, runs of one stage merged into one annotation as in the real hypnograms, text
 ``Sleep stage W/1/2/3/4/R/?`` or ``Movement time``, the last ``?`` running past the PSG end). The
 hypnogram's two letters differ from the PSG's ``E0`` (``EC``, ``EH``, ``EJ``, ``EA``), as PhysioNet names
-them. The EEG carries each stage's rhythm (:data:`tests.mass_fixture.RHYTHM`: Fpz-Cz is anterior,
+them. The EEG carries each stage's rhythm (:data:`biosig_lightning.testing.mass_ss3.RHYTHM`: Fpz-Cz is anterior,
 Pz-Oz posterior) over a pink-ish background with a per-subject gain.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 import pyedflib
 from pyedflib import highlevel
 
-from tests.mass_fixture import RHYTHM, hypnogram
+from biosig_lightning.testing.mass_ss3 import RHYTHM, hypnogram
 
 START = datetime(1989, 4, 24, 16, 13, 0)
 FS = 100
@@ -83,8 +83,9 @@ def write_night(root: Path, subject: int, night: int, stages: list[int], seed: i
     headers = [highlevel.make_signal_header(lab, sample_frequency=FS if lab.startswith("EEG") else OTHER_CHANNELS[lab],
                                             physical_min=-500, physical_max=500) for lab in labels]
     name = f"SC4{subject:02d}{night}"
-    assert highlevel.write_edf(str(root / f"{name}E0-PSG.edf"), signals, headers,
-                               header=highlevel.make_header(startdate=START))
+    psg = root / f"{name}E0-PSG.edf"
+    if not highlevel.write_edf(str(psg), signals, headers, header=highlevel.make_header(startdate=START)):
+        raise OSError(f"{psg}: pyedflib could not write the PSG")
     # R&K scoring: N3 is stage 3 or 4, chosen per epoch so both texts occur
     texts = [dropped.get(k) or (STAGE_TEXT[s] if s != 3 or rng.random() < 0.5 else "Sleep stage 4")
              for k, s in enumerate(stages)]

@@ -32,9 +32,9 @@ Preprocessing of one synthetic 8 h recording (960 epochs, 8 electrodes, 256 Hz; 
   theirs (max abs difference, overall and per frequency channel).
 * ``--per-epoch-baseline``: our maths one epoch at a time with scipy/pyriemann (the earlier baseline).
 
-    python benchmarks/spdtransnet.py --authors /tmp/spd_authors                  # all of it
-    python benchmarks/spdtransnet.py --authors /tmp/spd_authors --skip-train     # preprocessing only
-    python benchmarks/spdtransnet.py --configs ours@4 ours_ckpt@32 --skip-preprocessing   # without their code
+    python benchmarks/performance/spdtransnet.py --authors /tmp/spd_authors                  # all of it
+    python benchmarks/performance/spdtransnet.py --authors /tmp/spd_authors --skip-train     # preprocessing only
+    python benchmarks/performance/spdtransnet.py --configs ours@4 ours_ckpt@32 --skip-preprocessing   # without their code
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 BEST = dict(d_model=351, tokens_per_epoch=10, intra_heads=9, intra_layers=5, inter_heads=3, inter_layers=4,
@@ -311,7 +311,7 @@ def max_batch(variant: str, args: argparse.Namespace, start: int = 32, limit: in
 
 def _in_subprocess(variant: str, batch: int, steps: int, context: int = 21, authors: str | None = None,
                    threads: int | None = None, env: dict[str, str] | None = None, warmup: int = 0) -> dict[str, Any]:
-    code = (f"import json, sys; sys.path.insert(0, {str(REPO)!r}); from benchmarks.spdtransnet import train_step; "
+    code = (f"import json, sys; sys.path.insert(0, {str(REPO)!r}); from benchmarks.performance.spdtransnet import train_step; "
             f"print('RESULT', json.dumps(train_step({variant!r}, {batch}, {steps}, {context}, {authors!r}, "
             f"{threads!r}, {warmup})))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

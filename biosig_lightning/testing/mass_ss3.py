@@ -52,8 +52,9 @@ def write_subject(root: Path, subject: int, stages: list[int], seed: int, lead: 
     headers = [highlevel.make_signal_header(lab, sample_frequency=FS, physical_min=-500, physical_max=500)
                for lab in labels]
     name = f"01-03-{subject:04d}"
-    assert highlevel.write_edf(str(root / f"{name} PSG.edf"), signals, headers,
-                               header=highlevel.make_header(startdate=START))
+    psg = root / f"{name} PSG.edf"
+    if not highlevel.write_edf(str(psg), signals, headers, header=highlevel.make_header(startdate=START)):
+        raise OSError(f"{psg}: pyedflib could not write the PSG")
     w = pyedflib.EdfWriter(str(root / f"{name} Base.edf"), 0, file_type=pyedflib.FILETYPE_EDFPLUS)
     try:
         w.setStartdatetime(START)

@@ -33,8 +33,8 @@ steady epoch and, separately, for its start-up; own time of the functions is gro
 package file they are in: model compute, data loading, metrics, logging, checkpointing, config
 parsing and the rest.
 
-    python benchmarks/framework_overhead.py --out benchmarks/results/framework_overhead.json
-    python benchmarks/framework_overhead.py --quick          # a few windows, one round
+    python benchmarks/performance/framework_overhead.py --out benchmarks/results/framework_overhead.json
+    python benchmarks/performance/framework_overhead.py --quick          # a few windows, one round
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ from lightning.pytorch.callbacks import Callback
 from torch import nn
 from torch.nn import functional as F
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXP = REPO / "experiments"
 MODELS = {
     "EEGNet": [EXP / "bioformer_apava.yaml", EXP / "bioformer" / "baselines" / "eegnet.yaml"],

@@ -17,7 +17,7 @@ Timings depend on the machine and its load; compare rows of one run, not runs of
 
 Usage::
 
-    python benchmarks/paper_models.py [--only bioformer|sdformer] [--no-baselines] [--steps 5] [--threads 2] [--out FILE]
+    python benchmarks/performance/paper_models.py [--only bioformer|sdformer] [--no-baselines] [--steps 5] [--threads 2] [--out FILE]
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import torch
 from biosig_lightning.commands.profile import profile
 from biosig_lightning.runs.biosig_cli import BiosigCLI
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXP = REPO / "experiments"
 SYNTHETIC = ["--config", str(EXP / "overlays" / "synthetic.yaml")]
 
@@ -139,7 +139,7 @@ def main() -> None:
     ap.add_argument("--no-baselines", action="store_true", help="SD-Former itself, not its four baselines")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "paper_models.json")
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "paper_models.json")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     load_start = os.getloadavg()

@@ -3,7 +3,7 @@
 Needs a local copy of the public ``NKU-EmbeddedSystem/BioFormer`` repository (not shipped, not
 run in CI); its ``models/BioFormer.py`` is imported from that folder as is, never copied here::
 
-    python benchmarks/bioformer_authors.py /path/to/BioFormer [--n-classes 2] [--steps 5]
+    python benchmarks/parity/bioformer_authors.py /path/to/BioFormer [--n-classes 2] [--steps 5]
 
 1. Builds their model with their APAVA flags (``--use_FBD --mag_learning --phase_learning
    --use_ASSLN 0.1``, 6 layers, d_model 128) and ours with ``AUTHORS_BIOFORMER``; copies their

@@ -5,7 +5,7 @@ the run's test macro F1, its ``lr = 0`` control's, the log band-power logistic r
 accuracy on the same test windows, and the CPU seconds of the pair of fits (one torch thread), as JSON
 lines::
 
-    python benchmarks/paper_models_vs_band_power.py --seeds 41,42,43
+    python tools/audits/paper_models_vs_band_power.py --seeds 41,42,43
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="41,42,43", help="comma-separated seed_everything values")
     parser.add_argument("--cases", default="", help="comma-separated case names (default: all)")
     args = parser.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's tests package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's tests package
     from tests.e2e.test_paper_models_beat_band_power import CASES, measure
 
     torch.set_num_threads(1)

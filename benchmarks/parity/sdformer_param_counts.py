@@ -2,7 +2,7 @@
 
 Writes ``docs/results/sdformer_param_counts.json``, which the SD-Former docs page renders:
 
-    python benchmarks/sdformer_param_counts.py
+    python benchmarks/parity/sdformer_param_counts.py
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from biosig_lightning.models import catalog
 
 PAPER = {"sleepedf": "~1.8 M", "ptbxl": "~2.4 M", "chbmit": "~3.1 M"}
 NAMES = {"sleepedf": "Sleep-EDF", "ptbxl": "PTB-XL", "chbmit": "CHB-MIT"}
-OUT = Path(__file__).resolve().parents[1] / "docs" / "results" / "sdformer_param_counts.json"
+OUT = Path(__file__).resolve().parents[2] / "docs" / "results" / "sdformer_param_counts.json"
 
 NOTES = (
     "Shared by both tokenizers: backbone 6 x 198,272 + 256 (final LayerNorm); edge MLP 132,097; light "
@@ -50,7 +50,7 @@ def main() -> None:
         "title": "SD-Former parameter counts against Table 5",
         "machine": f"any (exact counts; made on {platform.machine()}, torch {torch.__version__})",
         "dates": [datetime.date.today().isoformat()],
-        "command": "python benchmarks/sdformer_param_counts.py",
+        "command": "python benchmarks/parity/sdformer_param_counts.py",
         "page": "results",
         "items": [
             {"table": {"columns": ["corpus", "tokens", "summary (default)", "trajectory", "paper"], "rows": rows,

@@ -26,9 +26,9 @@ repeat by repeat so that a busy machine slows all of them alike:
 
 Usage::
 
-    python benchmarks/signed_graph.py                # writes benchmarks/results/signed_graph.json
-    python benchmarks/signed_graph.py --quick        # 1500-sample windows, fewer repeats, no file unless --out
-    python benchmarks/signed_graph.py --threads 2 --out /tmp/sg.json
+    python benchmarks/performance/signed_graph.py                # writes benchmarks/results/signed_graph.json
+    python benchmarks/performance/signed_graph.py --quick        # 1500-sample windows, fewer repeats, no file unless --out
+    python benchmarks/performance/signed_graph.py --threads 2 --out /tmp/sg.json
 """
 
 from __future__ import annotations
@@ -57,9 +57,9 @@ from biosig_lightning.features import signed_graph as sg
 from biosig_lightning.models.signed_graph import SignedGraphClassifier
 from biosig_lightning.tasks.denoiser_pair import DenoiserPairTask
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 YAML = ROOT / "experiments" / "signed_graph_turkish.yaml"
-DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "signed_graph.json"
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "results" / "signed_graph.json"
 #: the pair as its YAML builds it (``filter_method: auto``), the same pair forced to Lanczos, and the baselines
 PAIR, PAIR_LANCZOS = "SignedGraphClassifier", "SignedGraphClassifier[lanczos]"
 MODELS = (PAIR, PAIR_LANCZOS, "EEGNetv4", "Deep4Net")
@@ -325,7 +325,7 @@ def main(argv: list[str] | None = None) -> None:
     out = args.out or (None if args.quick else DEFAULT_OUT)
     started = time.time()
     result: dict[str, Any] = {
-        "command": " ".join(["python", "benchmarks/signed_graph.py", *(sys.argv[1:] if argv is None else argv)]),
+        "command": " ".join(["python", "benchmarks/performance/signed_graph.py", *(sys.argv[1:] if argv is None else argv)]),
         "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(args.threads), "loadavg_start": os.getloadavg(),
         "note": "ratios from runs interleaved in one process on a machine shared with other jobs; "

@@ -1,7 +1,7 @@
 """Raw EDF files to training windows: the suite's window cache against MNE + braindecode.
 
 A Sleep-EDF Expanded (Sleep Cassette) tree in its real layout and format is written with pyedflib
-(``tests/sleep_edf_fixture.py``: per night a PSG with two 100 Hz EEG channels, a 100 Hz EOG and four
+(``biosig_lightning/testing/sleep_edf.py``: per night a PSG with two 100 Hz EEG channels, a 100 Hz EOG and four
 1 Hz channels, and an EDF+ hypnogram with merged stage runs, a movement and an unscored epoch, and an
 unscored tail past the PSG end). Then, each in a fresh Python process (so the peak resident memory
 is its own), with the imports done before the clock starts:
@@ -28,8 +28,8 @@ corpus's paper model (SD-Former at the Sleep-EDF shape, batch 64) on this machin
 the fastest paper model's GPU training step in ``results/gpu_steps_h200.json`` (``gpu_steps.py``;
 target: the loader at least 10x that rate).
 
-    python benchmarks/edf_windows.py --out benchmarks/results/edf_windows.json
-    python benchmarks/edf_windows.py --nights 4 --epochs-per-night 40 --no-model-step   # quick
+    python benchmarks/performance/edf_windows.py --out benchmarks/results/edf_windows.json
+    python benchmarks/performance/edf_windows.py --nights 4 --epochs-per-night 40 --no-model-step   # quick
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(res))
         return 0
 
-    from tests.sleep_edf_fixture import write_corpus  # noqa: PLC0415
+    from biosig_lightning.testing.sleep_edf import write_corpus  # noqa: PLC0415
 
     work = Path(tempfile.mkdtemp(prefix="biosig_edf_"))
     try:

@@ -19,8 +19,8 @@ corpus's channels, rate and window) this measures, in one run on one device:
 
 Usage (one line on a GPU machine; CUDA is required unless ``--smoke``)::
 
-    python benchmarks/gpu_steps.py --out $OUT/gpu_steps.json
-    python benchmarks/gpu_steps.py --smoke --out /tmp/gpu_steps_smoke.json   # CPU, tiny models
+    python benchmarks/performance/gpu_steps.py --out $OUT/gpu_steps.json
+    python benchmarks/performance/gpu_steps.py --smoke --out /tmp/gpu_steps_smoke.json   # CPU, tiny models
 
 ``--smoke`` shrinks every backbone to the catalog's test size, the stand-ins to a few windows per
 subject and the batch to 4, and runs on the CPU (unless ``--device`` says otherwise), so the script itself can be checked
@@ -47,7 +47,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXP = REPO / "experiments"
 if str(REPO) not in sys.path:  # run from a plain checkout (no pip install -e) on the device machine
     sys.path.insert(0, str(REPO))

@@ -8,9 +8,9 @@ one ascent step in ERM steps, ``(STDRO - ERM) / m / ERM``). The M step (environm
 once every ``N_theta`` theta steps; it is timed on its own and reported amortised over one epoch of
 ``--steps-per-block`` steps (Appendix C: N_theta is counted in epochs).
 
-    python benchmarks/stdro_step.py                 # DCRNN (distance graph), TUSZ 12-s shape, batch 32
-    python benchmarks/stdro_step.py --quick         # 16 units, batch 8: a minute on a busy CPU
-    python benchmarks/stdro_step.py --quick --phases 40   # forward / backward of an ERM and an ascent step
+    python benchmarks/performance/stdro_step.py                 # DCRNN (distance graph), TUSZ 12-s shape, batch 32
+    python benchmarks/performance/stdro_step.py --quick         # 16 units, batch 8: a minute on a busy CPU
+    python benchmarks/performance/stdro_step.py --quick --phases 40   # forward / backward of an ERM and an ascent step
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ Alternating fresh processes (``jacobi``, ``eigh``, ``jacobi``, ...), ``--repeats
 the kernel is compiled (or loaded from numba's disk cache) before the timing. Both give the same tokens
 to round-off (``token_checksum``).
 
-    python benchmarks/spd_eigh_gain.py --repeats 3 --out eigh_gain.json
+    python benchmarks/performance/spd_eigh_gain.py --repeats 3 --out eigh_gain.json
 
 Results: ``benchmarks/results/spdtransnet_kernels.json``.
 """

@@ -3,7 +3,7 @@
 So that another code base (the BioFormer or Medformer authors' ``--root_path``) and ours
 (``--data.init_args.root``) train on the very same windows::
 
-    python benchmarks/write_medformer_standin.py /tmp/apava100 --corpus apava \\
+    python benchmarks/parity/write_medformer_standin.py /tmp/apava100 --corpus apava \\
         --options '{windows_per_subject: 100}'
 
 Writes ``<out>/Feature/feature_<ID>.npy`` (one ``(windows, T, C)`` float32 array per subject,
