@@ -123,13 +123,12 @@ def rank_summary(cells: Cells, higher_is_better: bool = True) -> dict[Hashable, 
 
 
 def welch_t_test(a: Sequence[float], b: Sequence[float]) -> WelchResult:
-    """Two-sided Welch t-test of ``mean(a) == mean(b)`` (e.g. one row's test F1 over seeds against another's)."""
+    """Two-sided Welch t-test of ``mean(a) == mean(b)`` (e.g. one row's test F1 over seeds against another's),
+    ``scipy.stats.ttest_ind(a, b, equal_var=False)``."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.size < 2 or y.size < 2:
         raise ValueError(f"Welch's t-test needs at least two values per row, got {x.size} and {y.size}")
-    vx, vy = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
-    if vx + vy == 0:
+    if x.var(ddof=1) + y.var(ddof=1) == 0:
         raise ValueError("Welch's t-test is undefined when both rows have zero variance")
-    t = float((x.mean() - y.mean()) / math.sqrt(vx + vy))
-    df = float((vx + vy) ** 2 / (vx**2 / (x.size - 1) + vy**2 / (y.size - 1)))
-    return WelchResult(t, df, float(2.0 * sps.t.sf(abs(t), df)))
+    res = sps.ttest_ind(x, y, equal_var=False)
+    return WelchResult(float(res.statistic), float(res.df), float(res.pvalue))
