@@ -89,6 +89,7 @@ from torchmetrics.classification import (
     MulticlassPrecision,
     MulticlassRecall,
 )
+from torchmetrics.functional.classification import binary_precision_recall_curve
 from torchmetrics.utilities.data import dim_zero_cat
 
 __all__ = [
@@ -336,33 +337,28 @@ class PositiveScores(Metric):
 def best_f1_threshold(scores: Any, target: Any, default: float = DEFAULT_THRESHOLD) -> float:
     """The score threshold with the highest F1 on a precision-recall curve (``pred = score >= t``).
 
-    Candidates are the distinct scores (sklearn ``precision_recall_curve``'s thresholds);
+    Candidates are the distinct scores, with the precision and recall of torchmetrics'
+    ``binary_precision_recall_curve`` (sklearn's ``precision_recall_curve`` thresholds);
     candidates whose F1 is undefined (precision + recall = 0) are skipped and ties go to the
     lowest threshold, as the DCRNN reference's ``thresh_max_f1`` does. Without a positive or
     with no defined F1, ``default`` is returned.
     """
     s = torch.as_tensor(scores).detach().double().cpu().flatten()
     t = torch.as_tensor(target).detach().long().cpu().flatten()
-    n_pos = int((t == 1).sum())
-    if s.numel() == 0 or n_pos == 0:
+    if s.numel() == 0 or not bool((t == 1).any()):
         return float(default)
-    order = torch.argsort(s, descending=True, stable=True)
-    s, t = s[order], t[order]
-    # last position of each run of equal scores: predicting positive for every score >= s_i
-    last = torch.nonzero(torch.diff(s, append=s.new_tensor([-float("inf")])) != 0).flatten()
-    tps = torch.cumsum(t, 0).double()[last]
-    predicted = (last + 1).double()
-    precision = tps / predicted
-    recall = tps / n_pos
+    # ascending distinct scores; precision and recall of ``score >= threshold`` at each (a last (1, 0) pair
+    # closes the curve and is dropped)
+    precision, recall, thresholds = binary_precision_recall_curve(s, t, thresholds=None)
+    precision, recall = precision[:-1].double(), recall[:-1].double()
     f1 = 2 * precision * recall / (precision + recall)
     valid = torch.isfinite(f1)
     if not bool(valid.any()):
         return float(default)
     f1 = torch.where(valid, f1, torch.full_like(f1, -1.0))
-    best = f1.max()
-    # thresholds descend along ``last``: the lowest one among the maxima is the last index
-    idx = int(torch.nonzero(f1 == best).flatten()[-1])
-    return float(s[last[idx]])
+    # thresholds ascend: the lowest one among the maxima is the first index
+    idx = int(torch.nonzero(f1 == f1.max()).flatten()[0])
+    return float(thresholds[idx])
 
 
 def threshold_metrics(scores: Any, target: Any, threshold: float) -> dict[str, float]:
