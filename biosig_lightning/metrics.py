@@ -347,17 +347,18 @@ def best_f1_threshold(scores: Any, target: Any, default: float = DEFAULT_THRESHO
     t = torch.as_tensor(target).detach().long().cpu().flatten()
     if s.numel() == 0 or not bool((t == 1).any()):
         return float(default)
-    # ascending distinct scores; precision and recall of ``score >= threshold`` at each (a last (1, 0) pair
-    # closes the curve and is dropped)
+    # precision and recall of ``score >= threshold`` at each distinct score, thresholds descending (the
+    # curve's closing (1, 0) pair dropped)
     precision, recall, thresholds = binary_precision_recall_curve(s, t, thresholds=None)
-    precision, recall = precision[:-1].double(), recall[:-1].double()
+    precision, recall, thresholds = precision[:-1].double().flip(0), recall[:-1].double().flip(0), thresholds.flip(0)
     f1 = 2 * precision * recall / (precision + recall)
     valid = torch.isfinite(f1)
     if not bool(valid.any()):
         return float(default)
     f1 = torch.where(valid, f1, torch.full_like(f1, -1.0))
-    # thresholds ascend: the lowest one among the maxima is the first index
-    idx = int(torch.nonzero(f1 == f1.max()).flatten()[0])
+    best = f1.max()
+    # thresholds descend: the lowest one among the maxima is the last index
+    idx = int(torch.nonzero(f1 == best).flatten()[-1])
     return float(thresholds[idx])
 
 

@@ -17,7 +17,7 @@ Per run (reopened with :func:`biosig_lightning.runs.load_run`, eval mode, chosen
 * ``edge_density[k]``: the mean edge count over the ``M (M - 1)`` ordered pairs, which is the
   mean over the class's windows of each window's density, in ``[0, 1]``.
 * ``acyclic_fraction[k]``: the fraction of those windows whose graph is a DAG (NOTEARS
-  ``h(A) = 0``, :func:`~biosig_lightning.models.sdformer.notears_acyclicity`).
+  ``h(A) = 0``, :func:`~biosig_lightning.models.modules.learned_graphs.notears_acyclicity`).
 * Nodes are the graph nodes of the model: channels (``band_pooling: true``) or channel-band
   tokens named ``"<channel>/<band>"`` in the model's channel-major order.
 
@@ -156,7 +156,7 @@ def graph_node_names(backbone: nn.Module, ch_names: list[str]) -> list[str]:
 def class_graphs(backbone: nn.Module, loader: Any, classes: list[str], node_names: list[str],
                  device: torch.device) -> ClassGraphs:
     """Average the per-sample hard graphs of every window a loader yields, per class."""
-    from biosig_lightning.models.sdformer import notears_acyclicity
+    from biosig_lightning.models.modules.learned_graphs import notears_acyclicity
 
     k, m = len(classes), len(node_names)
     counts = np.zeros(k, dtype=np.int64)

@@ -58,13 +58,6 @@ class Augment:
         return x
 
 
-def zscore_windows(x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    """Per-window, per-channel z-score over the time axis (the last axis)."""
-    mean = x.mean(axis=-1, keepdims=True)
-    std = x.std(axis=-1, keepdims=True)
-    return (x - mean) / (std + eps)
-
-
 def channel_stats(signals: np.ndarray, indices: np.ndarray, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
     """Per-channel mean and std over the windows ``indices`` of ``signals`` (N, C, T).
 

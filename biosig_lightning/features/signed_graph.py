@@ -159,10 +159,6 @@ def covariance_polarity(x: torch.Tensor, ref: int = 0, pool: bool = False) -> to
     return beta
 
 
-def _node_polarity(beta: torch.Tensor, n_chunks: int) -> torch.Tensor:
-    return beta.repeat(1, n_chunks)  # node h*C + c takes channel c's polarity
-
-
 def signal_gaps(nodes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(sum_q (x_i - x_j)^2, sum_q (x_i + x_j)^2)`` over a sample's ``D`` graph signals, each ``(B, N, N)``."""
     sq = nodes.square().sum(-1)

@@ -94,7 +94,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_warn
 from torch import nn
 
-from biosig_lightning.models.sdformer import notears_acyclicity, random_dag
+from biosig_lightning.models.modules.learned_graphs import notears_acyclicity, random_dag
 from biosig_lightning.tasks.classification import ClassificationTask, warmup_cosine
 
 __all__ = ["AUX_TERMS", "SDFormerTask", "learned_edge_density", "resolve_learned_run"]

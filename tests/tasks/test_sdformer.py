@@ -19,7 +19,8 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 
 from biosig_lightning.cli import main
 from biosig_lightning.data.datamodules import SyntheticDataModule
-from biosig_lightning.models.sdformer import SDFormer, notears_acyclicity
+from biosig_lightning.models.modules.learned_graphs import notears_acyclicity
+from biosig_lightning.models.sdformer import SDFormer
 from biosig_lightning.runs.biosig_cli import BiosigCLI
 from biosig_lightning.tasks import SDFormerTask
 from biosig_lightning.tasks.classification import warmup_cosine

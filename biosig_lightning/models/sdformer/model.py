@@ -155,8 +155,6 @@ __all__ = [
     "SUMMARY_FEATURES",
     "dependency_loss",
     "masked_attention",
-    "notears_acyclicity",
-    "random_dag",
     "straight_through_threshold",
 ]
 

@@ -17,6 +17,7 @@ from biosig_lightning.features.spectral import (
     resolve_bands,
 )
 from biosig_lightning.models.base import count_parameters
+from biosig_lightning.models.modules.learned_graphs import notears_acyclicity, random_dag
 from biosig_lightning.models.sdformer import (
     SUMMARY_FEATURES,
     GraphMaskedAttention,
@@ -24,8 +25,6 @@ from biosig_lightning.models.sdformer import (
     SpectralTokenizer,
     dependency_loss,
     masked_attention,
-    notears_acyclicity,
-    random_dag,
     straight_through_threshold,
 )
 
