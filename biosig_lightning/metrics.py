@@ -31,39 +31,11 @@ gmean        sqrt(sensitivity * specificity), the geometric mean of the two clas
 
 Each is ``nan`` when a class it needs is absent from the targets (the rate is undefined).
 
-Classes missing from an evaluation set (common with few test subjects) are handled as follows:
+How classes missing from an evaluation set are handled is in :func:`build_metrics`; the ECE binning in
+:class:`TopLabelECE`.
 
-* precision / recall / f1 average over the classes that occur in the targets *or* the predictions,
-  which is what sklearn does without ``labels=``. A class that is predicted but never true
-  contributes precision 0 and recall 0 (``zero_division=0``).
-* auroc averages over the classes whose one-vs-rest problem has at least one positive and one
-  negative target; the AUROC of any other class is undefined. sklearn raises in that case and
-  stock ``MulticlassAUROC`` silently scores such a class 0, which drags the mean down. If no class
-  qualifies (all targets equal) the result is ``nan``.
-* auprc averages over the classes with at least one positive target. sklearn instead averages in
-  an AP of 0 for every absent class (after warning that recall is undefined); we leave them out,
-  as stock ``MulticlassAveragePrecision`` does in most cases (it scores them ``nan`` or ``-0``).
-* kappa is ``nan`` when chance agreement is 1 (targets and predictions all one class), as in
-  sklearn. acc and ece are always defined.
-
-ECE bins are right-closed, ``((m-1)/M, m/M]`` (Guo et al. 2017), so a saturated confidence of
-exactly 1.0 -- frequent in float32 softmax -- falls into the last bin. Stock
-``MulticlassCalibrationError`` uses left-closed bins and puts 1.0 into a separate 16th bin;
-on confidences that lie on no bin edge and below 1.0 the two agree. :func:`reliability_bins`
-shares the binning code with the metric, so a reliability diagram and the logged ECE always match.
-
-Paper-specific metrics, opt-in per experiment (``ClassificationTask(eval_metrics=...)``), added to the
-keys above (which keep their meaning):
-
-* ``detection`` (binary seizure detection, the DCRNN reference's protocol that STDRO reports, STDRO paper
-  Sec. 4.2): the decision threshold on the seizure probability is the one that maximises F1 along the
-  validation set's precision-recall curve (:func:`best_f1_threshold`, thresholds whose F1 is undefined are
-  skipped, ties go to the lowest threshold), and it is reused on test. Keys ``det_threshold``, ``det_f1``,
-  ``det_precision``, ``det_recall`` (of the seizure class) and ``det_acc`` at that threshold; the AUROC
-  is ``auroc`` (threshold-free).
-* ``classification`` (seizure typing): ``weighted_f1``, ``weighted_precision``, ``weighted_recall``
-  (sklearn ``average="weighted"``, zero_division 0) beside ``acc``.
-* ``sleep``: ``macro_f1`` (equal to ``f1``, under the paper's name) beside ``kappa``.
+Paper-specific metrics (``detection``, ``classification``, ``sleep``), opt-in per experiment with
+``ClassificationTask(eval_metrics=...)``, are added to these keys: :func:`build_extra_metrics`.
 
 All metrics are ``torchmetrics.Metric`` subclasses, so states are synchronised across DDP ranks
 before ``compute()``. Pass softmax probabilities, never logits: torchmetrics only applies a
@@ -150,7 +122,7 @@ class MacroOvRAUROC(_DefinedClassMean, MulticlassAUROC):
     """Macro one-vs-rest AUROC over the classes for which it is defined.
 
     A class's one-vs-rest AUROC needs at least one positive and one negative target; classes
-    without either are left out of the mean instead of being scored 0 (see module docstring).
+    without either are left out of the mean instead of being scored 0 (see :func:`build_metrics`).
     Exact (``thresholds=None``): predictions are kept until ``compute()``.
     """
 
@@ -163,7 +135,7 @@ class MacroOvRAveragePrecision(_DefinedClassMean, MulticlassAveragePrecision):
     """Macro one-vs-rest average precision over the classes present in the targets.
 
     AP needs at least one positive target; absent classes are left out of the mean
-    (sklearn would count them as 0, see module docstring). Exact (``thresholds=None``).
+    (sklearn would count them as 0, see :func:`build_metrics`). Exact (``thresholds=None``).
     """
 
     @staticmethod
@@ -197,8 +169,14 @@ def _ece_from_bins(count: Tensor, conf_sum: Tensor, hit_sum: Tensor) -> Tensor:
 class TopLabelECE(MulticlassCalibrationError):
     """Top-label L1 expected calibration error with right-closed equal-width bins.
 
+    ECE bins are right-closed, ``((m-1)/M, m/M]`` (Guo et al. 2017), so a saturated confidence of
+    exactly 1.0 -- frequent in float32 softmax -- falls into the last bin. Stock
+    ``MulticlassCalibrationError`` uses left-closed bins and puts 1.0 into a separate 16th bin;
+    on confidences that lie on no bin edge and below 1.0 the two agree. :func:`reliability_bins`
+    shares the binning code with the metric, so a reliability diagram and the logged ECE always match.
+
     Same states and update as ``MulticlassCalibrationError`` (so DDP sync is unchanged); only the
-    binning in ``compute()`` differs, see module docstring.
+    binning in ``compute()`` differs.
     """
 
     def __init__(self, num_classes: int, n_bins: int = ECE_BINS, **kwargs: Any) -> None:
@@ -240,9 +218,24 @@ def build_metrics(num_classes: int, prefix: str = "", sync_on_compute: bool = Tr
     """The evaluation collection every task uses: keys ``prefix + k`` for ``k`` in :data:`METRIC_KEYS`
     (and :data:`BINARY_KEYS` when ``num_classes == 2``).
 
+    Classes missing from an evaluation set (common with few test subjects) are handled as follows:
+
+    * precision / recall / f1 average over the classes that occur in the targets *or* the predictions,
+      which is what sklearn does without ``labels=``. A class that is predicted but never true
+      contributes precision 0 and recall 0 (``zero_division=0``).
+    * auroc averages over the classes whose one-vs-rest problem has at least one positive and one
+      negative target; the AUROC of any other class is undefined. sklearn raises in that case and
+      stock ``MulticlassAUROC`` silently scores such a class 0, which drags the mean down. If no class
+      qualifies (all targets equal) the result is ``nan``.
+    * auprc averages over the classes with at least one positive target. sklearn instead averages in
+      an AP of 0 for every absent class (after warning that recall is undefined); we leave them out,
+      as stock ``MulticlassAveragePrecision`` does in most cases (it scores them ``nan`` or ``-0``).
+    * kappa is ``nan`` when chance agreement is 1 (targets and predictions all one class), as in
+      sklearn. acc and ece are always defined.
+
     ``update(probs, target)`` takes ``probs`` float ``(N, K)`` softmax probabilities and
     ``target`` int64 ``(N,)``; ``compute()`` returns a dict keyed ``prefix + k`` (e.g. ``"test/acc"``).
-    Definitions and the handling of absent classes are in the module docstring.
+    Definitions are in the module docstring.
     ``sync_on_compute=False`` keeps ``compute()`` to this process's states (for a caller that has
     already gathered every rank's predictions itself).
     """
@@ -383,7 +376,20 @@ def threshold_metrics(scores: Any, target: Any, threshold: float) -> dict[str, f
 
 def build_extra_metrics(kind: str, num_classes: int, prefix: str = "",
                         sync_on_compute: bool = True) -> MetricCollection | None:
-    """The opt-in collection of ``kind`` (see the module docstring); ``None`` for ``default`` and ``detection``.
+    """The opt-in collection of ``kind``; ``None`` for ``default`` and ``detection``.
+
+    Paper-specific metrics, opt-in per experiment (``ClassificationTask(eval_metrics=...)``), added to the
+    keys of :func:`build_metrics` (which keep their meaning):
+
+    * ``detection`` (binary seizure detection, the DCRNN reference's protocol that STDRO reports, STDRO paper
+      Sec. 4.2): the decision threshold on the seizure probability is the one that maximises F1 along the
+      validation set's precision-recall curve (:func:`best_f1_threshold`, thresholds whose F1 is undefined are
+      skipped, ties go to the lowest threshold), and it is reused on test. Keys ``det_threshold``, ``det_f1``,
+      ``det_precision``, ``det_recall`` (of the seizure class) and ``det_acc`` at that threshold; the AUROC
+      is ``auroc`` (threshold-free).
+    * ``classification`` (seizure typing): ``weighted_f1``, ``weighted_precision``, ``weighted_recall``
+      (sklearn ``average="weighted"``, zero_division 0) beside ``acc``.
+    * ``sleep``: ``macro_f1`` (equal to ``f1``, under the paper's name) beside ``kappa``.
 
     ``sync_on_compute`` as in :func:`build_metrics`.
 

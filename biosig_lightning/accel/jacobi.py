@@ -1,8 +1,8 @@
 """Eigendecomposition of large batches of small symmetric matrices (the SPD preprocessing's 9 x 9 ones).
 
 ``torch.linalg.eigh`` on a CPU batch calls LAPACK's ``syevd`` once per matrix, and for a 9 x 9 matrix
-that call is mostly overhead: 5-9 us per matrix on the task machine, for a few thousand flops. A
-recording's SPD tokens need some 900,000 of them (the Karcher mean's passes and the tokens'
+that call is mostly overhead around a few thousand flops. A recording's SPD tokens need some 900,000 of
+them (the Karcher mean's passes and the tokens'
 logarithms, 7 frequency channels x 28,800 subwindows), most of the preprocessing's time.
 
 :func:`eigh` computes the same decomposition with the cyclic Jacobi method (Golub & Van Loan, *Matrix
@@ -17,9 +17,8 @@ eigenvectors as columns, like ``torch.linalg.eigh``, and the lower triangle is r
 ``UPLO='L'``).
 
 numba is optional (``pip install biosig-lightning[fast]``). Its first use on a machine compiles the
-kernel (2-3 s, measured in a fresh clone: a recording's stage 2 took 6.1 s, then 3.4 s in the next
-process), and numba caches the machine code on disk next to this module (or in its user cache). Without it, with ``BIOSIG_NUMBA=0`` in the
-environment, and for float32, complex, batches under :data:`MIN_BATCH` matrices, orders above
+kernel (seconds), and numba caches the machine code on disk next to this module (or in its user
+cache). Without it, with ``BIOSIG_NUMBA=0`` in the environment, and for float32, complex, batches under :data:`MIN_BATCH` matrices, orders above
 :data:`MAX_N`, or inputs that need gradients, :func:`eigh` is ``torch.linalg.eigh``. The kernel is
 compiled with ``fastmath``, which assumes finite numbers, so a batch with a non-finite entry goes to
 torch, and so does a block whose sweeps do not converge: errors and NaNs come out as torch gives them.
@@ -42,8 +41,8 @@ __all__ = ["MAX_N", "MIN_BATCH", "available", "eigh", "eigh_congruent"]
 
 #: batches smaller than this go to torch (the kernel's setup is not worth it)
 MIN_BATCH = 64
-#: the largest matrix order the kernel takes (a sweep costs n^3 per matrix): per matrix on one core of the
-#: task machine, Jacobi against LAPACK took 0.3 / 1.6 us at n = 4, 3.5 / 6.0 at 9, 8.2 / 9.8 at 12, 20 / 17 at 16
+#: the largest matrix order the kernel takes: a sweep costs n^3 per matrix, so above about this order
+#: LAPACK's per-call overhead no longer dominates and Jacobi stops paying
 MAX_N = 12
 _LANES = 64  # matrices per block: 64 x n x n doubles for the matrix and as many for the vectors, in L1/L2
 _MAX_SWEEPS = 40
@@ -280,7 +279,7 @@ def _kernel_eigh(mats: torch.Tensor, congruence: torch.Tensor | None,
 
 def _torch_fallback(mats: torch.Tensor, congruence: torch.Tensor | None,
                     basis: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    if congruence is not None:  # (a contiguous C^T: the batched product with a transposed view was 40 % slower)
+    if congruence is not None:  # (a contiguous C^T: the batched product with a transposed view was slower)
         return torch.linalg.eigh(congruence @ mats @ congruence.transpose(-1, -2).contiguous())
     vals, vecs = torch.linalg.eigh(mats)
     return (vals, vecs) if basis is None else (vals, basis @ vecs)

@@ -1,4 +1,4 @@
-"""Cross-dataset transfer of a frozen backbone by linear probing (``biosig transfer``). of a frozen backbone by linear probing.
+"""Cross-dataset transfer of a frozen backbone by linear probing (``biosig transfer``).
 
 SD-Former (Sharma, Sec. 3 and Sec. 7.2, Table 3) measures transfer as follows: train the
 backbone on a source dataset, freeze it, fit a linear probe on a target dataset and report

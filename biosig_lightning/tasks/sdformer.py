@@ -7,75 +7,15 @@ The paper trains in two phases:
   ``l = (0.1, 0.1, 0.5, 0.01)`` (Sec. 6.1); the four terms come unweighted from
   :meth:`biosig_lightning.models.sdformer.SDFormer.forward_with_aux`.
 * **Phase 2** (up to ``phase2_epochs = 30``) is "classification-only refinement": ``L_task``
-  alone, with the graph path (tokenizer and inferencer) frozen (``phase2_graph``, below).
+  alone, with the graph path (tokenizer and inferencer) frozen (``phase2_graph``).
 
 Optimisation (Sec. 6.1): AdamW, lr ``1e-3``, weight decay ``1e-2``, cosine decay after a
 5-epoch linear warm-up, gradient clipping at norm 1.0 (``trainer.gradient_clip_val``),
 early stopping, checkpoint selection by validation AUROC on CHB-MIT and validation macro
-F1 elsewhere (``monitor``). There is no public code, so what the paper leaves open is
-read as follows.
-
-* **One run, two phases.** The task switches itself at the end of a training epoch (after
-  that epoch's validation): the switch happens when phase 1 reaches ``phase1_epochs``
-  epochs or when its own early stopping fires (``early_stopping_patience`` epochs without
-  a strict improvement of ``monitor``, Lightning's ``EarlyStopping`` rule). Phase 2 then
-  has its own early stopping with the same patience, and the task stops training when it
-  fires or when phase 2 reaches ``phase2_epochs``. ``trainer.max_epochs`` is only an outer
-  cap (set it to ``phase1_epochs + phase2_epochs``); a smaller one cuts the recipe short,
-  with a warning. Lightning's ``EarlyStopping`` is not used, because its stop in phase 1
-  must become a switch.
-* **Fresh optimiser and schedule per phase.** Each phase gets a new AdamW (no moment
-  estimates carried over) and its own warm-up + cosine schedule spanning that phase's
-  epoch budget; ``phase2_warmup_epochs`` defaults to ``warmup_epochs`` (5), because the
-  warm-up exists to keep a fresh Adam's first, poorly estimated steps small, which holds
-  again at the restart. The schedule is laid out over the phase's *maximum* length, so an
-  early switch leaves phase 1's cosine unfinished, as with any early stopping.
-* **Phase 2 starts from phase 1's best weights** (``phase2_init = "best"``, by
-  ``monitor``): when phase 1 ends by early stopping, its last weights are ``patience``
-  epochs past the best and, by the stopping rule itself, worse on validation, so refining
-  them would start from a state the recipe has already rejected. ``"last"`` keeps the
-  final phase-1 weights (the reading where phase 2 simply continues). The best weights are
-  held in memory (and in checkpoints while phase 1 runs), independent of the checkpoint
-  callback; a run without validation has no best and continues from the last weights.
-* **The graph in phase 2** (``phase2_graph``). With ``"frozen"`` (default) the graph
-  function ``x -> A(x)`` keeps the weights phase 1 ended with (its best, by
-  ``phase2_init``): the tokenizer and the dependency inferencer stop requiring gradients (so
-  the fresh phase-2 optimiser does not hold them) and stay in eval mode (no dropout, BatchNorm
-  on its running statistics), so the graph of an input is fixed for the whole phase
-  (:meth:`~biosig_lightning.models.sdformer.SDFormer.freeze_graph`); the transformer and the
-  head refine. *Why:* the structure is what phase 1 learns under the DAG and sparsity
-  penalties; phase 2 drops those penalties, and a graph still trained there is trained by the
-  task alone. On the stand-ins a graph still trained in phase 2 turned dense and cyclic, and
-  freezing the inferencer alone did not stop it (docs/papers/sdformer.md). We read
-  "switches to classification-only refinement" as refining the classifier on the structure
-  phase 1 learned, which is how the paper's introduction describes the protocol: it "separates
-  structural representation learning from classifier refinement" (Sec. 1); the tokenizer is
-  part of that structural representation (it makes the nodes the graph is inferred on).
-  ``"learned"`` trains everything in phase 2 from the task loss alone (the literal reading
-  where only the loss changes).
-* **Model selection across both phases.** The checkpoint tested at the end is the best by
-  ``monitor`` over the whole run, so a phase-1 model is kept when refinement does not beat
-  it on validation.
-* **Resume.** The phase, its first epoch, its early-stopping state and the phase-1 best
-  weights are saved in every checkpoint (key ``"sdformer_phase"``) and restored by
-  ``--ckpt_path last``; the schedule reads the phase when it is evaluated, so the restored
-  optimiser and scheduler continue the right phase.
-* **Graph density and acyclicity.** ``{train,val,test}/edge_density`` (the fraction of the
-  ``M (M - 1)`` ordered node pairs that are edges, batch mean) and ``{train,val,test}/dag``
-  (NOTEARS ``h(A)`` of the hard graphs, batch mean; 0 iff every graph is a DAG) are logged
-  each epoch; the test values land in ``results.json``. The checkpoint stores the
-  validation density and ``h(A)`` of its epoch.
-* **Random-graph control** (Sec. 8: "random graphs with matched sparsity"). The
-  ``graph="random"`` backbone draws a fixed random DAG with ``graph_density``. To match
-  the learned graph, ``graph_density_from`` names a finished learned SD-Former run (its
-  directory, whose ``checkpoints/best*.ckpt`` is read, or a checkpoint file); at the start
-  of ``fit`` the backbone's graph is redrawn with exactly
-  ``round(d M (M - 1))`` edges, ``d`` the validation edge density of that run's selected
-  checkpoint, with seed ``random_graph_seed``. Validation, not test, windows measure ``d``
-  so the control's configuration never looks at test data. ``graph_density_from: auto``
-  (what ``experiments/sdformer/variants/random_graph.yaml`` sets) finds that run from this
-  run's own directory (:func:`resolve_learned_run`): the same seed of the base experiment
-  under ``biosig repeat``, the newest learned run of the same experiment under ``biosig fit``.
+F1 elsewhere (``monitor``). There is no public code; how :class:`SDFormerTask` reads what the
+paper leaves open (one run with two phases, a fresh optimiser per phase, phase 2 from phase 1's best
+weights, the graph frozen in phase 2, model selection across phases, resume, the logged graph density
+and acyclicity, the random-graph control) is in its docstring.
 """
 
 from __future__ import annotations
@@ -184,6 +124,70 @@ def learned_edge_density(path: str | Path) -> tuple[float, int]:
 class SDFormerTask(ClassificationTask):
     """Two-phase SD-Former training: composite objective, then classification-only refinement.
 
+    What the paper leaves open is read as follows.
+
+    * **One run, two phases.** The task switches itself at the end of a training epoch (after
+      that epoch's validation): the switch happens when phase 1 reaches ``phase1_epochs``
+      epochs or when its own early stopping fires (``early_stopping_patience`` epochs without
+      a strict improvement of ``monitor``, Lightning's ``EarlyStopping`` rule). Phase 2 then
+      has its own early stopping with the same patience, and the task stops training when it
+      fires or when phase 2 reaches ``phase2_epochs``. ``trainer.max_epochs`` is only an outer
+      cap (set it to ``phase1_epochs + phase2_epochs``); a smaller one cuts the recipe short,
+      with a warning. Lightning's ``EarlyStopping`` is not used, because its stop in phase 1
+      must become a switch.
+    * **Fresh optimiser and schedule per phase.** Each phase gets a new AdamW (no moment
+      estimates carried over) and its own warm-up + cosine schedule spanning that phase's
+      epoch budget; ``phase2_warmup_epochs`` defaults to ``warmup_epochs`` (5), because the
+      warm-up exists to keep a fresh Adam's first, poorly estimated steps small, which holds
+      again at the restart. The schedule is laid out over the phase's *maximum* length, so an
+      early switch leaves phase 1's cosine unfinished, as with any early stopping.
+    * **Phase 2 starts from phase 1's best weights** (``phase2_init = "best"``, by
+      ``monitor``): when phase 1 ends by early stopping, its last weights are ``patience``
+      epochs past the best and, by the stopping rule itself, worse on validation, so refining
+      them would start from a state the recipe has already rejected. ``"last"`` keeps the
+      final phase-1 weights (the reading where phase 2 simply continues). The best weights are
+      held in memory (and in checkpoints while phase 1 runs), independent of the checkpoint
+      callback; a run without validation has no best and continues from the last weights.
+    * **The graph in phase 2** (``phase2_graph``). With ``"frozen"`` (default) the graph
+      function ``x -> A(x)`` keeps the weights phase 1 ended with (its best, by
+      ``phase2_init``): the tokenizer and the dependency inferencer stop requiring gradients (so
+      the fresh phase-2 optimiser does not hold them) and stay in eval mode (no dropout, BatchNorm
+      on its running statistics), so the graph of an input is fixed for the whole phase
+      (:meth:`~biosig_lightning.models.sdformer.SDFormer.freeze_graph`); the transformer and the
+      head refine. *Why:* the structure is what phase 1 learns under the DAG and sparsity
+      penalties; phase 2 drops those penalties, and a graph still trained there is trained by the
+      task alone. On the stand-ins a graph still trained in phase 2 turned dense and cyclic, and
+      freezing the inferencer alone did not stop it (docs/papers/sdformer.md). We read
+      "switches to classification-only refinement" as refining the classifier on the structure
+      phase 1 learned, which is how the paper's introduction describes the protocol: it "separates
+      structural representation learning from classifier refinement" (Sec. 1); the tokenizer is
+      part of that structural representation (it makes the nodes the graph is inferred on).
+      ``"learned"`` trains everything in phase 2 from the task loss alone (the literal reading
+      where only the loss changes).
+    * **Model selection across both phases.** The checkpoint tested at the end is the best by
+      ``monitor`` over the whole run, so a phase-1 model is kept when refinement does not beat
+      it on validation.
+    * **Resume.** The phase, its first epoch, its early-stopping state and the phase-1 best
+      weights are saved in every checkpoint (key ``"sdformer_phase"``) and restored by
+      ``--ckpt_path last``; the schedule reads the phase when it is evaluated, so the restored
+      optimiser and scheduler continue the right phase.
+    * **Graph density and acyclicity.** ``{train,val,test}/edge_density`` (the fraction of the
+      ``M (M - 1)`` ordered node pairs that are edges, batch mean) and ``{train,val,test}/dag``
+      (NOTEARS ``h(A)`` of the hard graphs, batch mean; 0 iff every graph is a DAG) are logged
+      each epoch; the test values land in ``results.json``. The checkpoint stores the
+      validation density and ``h(A)`` of its epoch.
+    * **Random-graph control** (Sec. 8: "random graphs with matched sparsity"). The
+      ``graph="random"`` backbone draws a fixed random DAG with ``graph_density``. To match
+      the learned graph, ``graph_density_from`` names a finished learned SD-Former run (its
+      directory, whose ``checkpoints/best*.ckpt`` is read, or a checkpoint file); at the start
+      of ``fit`` the backbone's graph is redrawn with exactly
+      ``round(d M (M - 1))`` edges, ``d`` the validation edge density of that run's selected
+      checkpoint, with seed ``random_graph_seed``. Validation, not test, windows measure ``d``
+      so the control's configuration never looks at test data. ``graph_density_from: auto``
+      (what ``experiments/sdformer/variants/random_graph.yaml`` sets) finds that run from this
+      run's own directory (:func:`resolve_learned_run`): the same seed of the base experiment
+      under ``biosig repeat``, the newest learned run of the same experiment under ``biosig fit``.
+
     Args:
         backbone: an :class:`~biosig_lightning.models.sdformer.SDFormer` (anything with
             ``forward_with_aux(x)`` returning logits and the four auxiliary terms).
@@ -200,7 +204,7 @@ class SDFormerTask(ClassificationTask):
         phase2_init: ``"best"`` (phase 1's best weights by ``monitor``) or ``"last"``.
         phase2_warmup_epochs: warm-up of phase 2's fresh schedule (``None``: ``warmup_epochs``).
         phase2_graph: ``"frozen"`` (phase 1's graph inferencer is kept fixed in phase 2) or
-            ``"learned"`` (it keeps training from the task loss); see the module docstring.
+            ``"learned"`` (it keeps training from the task loss); see above.
         graph_density_from: learned SD-Former run (directory or checkpoint) whose
             validation edge density the ``graph="random"`` backbone is redrawn to match, or
             ``"auto"``: the learned run of the same base experiment (:func:`resolve_learned_run`).

@@ -23,65 +23,9 @@ A baseline backbone of BioFormer (Table 2, Table 3 "Medf.", Table 13). Medformer
   feed-forward and both norms shared by all granularities.
 * **Head.** A final LayerNorm, then GELU, dropout, flatten and a linear layer.
 
-Versions of the authors' code (``variant``):
-
-* ``"paper"`` (default): the paper-reproduction commit ``446275f`` that the Medformer
-  README points to. The head flattens *all* tokens of all granularities; the in-model
-  augmentation acts on each granularity's patch embedding ``(B, n_i, D)``.
-* ``"head"``: the current repository HEAD. The head flattens only the ``G`` final routers;
-  the augmentation acts on a copy of the raw window per granularity; and a fixed
-  "channel embedding" is added to the raw window before patching (the sinusoidal table
-  with channels as positions and time steps as dimensions, ``PE[c, t]``).
-
-Why ``"paper"`` is the default: BioFormer's Table 2 marks the Medformer numbers as adopted
-from the Medformer paper (Table 3's "Medf." backbone row reuses them, e.g. APAVA F1 76.31),
-which were produced with the paper commit, and BioFormer's Table 13 lists 7.41 M
-parameters, which is the paper commit's count for APAVA. The defaults are Medformer's APAVA
-configuration (``scripts/classification/Medformer.sh``): patch lengths
-``2,2,2,4,4,4,16,16,16,16,32,32,32,32,32``, ``D = 128``, 8 heads, 6 layers,
-``D_ff = 256``, dropout 0.1, augmentations ``none,drop0.35``. At 16 channels x 256
-samples and 2 classes this gives **7,414,914** trainable parameters with
-``variant="paper"`` and **7,240,834** with ``variant="head"``, both exactly the authors'
-counts. (The authors' scripts also train with stochastic weight averaging, ``--swa``;
-that is a training-loop option, not part of this module.)
-
-Augmentation (in training mode only): for every granularity and forward pass, one entry of
-``augmentations`` is drawn uniformly (the whole batch gets the same one), as in the code.
-Accepted entries are those of :func:`~biosig_lightning.models.modules.parse_augmentation`:
-``jitterS`` (add ``S N(0,1)``), ``scaleS`` (multiply each slice along axis 1 by
-``1 + S N(0,1)``: per (sample, token) on embeddings, per (sample, channel) on the raw
-window, as the authors' ``Scale`` does on the tensors it receives), ``dropP`` and
-``none``; these cover every Medformer configuration of the BioFormer datasets. Draws use
-torch's RNG, so ``seed_everything`` makes them reproducible.
-
-``single_channel=True`` is Medformer's ablation in which every channel is patched on its
-own (``1 x L_i`` patches, batch ``B * C`` inside the encoder); the head then sees the
-features of all channels.
-
-``fbam=True`` is BioFormer's "Medf. + FBAM" (Table 3, Appendix C.4): one
-:class:`~biosig_lightning.models.modules.FBAM` is inserted before each encoder layer and
-aligns every granularity's token sequence (router included) on its own, with weights
-shared across granularities, like BioFormer's branches. ``fbam_kernel_mode`` is ``"auto"`` by
-default: batch-shared kernels for multi-class tasks, sample-specific ones for binary tasks
-(Appendix C.3); ``fbam_kwargs`` passes further FBAM options.
-
-Implementation. Granularities are kept sorted by patch length (the model is equivariant to
-the order of ``patch_lens`` up to a relabelling of its parameters) and their tokens are
-laid end to end in one ``(B, N, D)`` tensor, ``N = sum_i n_i``. Granularities with equal
-patch length share one strided convolution call and one batched attention computation
-(their per-granularity weights are stacked), so a layer runs one attention per *distinct*
-patch length rather than per granularity. The embedding module
-(:attr:`style_site` ``= "embedding"``) returns that single tensor, so MixStyle/DSU can
-perturb its channel statistics (``style_channel_dim = -1``). *Reading:* those statistics are
-taken per sample and embedding channel over all tokens of all granularities, i.e. over the
-whole output of Medformer's embedding layer (C.4: "immediately after the embedding layer"),
-not per granularity.
-``forward(x) == head(forward_features(x))`` holds exactly. For the feature-alignment
-losses (MMD/CORAL/GRL, "temporal average of the encoder outputs", BioFormer C.4)
-:attr:`align_site` ``= "norm"`` (``align_channel_dim = -1``) is the final LayerNorm, whose
-output is ``(B, N, D)`` (``"paper"``) or the routers ``(B, G, D)`` (``"head"``); with
-``single_channel`` it is ``None`` and ``forward_features`` is used instead. With
-``single_channel`` the style site's rows are the ``B * C`` single-channel sequences.
+Versions of the authors' code (``variant``: ``"paper"``, the paper-reproduction commit and the default;
+``"head"``, the repository HEAD), the augmentation, the single-channel and FBAM options and how the
+granularities are batched are described in :class:`Medformer`'s docstring.
 """
 
 from __future__ import annotations
@@ -274,7 +218,67 @@ _MEDFORMER_LONG = (2, 4, 8, 8, 16, 16, 16, 16, 32, 32, 32, 32, 32, 32, 32, 32)
     test_kwargs={"d_model": 16, "n_heads": 2, "e_layers": 1, "d_ff": 32, "patch_lens": [16, 32, 32]},
 )
 class Medformer(BiosignalModel):
-    """Medformer classifier for ``(batch, n_chans, n_times)`` windows (see the module docstring).
+    """Medformer classifier for ``(batch, n_chans, n_times)`` windows.
+
+    Versions of the authors' code (``variant``):
+
+    * ``"paper"`` (default): the paper-reproduction commit ``446275f`` that the Medformer
+      README points to. The head flattens *all* tokens of all granularities; the in-model
+      augmentation acts on each granularity's patch embedding ``(B, n_i, D)``.
+    * ``"head"``: the current repository HEAD. The head flattens only the ``G`` final routers;
+      the augmentation acts on a copy of the raw window per granularity; and a fixed
+      "channel embedding" is added to the raw window before patching (the sinusoidal table
+      with channels as positions and time steps as dimensions, ``PE[c, t]``).
+
+    Why ``"paper"`` is the default: BioFormer's Table 2 marks the Medformer numbers as adopted
+    from the Medformer paper (Table 3's "Medf." backbone row reuses them, e.g. APAVA F1 76.31),
+    which were produced with the paper commit, and BioFormer's Table 13 lists 7.41 M
+    parameters, which is the paper commit's count for APAVA. The defaults are Medformer's APAVA
+    configuration (``scripts/classification/Medformer.sh``): patch lengths
+    ``2,2,2,4,4,4,16,16,16,16,32,32,32,32,32``, ``D = 128``, 8 heads, 6 layers,
+    ``D_ff = 256``, dropout 0.1, augmentations ``none,drop0.35``. At 16 channels x 256
+    samples and 2 classes this gives **7,414,914** trainable parameters with
+    ``variant="paper"`` and **7,240,834** with ``variant="head"``, both exactly the authors'
+    counts. (The authors' scripts also train with stochastic weight averaging, ``--swa``;
+    that is a training-loop option, not part of this module.)
+
+    Augmentation (in training mode only): for every granularity and forward pass, one entry of
+    ``augmentations`` is drawn uniformly (the whole batch gets the same one), as in the code.
+    Accepted entries are those of :func:`~biosig_lightning.models.modules.parse_augmentation`:
+    ``jitterS`` (add ``S N(0,1)``), ``scaleS`` (multiply each slice along axis 1 by
+    ``1 + S N(0,1)``: per (sample, token) on embeddings, per (sample, channel) on the raw
+    window, as the authors' ``Scale`` does on the tensors it receives), ``dropP`` and
+    ``none``; these cover every Medformer configuration of the BioFormer datasets. Draws use
+    torch's RNG, so ``seed_everything`` makes them reproducible.
+
+    ``single_channel=True`` is Medformer's ablation in which every channel is patched on its
+    own (``1 x L_i`` patches, batch ``B * C`` inside the encoder); the head then sees the
+    features of all channels.
+
+    ``fbam=True`` is BioFormer's "Medf. + FBAM" (Table 3, Appendix C.4): one
+    :class:`~biosig_lightning.models.modules.FBAM` is inserted before each encoder layer and
+    aligns every granularity's token sequence (router included) on its own, with weights
+    shared across granularities, like BioFormer's branches. ``fbam_kernel_mode`` is ``"auto"`` by
+    default: batch-shared kernels for multi-class tasks, sample-specific ones for binary tasks
+    (Appendix C.3); ``fbam_kwargs`` passes further FBAM options.
+
+    Implementation. Granularities are kept sorted by patch length (the model is equivariant to
+    the order of ``patch_lens`` up to a relabelling of its parameters) and their tokens are
+    laid end to end in one ``(B, N, D)`` tensor, ``N = sum_i n_i``. Granularities with equal
+    patch length share one strided convolution call and one batched attention computation
+    (their per-granularity weights are stacked), so a layer runs one attention per *distinct*
+    patch length rather than per granularity. The embedding module
+    (:attr:`style_site` ``= "embedding"``) returns that single tensor, so MixStyle/DSU can
+    perturb its channel statistics (``style_channel_dim = -1``). *Reading:* those statistics are
+    taken per sample and embedding channel over all tokens of all granularities, i.e. over the
+    whole output of Medformer's embedding layer (C.4: "immediately after the embedding layer"),
+    not per granularity.
+    ``forward(x) == head(forward_features(x))`` holds exactly. For the feature-alignment
+    losses (MMD/CORAL/GRL, "temporal average of the encoder outputs", BioFormer C.4)
+    :attr:`align_site` ``= "norm"`` (``align_channel_dim = -1``) is the final LayerNorm, whose
+    output is ``(B, N, D)`` (``"paper"``) or the routers ``(B, G, D)`` (``"head"``); with
+    ``single_channel`` it is ``None`` and ``forward_features`` is used instead. With
+    ``single_channel`` the style site's rows are the ``B * C`` single-channel sequences.
 
     Args:
         n_chans, n_outputs, n_times, sfreq: the data shape (``sfreq`` is recorded only).

@@ -2,126 +2,21 @@
 
 Reproduces the model of Sharma, "SD-Former: Sparse Directed Attention as a Structural
 Prior for Robust Physiological Time Series" (Sec. 4). No public code exists, so the paper
-is the whole specification; every choice it leaves open is stated below with its reason.
+is the whole specification; every choice it leaves open is stated, with its reason, in the
+docstrings below.
 
-Pipeline (``x`` of shape ``(B, C, T)``):
+Pipeline (``x`` of shape ``(B, C, T)``), each step with its reading in :class:`SDFormer`'s docstring:
 
-1. **Spectral tokenizer** (Sec. 4, "Spectral tokenizer"; :class:`SpectralTokenizer`). Each
-   channel's window becomes short-time log band powers ``(5 bands, F frames)``
-   (:class:`~biosig_lightning.features.spectral.ShortTimeBandPower`: delta, theta, alpha,
-   beta, gamma capped at Nyquist; ``stft_win`` seconds per frame, ``stft_frames`` frames).
-   "For each channel-band pair, a small MLP projects the corresponding spectral summary into a
-   token embedding." *Reading* (``tokenizer="summary"``, the default): the summary is two
-   numbers per pair and window, the band's log power relative to the channel's mean log power
-   over bands and the spread of its log power over the frames; both are unchanged by any gain
-   on the channel, so a subject's amplitude never reaches the tokens as an offset (the data's
-   per-channel z-score with training statistics cannot remove it, and a BatchNorm over tokens
-   does not either). *Reading:* "for each pair, a small MLP" is a separate two-layer MLP per
-   pair (``2 -> token_hidden -> d_model``, GELU; all N MLPs run as one batched einsum over
-   ``(N, in, out)`` weights): the growth of Table 5's sizes with the channel count (0.6 M for
-   50 more tokens) is what per-pair weights give, and a shared MLP would not grow at all. The
-   per-pair MLPs make every token's identity explicit, so no positional embedding is added.
-   ``N = 5 C`` tokens of width 128, channel-major (token ``5 c + b``). The earlier reading,
-   ``tokenizer="trajectory"`` (``experiments/sdformer/variants/trajectory_tokenizer.yaml``), feeds each
-   pair's whole ``F = 64``-frame log-power trajectory, standardised by a parameter-free
-   BatchNorm (a per-token shift and scale with dataset statistics, which passes a subject's
-   channel gain through as an offset on every token of the channel), into the per-pair MLPs
-   (``F -> token_hidden -> d_model``); on CHB-MIT's 2 s windows the 64 frames of 1 s overlap
-   almost completely.
-2. **Band pooling** (optional, Sec. 4). With ``band_pooling=True`` the five band tokens
-   of a channel are averaged into one channel token *for graph inference only*; the graph
-   then has ``M = C`` nodes instead of ``M = N``. *Reading:* the transformer still runs on
-   all ``N`` band tokens ("retaining the unpooled band tokens for reconstruction"), with the
-   channel graph expanded to token level: token ``(c, b)`` may attend to token ``(c', b')``
-   iff ``c' = c`` or ``a_{c c'} = 1``. This keeps the frequency resolution of the
-   backbone and the reconstruction while the pairwise scoring costs ``C^2`` instead of
-   ``25 C^2``. The paper enables it for CHB-MIT and PTB-XL, not for Sleep-EDF.
-3. **Sparse dependency inferencer** (Sec. 4). A lightweight encoder (one pre-norm
-   transformer layer with feed-forward width ``encoder_ff = 128``, dense attention, then
-   LayerNorm) gives context embeddings ``H``. The edge MLP scores every ordered pair,
-   ``s_ij = MLP_edge([h_i || h_j])``, one hidden layer of width ``edge_hidden = 512``
-   (GELU), vectorised by splitting the first layer as ``W_i h_i + W_j h_j`` and
-   broadcasting to ``(B, M, M, edge_hidden)``. ``a_ij = 1[sigmoid(s_ij) > 0.5]`` with a
-   straight-through gradient (forward: the hard value exactly; backward: the gradient of
-   ``sigmoid(s_ij)``). The diagonal is not an edge: ``a_ii = 0`` in the graph, and
-   self-attention is always allowed.
-   *Reading:* the graph is inferred **per sample** (``(B, M, M)``), because the paper
-   describes the dependencies as "state-dependent", "dynamically learned" and the graph
-   ``G_w`` as varying across windows (Secs. 1, 3).
-   *Orientation:* ``a_ij = 1`` means token ``j`` may influence token ``i`` (Sec. 4), i.e.
-   ``j`` is a parent of ``i`` and row ``i`` of ``A`` lists ``i``'s parents; this is also
-   the row-query / column-key layout of the attention mask.
-   *Initial graph* (not in the paper): the edge MLP's output bias starts at
-   ``edge_bias_init = -1``, an (almost) empty graph as in NOTEARS's ``W = 0`` start, so the
-   acyclicity penalty starts at zero instead of at ``~1e8`` for a dense 23-node graph.
-4. **Graph-conditioned transformer** (Sec. 4): 6 pre-norm layers, 4 heads, width 128,
-   feed-forward 512 (GELU), final LayerNorm, mean over tokens, linear head.
-   Attention runs through ``scaled_dot_product_attention`` with the boolean mask
-   ``a_ij = 1 or i = j``, so a masked key has exactly zero weight.
-   *Gradient to the graph:* a hard mask has no gradient, so the straight-through
-   gradient needs a defined ``dL/da_ij``. We use the derivative of the multiplicatively
-   masked softmax ``w_ij = a_ij e^{l_ij} / sum_k a_ik e^{l_ik}`` at the current hard mask,
-   ``dL/da_ij = e^{l_ij} / Z_i * g_i . (v_j - o_i)`` (``Z_i`` over the allowed keys,
-   ``g_i = dL/do_i``), summed over heads. This derivative exists for masked entries too,
-   so the task loss can switch edges on as well as off. The output and the gradients for
-   queries, keys and values are those of the hard-masked attention; while the graph learns,
-   one autograd function computes them together with the gate's gradient, sharing ``q k^T``
-   and ``g v^T`` (:class:`_GateGradientAttention`); without a gate gradient the fused
-   ``scaled_dot_product_attention`` runs (:func:`masked_attention`). Attention weights
-   themselves are not dropped out (dropout acts on the residual branches), so that
-   derivative is the one of the attention actually computed.
-5. **Auxiliary terms** (Sec. 4, "Training objective"; :meth:`SDFormer.forward_with_aux`),
-   returned separately so a training recipe can weight them (paper: 0.1 recon, 0.1 dep,
-   0.5 dag, 0.01 sparse in phase 1, classification only in phase 2). The model has no
-   phase switch; :meth:`SDFormer.freeze_graph` fixes the graph path, which the recipe does
-   in phase 2 (:mod:`biosig_lightning.tasks.sdformer`).
-
-   * ``recon``: mean squared error between a decoder's reconstruction of every band
-     token's standardised tokenizer input (its 2-number summary, or its ``F``-frame
-     trajectory with ``tokenizer="trajectory"``) and that input (the decoder reads the
-     final, unpooled token states: ``LayerNorm -> Linear(128, 1024) -> GELU ->
-     Linear(1024, 128) -> GELU -> Linear(128, S)``, ~0.26-0.27 M parameters).
-   * ``dep``: the paper names a dependency loss without defining it. *Reading:* the
-     data-fit term that NOTEARS pairs with its acyclicity and l1 penalties, a linear
-     structural-equation residual fitted by least squares: each node's standardised
-     band-power trajectory ``z_i`` (for channel nodes, its five trajectories concatenated;
-     with the summary tokenizer each is z-scored over its frames first, so a channel's mean
-     spectrum, alike on every channel, does not correlate all channels)
-     is predicted by the least-squares multiple of its parents' mean under the hard graph,
-     ``1/2 sum_i (1 - r_i^2)`` with ``r_i`` the correlation of ``z_i`` with that mean (a
-     parentless node: ``1/2``) (:func:`dependency_loss`). A parent can only lower a
-     parentless node's term, by ``r^2 / 2``, so the term rewards edges from nodes whose
-     spectral dynamics predict the child's and weighs against the l1 term: with the paper's
-     weights a first parent pays off when ``|r| > 0.45``. The targets are input features,
-     not learned embeddings, so the term cannot be lowered by collapsing the
-     representation.
-   * ``dag``: NOTEARS acyclicity ``h(A) = tr(exp(A)) - M`` (Zheng et al., 2018; ``A o A = A``
-     for a 0/1 graph) of the hard per-sample graph, batch mean (:func:`notears_acyclicity`
-     with ``square=False``); zero exactly when the graph used for masking is a DAG.
-   * ``sparse``: l1 norm ``sum_ij a_ij`` (the edge count) of the hard graph, batch mean.
-
-   The three graph terms are the literal NOTEARS quantities per sample (sums, not
-   averages over pairs), differentiated through the straight-through estimator. On a 0/1
-   graph their values are piecewise constant, so what ``dL/da_ij`` is must be chosen; we
-   take, for every term, the change it undergoes when edge ``ij`` flips (the partial
-   derivative of its multilinear extension at the hard graph): exactly for ``dep`` and
-   ``sparse`` (``1`` per edge, present or absent; ``|a|`` would give absent edges ``0``),
-   to first order for ``dag`` (``exp(A)_ji``, positive iff switching the edge on would close
-   a cycle; NOTEARS's ``A o A`` gives absent edges ``0``, so cycles could only be removed
-   after they form).
-6. **Graph controls** (``graph``): ``"learned"`` is SD-Former. ``"full"`` attends densely
-   (the transformer with SD-Former's tokenizer and decoder). ``"none"`` keeps only the
-   diagonal (no token sees another). ``"random"`` is the matched-sparsity control the
-   paper lists as missing (Sec. 8): a fixed random **DAG** on the graph nodes, drawn once
-   at construction from ``graph_seed`` (saved in the state dict), with exactly
-   ``round(graph_density * M (M - 1))`` edges. *Matched to what:* to a density the user
-   measures on a trained learned model (``SDFormerOutput.edge_density``) and passes as
-   ``graph_density``; it is a DAG because the learned graph is driven to one by the
-   acyclicity penalty, so the control differs from the learned graph only in which edges
-   are present and in not depending on the input. A DAG holds at most half of the
-   ordered pairs, so ``graph_density <= 0.5``. For fixed graphs the inferencer is not
-   built and ``dep``, ``dag`` and ``sparse`` are returned as zeros (constants with no
-   gradient).
+1. spectral tokenizer (:class:`SpectralTokenizer`): per channel-band pair a small MLP over the
+   band's short-time log-power summary, ``N = 5 C`` tokens;
+2. optional band pooling for graph inference only (``M = C`` graph nodes instead of ``N``);
+3. sparse dependency inferencer (:class:`DependencyInferencer`): a per-sample hard graph
+   ``a_ij = 1[sigmoid(MLP_edge([h_i || h_j])) > 0.5]`` with a straight-through gradient;
+4. graph-conditioned transformer (:class:`GraphMaskedAttention`): attention where ``a_ij = 1`` or
+   ``i = j``;
+5. auxiliary terms for the recipe (:meth:`SDFormer.forward_with_aux`): reconstruction, dependency
+   (:func:`dependency_loss`), NOTEARS acyclicity ``h(A) = tr(exp(A)) - M`` and l1 sparsity;
+6. graph controls (``graph``: ``"learned"``, ``"random"``, ``"full"``, ``"none"``).
 
 Size (Sec. 7.5 / Table 5: ~1.8 M on Sleep-EDF, 2.4 M on PTB-XL, 3.1 M on CHB-MIT). The exact
 counts per corpus and tokenizer, and where they differ from the paper's, are in
@@ -479,7 +374,7 @@ class DependencyInferencer(nn.Module):
 
 @dataclass
 class SDFormerOutput:
-    """Everything one SD-Former pass produces (see the module docstring for each term).
+    """Everything one SD-Former pass produces (see :class:`SDFormer` for each term).
 
     Graph tensors are on the graph nodes: ``M = n_chans`` with band pooling, else
     ``M = 5 n_chans``. ``adjacency`` carries the straight-through gradient.
@@ -527,6 +422,125 @@ _PER_TOKEN = 2 * 64 + 64 + 64 * 128 + 128
 class SDFormer(BiosignalModel):
     """SD-Former (Sharma, Sec. 4): spectral tokens -> learned sparse DAG -> graph-masked transformer.
 
+    Pipeline (``x`` of shape ``(B, C, T)``):
+
+    1. **Spectral tokenizer** (Sec. 4, "Spectral tokenizer"; :class:`SpectralTokenizer`). Each
+       channel's window becomes short-time log band powers ``(5 bands, F frames)``
+       (:class:`~biosig_lightning.features.spectral.ShortTimeBandPower`: delta, theta, alpha,
+       beta, gamma capped at Nyquist; ``stft_win`` seconds per frame, ``stft_frames`` frames).
+       "For each channel-band pair, a small MLP projects the corresponding spectral summary into a
+       token embedding." *Reading* (``tokenizer="summary"``, the default): the summary is two
+       numbers per pair and window, the band's log power relative to the channel's mean log power
+       over bands and the spread of its log power over the frames; both are unchanged by any gain
+       on the channel, so a subject's amplitude never reaches the tokens as an offset (the data's
+       per-channel z-score with training statistics cannot remove it, and a BatchNorm over tokens
+       does not either). *Reading:* "for each pair, a small MLP" is a separate two-layer MLP per
+       pair (``2 -> token_hidden -> d_model``, GELU; all N MLPs run as one batched einsum over
+       ``(N, in, out)`` weights): the growth of Table 5's sizes with the channel count (0.6 M for
+       50 more tokens) is what per-pair weights give, and a shared MLP would not grow at all. The
+       per-pair MLPs make every token's identity explicit, so no positional embedding is added.
+       ``N = 5 C`` tokens of width 128, channel-major (token ``5 c + b``). The earlier reading,
+       ``tokenizer="trajectory"`` (``experiments/sdformer/variants/trajectory_tokenizer.yaml``), feeds each
+       pair's whole ``F = 64``-frame log-power trajectory, standardised by a parameter-free
+       BatchNorm (a per-token shift and scale with dataset statistics, which passes a subject's
+       channel gain through as an offset on every token of the channel), into the per-pair MLPs
+       (``F -> token_hidden -> d_model``); on CHB-MIT's 2 s windows the 64 frames of 1 s overlap
+       almost completely.
+    2. **Band pooling** (optional, Sec. 4). With ``band_pooling=True`` the five band tokens
+       of a channel are averaged into one channel token *for graph inference only*; the graph
+       then has ``M = C`` nodes instead of ``M = N``. *Reading:* the transformer still runs on
+       all ``N`` band tokens ("retaining the unpooled band tokens for reconstruction"), with the
+       channel graph expanded to token level: token ``(c, b)`` may attend to token ``(c', b')``
+       iff ``c' = c`` or ``a_{c c'} = 1``. This keeps the frequency resolution of the
+       backbone and the reconstruction while the pairwise scoring costs ``C^2`` instead of
+       ``25 C^2``. The paper enables it for CHB-MIT and PTB-XL, not for Sleep-EDF.
+    3. **Sparse dependency inferencer** (Sec. 4). A lightweight encoder (one pre-norm
+       transformer layer with feed-forward width ``encoder_ff = 128``, dense attention, then
+       LayerNorm) gives context embeddings ``H``. The edge MLP scores every ordered pair,
+       ``s_ij = MLP_edge([h_i || h_j])``, one hidden layer of width ``edge_hidden = 512``
+       (GELU), vectorised by splitting the first layer as ``W_i h_i + W_j h_j`` and
+       broadcasting to ``(B, M, M, edge_hidden)``. ``a_ij = 1[sigmoid(s_ij) > 0.5]`` with a
+       straight-through gradient (forward: the hard value exactly; backward: the gradient of
+       ``sigmoid(s_ij)``). The diagonal is not an edge: ``a_ii = 0`` in the graph, and
+       self-attention is always allowed.
+       *Reading:* the graph is inferred **per sample** (``(B, M, M)``), because the paper
+       describes the dependencies as "state-dependent", "dynamically learned" and the graph
+       ``G_w`` as varying across windows (Secs. 1, 3).
+       *Orientation:* ``a_ij = 1`` means token ``j`` may influence token ``i`` (Sec. 4), i.e.
+       ``j`` is a parent of ``i`` and row ``i`` of ``A`` lists ``i``'s parents; this is also
+       the row-query / column-key layout of the attention mask.
+       *Initial graph* (not in the paper): the edge MLP's output bias starts at
+       ``edge_bias_init = -1``, an (almost) empty graph as in NOTEARS's ``W = 0`` start, so the
+       acyclicity penalty starts at zero instead of at ``~1e8`` for a dense 23-node graph.
+    4. **Graph-conditioned transformer** (Sec. 4): 6 pre-norm layers, 4 heads, width 128,
+       feed-forward 512 (GELU), final LayerNorm, mean over tokens, linear head.
+       Attention runs through ``scaled_dot_product_attention`` with the boolean mask
+       ``a_ij = 1 or i = j``, so a masked key has exactly zero weight.
+       *Gradient to the graph:* a hard mask has no gradient, so the straight-through
+       gradient needs a defined ``dL/da_ij``. We use the derivative of the multiplicatively
+       masked softmax ``w_ij = a_ij e^{l_ij} / sum_k a_ik e^{l_ik}`` at the current hard mask,
+       ``dL/da_ij = e^{l_ij} / Z_i * g_i . (v_j - o_i)`` (``Z_i`` over the allowed keys,
+       ``g_i = dL/do_i``), summed over heads. This derivative exists for masked entries too,
+       so the task loss can switch edges on as well as off. The output and the gradients for
+       queries, keys and values are those of the hard-masked attention; while the graph learns,
+       one autograd function computes them together with the gate's gradient, sharing ``q k^T``
+       and ``g v^T`` (:class:`_GateGradientAttention`); without a gate gradient the fused
+       ``scaled_dot_product_attention`` runs (:func:`masked_attention`). Attention weights
+       themselves are not dropped out (dropout acts on the residual branches), so that
+       derivative is the one of the attention actually computed.
+    5. **Auxiliary terms** (Sec. 4, "Training objective"; :meth:`SDFormer.forward_with_aux`),
+       returned separately so a training recipe can weight them (paper: 0.1 recon, 0.1 dep,
+       0.5 dag, 0.01 sparse in phase 1, classification only in phase 2). The model has no
+       phase switch; :meth:`SDFormer.freeze_graph` fixes the graph path, which the recipe does
+       in phase 2 (:mod:`biosig_lightning.tasks.sdformer`).
+
+       * ``recon``: mean squared error between a decoder's reconstruction of every band
+         token's standardised tokenizer input (its 2-number summary, or its ``F``-frame
+         trajectory with ``tokenizer="trajectory"``) and that input (the decoder reads the
+         final, unpooled token states: ``LayerNorm -> Linear(128, 1024) -> GELU ->
+         Linear(1024, 128) -> GELU -> Linear(128, S)``, ~0.26-0.27 M parameters).
+       * ``dep``: the paper names a dependency loss without defining it. *Reading:* the
+         data-fit term that NOTEARS pairs with its acyclicity and l1 penalties, a linear
+         structural-equation residual fitted by least squares: each node's standardised
+         band-power trajectory ``z_i`` (for channel nodes, its five trajectories concatenated;
+         with the summary tokenizer each is z-scored over its frames first, so a channel's mean
+         spectrum, alike on every channel, does not correlate all channels)
+         is predicted by the least-squares multiple of its parents' mean under the hard graph,
+         ``1/2 sum_i (1 - r_i^2)`` with ``r_i`` the correlation of ``z_i`` with that mean (a
+         parentless node: ``1/2``) (:func:`dependency_loss`). A parent can only lower a
+         parentless node's term, by ``r^2 / 2``, so the term rewards edges from nodes whose
+         spectral dynamics predict the child's and weighs against the l1 term: with the paper's
+         weights a first parent pays off when ``|r| > 0.45``. The targets are input features,
+         not learned embeddings, so the term cannot be lowered by collapsing the
+         representation.
+       * ``dag``: NOTEARS acyclicity ``h(A) = tr(exp(A)) - M`` (Zheng et al., 2018; ``A o A = A``
+         for a 0/1 graph) of the hard per-sample graph, batch mean (:func:`notears_acyclicity`
+         with ``square=False``); zero exactly when the graph used for masking is a DAG.
+       * ``sparse``: l1 norm ``sum_ij a_ij`` (the edge count) of the hard graph, batch mean.
+
+       The three graph terms are the literal NOTEARS quantities per sample (sums, not
+       averages over pairs), differentiated through the straight-through estimator. On a 0/1
+       graph their values are piecewise constant, so what ``dL/da_ij`` is must be chosen; we
+       take, for every term, the change it undergoes when edge ``ij`` flips (the partial
+       derivative of its multilinear extension at the hard graph): exactly for ``dep`` and
+       ``sparse`` (``1`` per edge, present or absent; ``|a|`` would give absent edges ``0``),
+       to first order for ``dag`` (``exp(A)_ji``, positive iff switching the edge on would close
+       a cycle; NOTEARS's ``A o A`` gives absent edges ``0``, so cycles could only be removed
+       after they form).
+    6. **Graph controls** (``graph``): ``"learned"`` is SD-Former. ``"full"`` attends densely
+       (the transformer with SD-Former's tokenizer and decoder). ``"none"`` keeps only the
+       diagonal (no token sees another). ``"random"`` is the matched-sparsity control the
+       paper lists as missing (Sec. 8): a fixed random **DAG** on the graph nodes, drawn once
+       at construction from ``graph_seed`` (saved in the state dict), with exactly
+       ``round(graph_density * M (M - 1))`` edges. *Matched to what:* to a density the user
+       measures on a trained learned model (``SDFormerOutput.edge_density``) and passes as
+       ``graph_density``; it is a DAG because the learned graph is driven to one by the
+       acyclicity penalty, so the control differs from the learned graph only in which edges
+       are present and in not depending on the input. A DAG holds at most half of the
+       ordered pairs, so ``graph_density <= 0.5``. For fixed graphs the inferencer is not
+       built and ``dep``, ``dag`` and ``sparse`` are returned as zeros (constants with no
+       gradient).
+
     Args:
         n_chans, n_outputs, n_times, sfreq: input shape and classes (braindecode names).
         d_model, n_layers, n_heads, d_ff: backbone (paper: 128, 6, 4, 512).
@@ -551,9 +565,8 @@ class SDFormer(BiosignalModel):
             The default -1 starts, like NOTEARS (``W = 0``), from an (almost) empty graph,
             so ``h(A) = 0`` at the start, while ``sigmoid'(-1) = 0.2`` leaves the
             straight-through gradient near its maximum; edges are then switched on by the
-            task gradient and the dependency loss. With 0 the initial density is a coin
-            flip of the initialisation (we saw 0.22 and 0.75), and a dense 23-node
-            start has ``h(A) ~ 2e8``.
+            task gradient and the dependency loss. With 0 the initial density depends on the
+            initialisation's draw, and a dense 23-node start has ``h(A) ~ 2e8``.
             How the graph leaves the empty start on the stand-ins: docs/papers/sdformer.md.
 
     ``forward(x)`` returns logits ``(B, n_outputs)``; ``forward_with_aux(x)`` returns an

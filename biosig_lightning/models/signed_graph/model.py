@@ -9,80 +9,17 @@ posterior under equal priors (App. D) and every metric, the calibration figures 
 work as for any classifier. :class:`~biosig_lightning.tasks.denoiser_pair.DenoiserPairTask` trains
 the denoisers (eq. 21 / eq. 23); cross-entropy on the logits also works (the catalog contract uses it).
 
-One block, on the block's input signal ``y`` (the window for the first block, the previous block's
-output after that):
-
-1. nodes: ``y`` ``(B, C, H*D)`` is cut into ``H = n_chunks`` chunks per channel, ``N = C*H`` nodes with
-   ``D``-sample signals (product graph, Fig. 1c).
-2. features (App. E.2): a CNN shared by all nodes, ``conv_layers`` x [Conv2d kernel (1, 5), stride
-   (1, 2), padding (0, 2) -> BatchNorm -> LeakyReLU(0.01)], a 1x1 convolution to one map and an adaptive
-   average pool to ``feature_dim = K`` values per node.
-3. distances: Mahalanobis (eq. 6) with ``M = Q_k Q_k^T`` from ``n_metric_candidates`` learnable
-   candidates (App. E.2: "adaptively selected from a learnable candidate set"), or the Table 6
-   alternatives; normalised to ``[0, 1]`` per sample (App. E.2).
-4. polarities (``polarity="class"``, the default): each denoiser's per-block channel polarities are
-   estimated from its class's training windows (:meth:`SignedGraphDenoiser.fit_polarity`: reference row
-   ``polarity_ref`` of the pooled covariance, then minimum GLR of eq. 5 summed over the windows, block by
-   block, until no flip helps) and stored as buffers; until then (or with ``polarity="input"``) every
-   window gets its own polarities the same way from its own signals.
-5. weights (eq. 7) -> symmetric normalisation (eq. 8) -> ``L = D - W`` -> Gershgorin self-loops (eq. 9)
-   -> ``L^+ = T L^B T`` (eq. 3); ``y^+ = T y`` is low-pass filtered by Lanczos (eq. 25) with the
-   block's learnable cutoff ``omega`` and the sigmoid response (eq. 31, steepness 10); ``x = T x^+``.
+One block (:class:`SignedGraphDenoiser`): chunk nodes (product graph, Fig. 1c) -> CNN features (App. E.2)
+-> Mahalanobis distances (eq. 6) -> channel polarities (eq. 5) -> weights (eq. 7) -> normalisation
+(eq. 8) -> Gershgorin self-loops (eq. 9) -> Lanczos low-pass filter (eq. 25, eq. 31).
 
 Ablations (Tables 2, 4, 5, 6): ``graph`` = ``balanced`` | ``positive`` (``exp(-d)``, ``L = D - W``) |
 ``unbalanced`` (eq. 28 weights, ``L^s = D^s - W`` as App. C says); ``n_chunks`` (sequence length);
 ``conv_layers`` (CNN blocks); ``metric`` = ``mahalanobis`` | ``euclidean`` | ``cosine`` | ``manhattan``.
 
-Size: the paper's configuration (Sec. 6.1, App. E: 35 channels, 500 Hz, 12 s windows, 6 chunks of
-1000 samples, 3 blocks) gives **14,787 parameters per denoiser**, Table 1's count exactly, with these
-inferred sizes (the text does not state them):
-
-* ``conv_layers = 4``: App. E.2 says four convolutional blocks (Sec. 6.1 says three, Table 5's best row
-  six); four is the only count for which stride-2, kernel-5, padding-2 convolutions take 1000 samples
-  to exactly ``d = 63`` (1000 -> 500 -> 250 -> 125 -> 63), the feature size App. E.2 gives;
-* ``conv_width = 7`` hidden maps, convolutions without bias (each is followed by BatchNorm, and a bias
-  on the last 1x1 convolution would cancel in ``f_i - f_j`` and never get a gradient);
-* metric: ``n_metric_candidates = 5`` candidates ``Q_k`` of ``63 x 13`` (4,095 parameters per block);
-* one cutoff per block.
-
-Per block: 35 + 14 + 3 x (245 + 14) + 7 = 833 (CNN) + 4,095 (metric) + 1 (cutoff) = 4,929; x 3 = 14,787.
-Reading: 14,787 is odd, so it cannot be the total of two identical denoisers; it counts one denoiser
-and the classifier pair has 29,574.
-
-Readings of other ambiguities:
-
-* Eq. 7 gives opposite-polarity edges the weight ``exp(-d) - 1``; the closed form on the right of
-  eq. 8 (and App. E.2) would instead use ``-exp(-d)``. We follow eq. 7 and the general (left) form of
-  eq. 8, which normalises by ``sum |w|``; ``negative_weight="mirror"`` switches to ``-exp(-d)``.
-* The candidate metric is chosen per sample by a soft minimum of the graph Laplacian regulariser:
-  candidate ``k`` scores ``s_k = sum_ij a^k_ij ||e_i - e_j||^2 / (sum_ij a^k_ij * mean ||e_i - e_j||^2)``
-  with ``a^k = exp(-d^k)`` on the edge set (how smooth the block input is on candidate ``k``'s graph, as
-  eq. 5 chooses polarities), and ``M = sum_k softmax(-s / selection_temperature)_k Q_k Q_k^T``.
-  A soft choice keeps every candidate trained.
-* Polarity is per channel (see :mod:`biosig_lightning.features.signed_graph`). Eq. 5 chooses it with
-  "a set of training signals", so it is a property of a denoiser's *class*, not of the window being
-  classified: with per-window polarities both denoisers put every input on graphs of the same signs and,
-  for one block, the one with the higher cutoff has the smaller error on every input (``||y - g(L)y||^2``
-  falls as ``omega`` grows), so eq. 22 could not tell the classes apart. Class polarities are what makes
-  the pair discriminative (tests/e2e/test_signed_graph_learns.py); they are buffers, saved with the weights.
-* Eq. 5's GLR is measured on the positive twin, ``sum |w_ij| (beta_i x_i - beta_j x_j)^2``; the literal
-  signed GLR is minimised by a max-cut (see :func:`~biosig_lightning.features.signed_graph.refine_polarity`).
-* The Krylov dimension ``m`` is not given; ``krylov_dim = 20`` (``m << N = 210``). Nor is
-  re-orthogonalisation: the plain three-term recurrence (``reorth_passes = 0``) keeps the filter at
-  ``O(m |E| D)`` time and ``O(m N D)`` memory per window, and eq. 25 stays accurate without it.
-* The graph is stored by its edges (:mod:`biosig_lightning.features.product_graph`): ``H`` spatial
-  ``C x C`` blocks and ``H - 1`` temporal links per channel; no ``N x N`` matrix is formed except for
-  ``filter_method="exact"``.
-* ``filter_method="auto"`` (the shipped configs') filters with whichever of Lanczos and the dense
-  eigendecomposition is expected to be faster for the window shape, from both filters' flop counts
-  (:func:`~biosig_lightning.features.signed_graph.choose_filter`). App. B's linear cost assumes
-  ``|E| = O(N)``; with the full spatial graph a Lanczos product costs ``O(N C)`` per signal and each of
-  the ``D`` signals needs its own ``m x m`` eigendecomposition, while the dense filter decomposes one
-  ``N x N`` matrix per window and shares it by all ``D`` signals, so at the paper's ``N = 210``,
-  ``D = 1000`` the dense filter is the cheaper one; Lanczos takes over as ``H`` grows. Both compute
-  eq. 12's ``g(L) y`` (Lanczos to its approximation error).
-* ``omega`` is in eigenvalue units (eq. 31 compares it with ``lambda_i``) and starts at ``cutoff_init``.
-* ``noise_std`` (``sigma_n`` of eq. 18) only scales the logits; the task adds noise of that level.
+Size: the paper's configuration (Sec. 6.1, App. E) gives **14,787 parameters per denoiser**, Table 1's
+count exactly; the inferred sizes, and the readings of the paper's other ambiguities, are in
+:class:`SignedGraphClassifier`'s docstring.
 """
 
 from __future__ import annotations
@@ -166,7 +103,27 @@ class BalancedGraphLearning(nn.Module):
 
 
 class SignedGraphDenoiser(nn.Module):
-    """One unrolled graph denoiser ``Psi`` (Fig. 2); see the module docstring for the block.
+    """One unrolled graph denoiser ``Psi`` (Fig. 2).
+
+    One block, on the block's input signal ``y`` (the window for the first block, the previous block's
+    output after that):
+
+    1. nodes: ``y`` ``(B, C, H*D)`` is cut into ``H = n_chunks`` chunks per channel, ``N = C*H`` nodes with
+       ``D``-sample signals (product graph, Fig. 1c).
+    2. features (App. E.2): a CNN shared by all nodes, ``conv_layers`` x [Conv2d kernel (1, 5), stride
+       (1, 2), padding (0, 2) -> BatchNorm -> LeakyReLU(0.01)], a 1x1 convolution to one map and an adaptive
+       average pool to ``feature_dim = K`` values per node.
+    3. distances: Mahalanobis (eq. 6) with ``M = Q_k Q_k^T`` from ``n_metric_candidates`` learnable
+       candidates (App. E.2: "adaptively selected from a learnable candidate set"), or the Table 6
+       alternatives; normalised to ``[0, 1]`` per sample (App. E.2).
+    4. polarities (``polarity="class"``, the default): each denoiser's per-block channel polarities are
+       estimated from its class's training windows (:meth:`SignedGraphDenoiser.fit_polarity`: reference row
+       ``polarity_ref`` of the pooled covariance, then minimum GLR of eq. 5 summed over the windows, block by
+       block, until no flip helps) and stored as buffers; until then (or with ``polarity="input"``) every
+       window gets its own polarities the same way from its own signals.
+    5. weights (eq. 7) -> symmetric normalisation (eq. 8) -> ``L = D - W`` -> Gershgorin self-loops (eq. 9)
+       -> ``L^+ = T L^B T`` (eq. 3); ``y^+ = T y`` is low-pass filtered by Lanczos (eq. 25) with the
+       block's learnable cutoff ``omega`` and the sigmoid response (eq. 31, steepness 10); ``x = T x^+``.
 
     Args:
         n_chans, n_times: window shape; ``n_times`` must be a multiple of ``n_chunks``.
@@ -354,10 +311,61 @@ class SignedGraphDenoiser(nn.Module):
 class SignedGraphClassifier(BiosignalModel):
     """One :class:`SignedGraphDenoiser` per class; logits = minus the reconstruction errors (eq. 22).
 
+    Size: the paper's configuration (Sec. 6.1, App. E: 35 channels, 500 Hz, 12 s windows, 6 chunks of
+    1000 samples, 3 blocks) gives **14,787 parameters per denoiser**, Table 1's count exactly, with these
+    inferred sizes (the text does not state them):
+
+    * ``conv_layers = 4``: App. E.2 says four convolutional blocks (Sec. 6.1 says three, Table 5's best row
+      six); four is the only count for which stride-2, kernel-5, padding-2 convolutions take 1000 samples
+      to exactly ``d = 63`` (1000 -> 500 -> 250 -> 125 -> 63), the feature size App. E.2 gives;
+    * ``conv_width = 7`` hidden maps, convolutions without bias (each is followed by BatchNorm, and a bias
+      on the last 1x1 convolution would cancel in ``f_i - f_j`` and never get a gradient);
+    * metric: ``n_metric_candidates = 5`` candidates ``Q_k`` of ``63 x 13`` (4,095 parameters per block);
+    * one cutoff per block.
+
+    Per block: 35 + 14 + 3 x (245 + 14) + 7 = 833 (CNN) + 4,095 (metric) + 1 (cutoff) = 4,929; x 3 = 14,787.
+    Reading: 14,787 is odd, so it cannot be the total of two identical denoisers; it counts one denoiser
+    and the classifier pair has 29,574.
+
+    Readings of other ambiguities:
+
+    * Eq. 7 gives opposite-polarity edges the weight ``exp(-d) - 1``; the closed form on the right of
+      eq. 8 (and App. E.2) would instead use ``-exp(-d)``. We follow eq. 7 and the general (left) form of
+      eq. 8, which normalises by ``sum |w|``; ``negative_weight="mirror"`` switches to ``-exp(-d)``.
+    * The candidate metric is chosen per sample by a soft minimum of the graph Laplacian regulariser:
+      candidate ``k`` scores ``s_k = sum_ij a^k_ij ||e_i - e_j||^2 / (sum_ij a^k_ij * mean ||e_i - e_j||^2)``
+      with ``a^k = exp(-d^k)`` on the edge set (how smooth the block input is on candidate ``k``'s graph, as
+      eq. 5 chooses polarities), and ``M = sum_k softmax(-s / selection_temperature)_k Q_k Q_k^T``.
+      A soft choice keeps every candidate trained.
+    * Polarity is per channel (see :mod:`biosig_lightning.features.signed_graph`). Eq. 5 chooses it with
+      "a set of training signals", so it is a property of a denoiser's *class*, not of the window being
+      classified: with per-window polarities both denoisers put every input on graphs of the same signs and,
+      for one block, the one with the higher cutoff has the smaller error on every input (``||y - g(L)y||^2``
+      falls as ``omega`` grows), so eq. 22 could not tell the classes apart. Class polarities are what makes
+      the pair discriminative (tests/e2e/test_signed_graph_learns.py); they are buffers, saved with the weights.
+    * Eq. 5's GLR is measured on the positive twin, ``sum |w_ij| (beta_i x_i - beta_j x_j)^2``; the literal
+      signed GLR is minimised by a max-cut (see :func:`~biosig_lightning.features.signed_graph.refine_polarity`).
+    * The Krylov dimension ``m`` is not given; ``krylov_dim = 20`` (``m << N = 210``). Nor is
+      re-orthogonalisation: the plain three-term recurrence (``reorth_passes = 0``) keeps the filter at
+      ``O(m |E| D)`` time and ``O(m N D)`` memory per window, and eq. 25 stays accurate without it.
+    * The graph is stored by its edges (:mod:`biosig_lightning.features.product_graph`): ``H`` spatial
+      ``C x C`` blocks and ``H - 1`` temporal links per channel; no ``N x N`` matrix is formed except for
+      ``filter_method="exact"``.
+    * ``filter_method="auto"`` (the shipped configs') filters with whichever of Lanczos and the dense
+      eigendecomposition is expected to be faster for the window shape, from both filters' flop counts
+      (:func:`~biosig_lightning.features.signed_graph.choose_filter`). App. B's linear cost assumes
+      ``|E| = O(N)``; with the full spatial graph a Lanczos product costs ``O(N C)`` per signal and each of
+      the ``D`` signals needs its own ``m x m`` eigendecomposition, while the dense filter decomposes one
+      ``N x N`` matrix per window and shares it by all ``D`` signals, so at the paper's ``N = 210``,
+      ``D = 1000`` the dense filter is the cheaper one; Lanczos takes over as ``H`` grows. Both compute
+      eq. 12's ``g(L) y`` (Lanczos to its approximation error).
+    * ``omega`` is in eigenvalue units (eq. 31 compares it with ``lambda_i``) and starts at ``cutoff_init``.
+    * ``noise_std`` (``sigma_n`` of eq. 18) only scales the logits; the task adds noise of that level.
+
     ``logits[:, c] = -||y - Psi_c(y)||^2 / (2 noise_std^2)`` (the log-likelihood of eq. 18 up to a
     constant shared by the classes). All other arguments go to every denoiser (see
     :class:`SignedGraphDenoiser`); ``n_outputs`` denoisers are built (the paper uses two).
-    The catalog pins 29,574 = 2 x 14,787 parameters (Table 1 counts one denoiser, see the module docstring).
+    The catalog pins 29,574 = 2 x 14,787 parameters (Table 1 counts one denoiser, see above).
     """
 
     def __init__(self, n_chans: int, n_outputs: int, n_times: int, sfreq: float,

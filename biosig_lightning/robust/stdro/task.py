@@ -31,52 +31,8 @@ variant             ``W_t``      M learned     Table 6 row
 ``stdro``           corr. graph  yes           +STDRO (full)
 ==================  ===========  ============  =========================================
 
-Reading (stability row): "initialised by the Wasserstein distance and only optimised by the
-stability objective": ``W_t = I`` and ``M`` learned by ``R``; its ablation YAML sets
-``beta: 0`` (no temporal-continuity term, which is a spatiotemporal property).
-
-Reading (schedule, Appendix C): Algorithm 1's outer loop runs ``N`` times and its inner loop
-``N_theta`` times with ``N * N_theta`` = the baseline's *epoch* count, so a theta "iteration"
-is an epoch and M is updated once every ``N_theta`` epochs, ``N`` times in all. The paper uses
-the same letter for the number of periods (4); ``n_outer`` defaults to ``n_periods`` and
-``n_theta`` to ``max_epochs // n_outer``. ``n_theta_unit: step`` instead counts optimiser
-steps (an M step every ``n_theta`` theta steps, our reading).
-
-Reading (hypergradient, eq. 6-8 and Appendix B): chaining eq. 10 (theta moves by
-``-eps_theta grad_theta l(theta^i; X~^i)`` at every theta step ``i`` of the block) with eq. 11
-(``X~`` moves by ``-2 eps_x lambda (X~^k - X)`` per ascent step ``k`` for a unit change of the
-cost weight; for an asymmetric ``A_t`` the derivative of ``lambda c_w`` is
-``lambda (A_t + A_t^T) delta``), the first term of eq. 6 for period ``t`` is::
-
-    dA/dA_t ~= eps_theta eps_x lambda sum_i [ V_i D_i^T + D_i V_i^T ]   (restricted to period t)
-    V_i = d/dX~ < grad_theta A(theta), grad_theta l(theta; X~^i_m, Y) >     (C x columns)
-    D_i = sum_{k=0}^{m-1} (X~^i_k - X^i)                                    (C x columns)
-
-and ``dA/dM_t = W_t^T dA/dA_t`` (``A_t = W_t M_t``). ``grad_theta A`` is taken at the current
-theta on the clean windows of the buffered batches, grouped by environment (the environment
-losses ``l^e`` of eq. 5 are clean losses of training patients). The sum over the block's theta
-steps is estimated from the last ``hyper_buffer`` steps (their ``X, X~_m, D``, kept on the
-device) evaluated at the current theta, times ``steps_in_block / hyper_buffer``. The mixed
-second derivative ``V`` is a Hessian-vector product: by central finite differences along
-``grad_theta A`` (``hvp: finite_difference``, DARTS' trick: two extra input-gradients, works
-for backbones without double backward such as cuDNN RNNs) or exactly by double backward
-(``hvp: exact``). The smoothness term's gradient is exact (autograd).
-
-Reading (environments): ``datamodule.environments(k, seed)`` maps every *training* patient to
-one of ``K`` environments (k-means over per-patient mean signals, computed by the
-DataModule); batches carry ``subject``. An environment absent from the buffered batches is
-left out of that M step's mean and gap.
-
-Reading (ascent): the per-sample suprema ``S_lambda(theta; (X, y))`` are independent, so the
-ascent climbs the *sum* over the batch of ``l - lambda c_w`` (each sample its own gradient,
-independent of the batch size); the backbone is in eval mode during the ascent and the M
-step (dropout would make the ascent and the finite differences noisy, and BatchNorm running
-statistics must not see the adversarial iterates).
-
-DDP: the inner loop and the theta step run per rank (theta's gradients are averaged by DDP as
-usual); the M step's environment sums/counts, ``grad_theta A`` and the hypergradient are
-all-reduced, and the Adam state of ``M`` is identical on every rank, so every rank ends with
-the same ``M``.
+The readings (the stability row, the schedule of Appendix C, the hypergradient of eq. 6-8 and
+Appendix B, the environments, the ascent) and how DDP is handled are in :class:`STDROTask`'s docstring.
 """
 
 from __future__ import annotations
@@ -125,7 +81,54 @@ def _all_reduce(t: torch.Tensor, op: str = "sum") -> torch.Tensor:
 
 
 class STDROTask(DGTask):
-    """Spatiotemporal DRO around any backbone (module docstring for the algorithm and readings).
+    """Spatiotemporal DRO around any backbone (the module docstring has the algorithm).
+
+    Reading (stability row): "initialised by the Wasserstein distance and only optimised by the
+    stability objective": ``W_t = I`` and ``M`` learned by ``R``; its ablation YAML sets
+    ``beta: 0`` (no temporal-continuity term, which is a spatiotemporal property).
+
+    Reading (schedule, Appendix C): Algorithm 1's outer loop runs ``N`` times and its inner loop
+    ``N_theta`` times with ``N * N_theta`` = the baseline's *epoch* count, so a theta "iteration"
+    is an epoch and M is updated once every ``N_theta`` epochs, ``N`` times in all. The paper uses
+    the same letter for the number of periods (4); ``n_outer`` defaults to ``n_periods`` and
+    ``n_theta`` to ``max_epochs // n_outer``. ``n_theta_unit: step`` instead counts optimiser
+    steps (an M step every ``n_theta`` theta steps, our reading).
+
+    Reading (hypergradient, eq. 6-8 and Appendix B): chaining eq. 10 (theta moves by
+    ``-eps_theta grad_theta l(theta^i; X~^i)`` at every theta step ``i`` of the block) with eq. 11
+    (``X~`` moves by ``-2 eps_x lambda (X~^k - X)`` per ascent step ``k`` for a unit change of the
+    cost weight; for an asymmetric ``A_t`` the derivative of ``lambda c_w`` is
+    ``lambda (A_t + A_t^T) delta``), the first term of eq. 6 for period ``t`` is::
+
+        dA/dA_t ~= eps_theta eps_x lambda sum_i [ V_i D_i^T + D_i V_i^T ]   (restricted to period t)
+        V_i = d/dX~ < grad_theta A(theta), grad_theta l(theta; X~^i_m, Y) >     (C x columns)
+        D_i = sum_{k=0}^{m-1} (X~^i_k - X^i)                                    (C x columns)
+
+    and ``dA/dM_t = W_t^T dA/dA_t`` (``A_t = W_t M_t``). ``grad_theta A`` is taken at the current
+    theta on the clean windows of the buffered batches, grouped by environment (the environment
+    losses ``l^e`` of eq. 5 are clean losses of training patients). The sum over the block's theta
+    steps is estimated from the last ``hyper_buffer`` steps (their ``X, X~_m, D``, kept on the
+    device) evaluated at the current theta, times ``steps_in_block / hyper_buffer``. The mixed
+    second derivative ``V`` is a Hessian-vector product: by central finite differences along
+    ``grad_theta A`` (``hvp: finite_difference``, DARTS' trick: two extra input-gradients, works
+    for backbones without double backward such as cuDNN RNNs) or exactly by double backward
+    (``hvp: exact``). The smoothness term's gradient is exact (autograd).
+
+    Reading (environments): ``datamodule.environments(k, seed)`` maps every *training* patient to
+    one of ``K`` environments (k-means over per-patient mean signals, computed by the
+    DataModule); batches carry ``subject``. An environment absent from the buffered batches is
+    left out of that M step's mean and gap.
+
+    Reading (ascent): the per-sample suprema ``S_lambda(theta; (X, y))`` are independent, so the
+    ascent climbs the *sum* over the batch of ``l - lambda c_w`` (each sample its own gradient,
+    independent of the batch size); the backbone is in eval mode during the ascent and the M
+    step (dropout would make the ascent and the finite differences noisy, and BatchNorm running
+    statistics must not see the adversarial iterates).
+
+    DDP: the inner loop and the theta step run per rank (theta's gradients are averaged by DDP as
+    usual); the M step's environment sums/counts, ``grad_theta A`` and the hypergradient are
+    all-reduced, and the Adam state of ``M`` is identical on every rank, so every rank ends with
+    the same ``M``.
 
     Args:
         backbone, **kwargs: as :class:`DGTask` / :class:`ClassificationTask` (optimiser, LR,
@@ -142,10 +145,10 @@ class STDROTask(DGTask):
         gap: ``max_min`` (eq. 5, ``max_{p,q} l^p - l^q``) or ``max_mean``.
         smooth: ``squared`` (eq. 3, Algorithm 1) or ``frobenius`` (eq. 5).
         m_lr: ``eps_M``, Adam's learning rate for ``M``.
-        n_outer, n_theta, n_theta_unit: the schedule (module docstring).
+        n_outer, n_theta, n_theta_unit: the schedule (Reading (schedule) above).
         projection: ``psd`` or ``diag`` (:func:`~biosig_lightning.robust.stdro.cost.project_m`).
         eig_floor: ``mu`` of the projections (and of ``W_t``).
-        hvp: ``finite_difference`` or ``exact`` (module docstring).
+        hvp: ``finite_difference`` or ``exact`` (Reading (hypergradient) above).
         fd_radius: finite-difference radius relative to ``||grad_theta A||`` (DARTS: 0.01).
         hyper_buffer: theta steps kept for the M step.
         step_bins: bins per time step of step-major features; ``None`` reads the DataModule's
@@ -449,7 +452,7 @@ class STDROTask(DGTask):
 
     def hypergradient(self, records: list[dict[str, torch.Tensor]], steps_in_block: int,
                       ) -> tuple[torch.Tensor, dict[str, float]]:
-        """``dR/dM`` of eq. 6-8 (module docstring), ``(N, C, C)``, identical on every rank."""
+        """``dR/dM`` of eq. 6-8 (:class:`STDROTask`), ``(N, C, C)``, identical on every rank."""
         hp = self.hparams
         params = [p for p in self.backbone.parameters() if p.requires_grad]
         was_training = self.backbone.training
