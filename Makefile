@@ -18,7 +18,7 @@ help:
 	@echo "make install   create $(VENV) and install biosig-lightning with its dev tools"
 	@echo "make demo      train BioFormer on APAVA's synthetic stand-in, print test metrics and the results path"
 	@echo "make test      run the whole test suite"
-	@echo "make lint      ruff"
+	@echo "make lint      ruff, and mypy on the modules pyproject.toml's [tool.mypy] lists"
 	@echo "make docs      build the documentation site strictly into site/ (mkdocs build --strict)"
 	@echo "make bench     loader and train-step throughput (benchmarks/)"
 
@@ -40,6 +40,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check biosig_lightning tests benchmarks tools
+	$(BIN)/mypy
 
 docs: $(STAMP)
 	DISABLE_MKDOCS_2_WARNING=true NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
@@ -48,4 +49,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf runs site .pytest_cache .ruff_cache
+	rm -rf runs site .pytest_cache .ruff_cache .mypy_cache

@@ -45,7 +45,7 @@ softmax to a batch when some value lies outside ``[0, 1]``, which silently mixes
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor
@@ -59,6 +59,7 @@ from torchmetrics.classification import (
     MulticlassConfusionMatrix,
     MulticlassF1Score,
     MulticlassPrecision,
+    MulticlassPrecisionRecallCurve,
     MulticlassRecall,
 )
 from torchmetrics.functional.classification import binary_precision_recall_curve
@@ -98,9 +99,10 @@ def _target_counts(metric: Any) -> tuple[Tensor, int]:
     return torch.bincount(target.long(), minlength=metric.num_classes), target.numel()
 
 
-class _DefinedClassMean:
+class _DefinedClassMean(MulticlassPrecisionRecallCurve):
     """Exact per-class scores (``average=None``, ``thresholds=None``) averaged over the classes
-    :meth:`defined` keeps; mixed in before a torchmetrics multiclass metric."""
+    :meth:`defined` keeps; mixed in before a torchmetrics multiclass metric built on the
+    precision-recall curve's states (``MulticlassAUROC``, ``MulticlassAveragePrecision``)."""
 
     def __init__(self, num_classes: int, **kwargs: Any) -> None:
         super().__init__(num_classes=num_classes, average=None, thresholds=None, **kwargs)
@@ -110,10 +112,11 @@ class _DefinedClassMean:
         """Which classes enter the mean, from their positive counts among ``n`` targets."""
         raise NotImplementedError
 
-    def compute(self) -> Tensor:
+    # the mixed-in metric's compute() returns per-class scores (a Tensor), not the curve's tuple
+    def compute(self) -> Tensor:  # type: ignore[override]
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=_UNDEFINED_CLASS_WARNINGS)
-            per_class = super().compute()
+            per_class = cast(Tensor, super().compute())
         positives, n = _target_counts(self)
         return per_class[self.defined(positives, n)].mean()  # empty selection -> nan
 
@@ -241,8 +244,8 @@ def build_metrics(num_classes: int, prefix: str = "", sync_on_compute: bool = Tr
     """
     _check_num_classes(num_classes)
     k = num_classes
-    kw = {"sync_on_compute": sync_on_compute}
-    metrics = {
+    kw: dict[str, Any] = {"sync_on_compute": sync_on_compute}
+    metrics: dict[str, Metric | MetricCollection] = {
         "acc": MulticlassAccuracy(num_classes=k, average="micro", **kw),
         "precision": MulticlassPrecision(num_classes=k, average="macro", **kw),
         "recall": MulticlassRecall(num_classes=k, average="macro", **kw),
@@ -311,6 +314,8 @@ class PositiveScores(Metric):
     """Keeps the positive-class probability and the binary target of every window (synced across ranks)."""
 
     full_state_update = False
+    scores: list[Tensor]
+    target: list[Tensor]
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)

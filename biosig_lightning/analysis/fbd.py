@@ -296,7 +296,8 @@ def _token_fn(backbone: nn.Module, layer: str) -> Callable[[torch.Tensor], list[
     if layer == "scln":
         if not all(hasattr(backbone, a) for a in ("encode", "norm", "seq_lens")):
             raise AnalysisError(f"--layer scln needs a BioFormer backbone (encode, norm, seq_lens), got {name}")
-        return lambda x: list(backbone.norm(backbone.encode(x)).split(backbone.seq_lens, dim=1))
+        bioformer: Any = backbone  # checked above: a BioFormer's encode, norm and seq_lens
+        return lambda x: list(bioformer.norm(bioformer.encode(x)).split(bioformer.seq_lens, dim=1))
     raise AnalysisError(f"--layer must be one of {', '.join(LAYERS)}, got {layer!r}")
 
 

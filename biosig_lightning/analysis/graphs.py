@@ -70,6 +70,7 @@ import io
 import itertools
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -148,7 +149,8 @@ def graph_node_names(backbone: nn.Module, ch_names: list[str]) -> list[str]:
     """Names of an SD-Former's graph nodes: channels with band pooling, else ``"<channel>/<band>"``."""
     if getattr(backbone, "band_pooling", False):
         return list(ch_names)
-    bands = [band[0] for band in backbone.tokenizer.band_power.bands]
+    sdformer: Any = backbone  # an SD-Former (_require_learned_graph): its tokenizer names the bands
+    bands = [band[0] for band in sdformer.tokenizer.band_power.bands]
     return [f"{ch}/{band}" for ch in ch_names for band in bands]  # token 5 c + b: channel-major
 
 
@@ -163,8 +165,9 @@ def class_graphs(backbone: nn.Module, loader: Any, classes: list[str], node_name
     edges = np.zeros((k, m, m))
     probs = np.zeros((k, m, m))
     acyclic = np.zeros(k)
+    sdformer: Any = backbone  # an SD-Former (_require_learned_graph): forward_with_aux gives its graphs
     for batch in loader:
-        out = backbone.forward_with_aux(batch["x"].to(device))
+        out = sdformer.forward_with_aux(batch["x"].to(device))
         adjacency = (out.adjacency.detach() > 0.5).double()
         if adjacency.shape[1:] != (m, m):
             raise GraphError(f"graph of shape {tuple(adjacency.shape[1:])}, expected {m} nodes ({node_names[:3]}...)")
@@ -245,7 +248,7 @@ def pearson(a: np.ndarray, b: np.ndarray) -> float | None:
     return float(np.clip((da * db).sum() / norm, -1.0, 1.0))
 
 
-def _summary(values: list[float | None]) -> dict[str, Any]:
+def _summary(values: Sequence[float | None]) -> dict[str, Any]:
     defined = [v for v in values if v is not None]
     return {"mean": float(np.mean(defined)) if defined else None,
             "std": float(np.std(defined)) if defined else None,
@@ -269,8 +272,13 @@ def stability(graphs: list[ClassGraphs], labels: list[str], threshold: float = T
     off = ~np.eye(len(first.node_names), dtype=bool)
     pairs = list(itertools.combinations(range(len(graphs)), 2))
     per_class: dict[str, Any] = {}
-    views = [(c, lambda g, c=c: g.edge_frequency[c], lambda g, c=c: g.n_windows[c] > 0)
-             for c in range(len(first.classes))]
+    View = tuple[int | str, Callable[[ClassGraphs], np.ndarray], Callable[[ClassGraphs], bool]]
+
+    def class_view(c: int) -> View:
+        """Class ``c``: its edge frequencies in a run, and whether the run saw that class."""
+        return c, lambda g: g.edge_frequency[c], lambda g: bool(g.n_windows[c] > 0)
+
+    views: list[View] = [class_view(c) for c in range(len(first.classes))]
     views.append(("all", lambda g: g.all_edge_frequency, lambda g: True))
     warnings: list[str] = []
     for key, freq, present in views:
@@ -281,11 +289,11 @@ def stability(graphs: list[ClassGraphs], labels: list[str], threshold: float = T
             fi, fj = freq(graphs[i])[off], freq(graphs[j])[off]
             jac.append(jaccard(fi > threshold, fj > threshold))
             cor.append(pearson(fi, fj))
-        name = first.classes[key] if key != "all" else "all"
+        name = first.classes[key] if isinstance(key, int) else "all"
         density = [float(freq(g)[off].mean()) if present(g) and off.any() else None for g in graphs]
         edges = [int((freq(g)[off] > threshold).sum()) if present(g) else None for g in graphs]
-        empty = [labels[r] for r in range(len(graphs))
-                 if density[r] is not None and (density[r] < NEAR_EMPTY_DENSITY or edges[r] == 0)]
+        empty = [labels[r] for r, (d, e) in enumerate(zip(density, edges, strict=True))
+                 if d is not None and (d < NEAR_EMPTY_DENSITY or e == 0)]
         per_class[name] = {"jaccard": _summary(jac), "pearson": _summary(cor), "n_pairs": len(jac),
                            "density": {"mean": float(np.mean([d for d in density if d is not None]))
                                        if any(d is not None for d in density) else None, "per_run": density},
@@ -467,7 +475,7 @@ def write_run_outputs(graphs: ClassGraphs, meta: dict[str, Any], out: Path, figu
     meta = dict(meta)
     planted = meta.pop("planted", None)
     buf = io.BytesIO()
-    arrays = graphs.arrays()
+    arrays: dict[str, Any] = graphs.arrays()  # (numpy's savez stub would read a dict[str, ndarray] as allow_pickle)
     if planted is not None:
         arrays["planted"] = np.asarray(planted, dtype=bool)
     np.savez(buf, **arrays)

@@ -112,8 +112,7 @@ def build(out: str | Path, pairs: Sequence[tuple[str, str]] = ()) -> Leaderboard
     board = Leaderboard(corpora, methods, metrics, runs, na)
     for c in corpora:
         metric = board.primary(c)
-        means = {m: board.mean(c, m, metric) for m in methods}
-        means = {m: v for m, v in means.items() if v is not None}
+        means = {m: v for m in methods if (v := board.mean(c, m, metric)) is not None}
         if means:
             sign = 1.0 if metric in LOWER_IS_BETTER else -1.0
             ranked = sps.rankdata([sign * v for v in means.values()], method="average")
@@ -141,7 +140,13 @@ def score_matrix(board: Leaderboard) -> tuple[list[str], list[str], np.ndarray, 
               for m in methods if m not in kept_m]
     corpora, methods = kept_c, kept_m
     sign = {c: (-1.0 if board.primary(c) in LOWER_IS_BETTER else 1.0) for c in corpora}
-    matrix = np.array([[sign[c] * float(board.mean(c, m, board.primary(c))) for m in methods] for c in corpora])
+    def score(c: str, m: str) -> float:
+        value = board.mean(c, m, board.primary(c))
+        if value is None:  # _largest_complete keeps only cells that have a score
+            raise ValueError(f"no score for corpus {c}, method {m} in the complete matrix")
+        return float(value)
+
+    matrix = np.array([[sign[c] * score(c, m) for m in methods] for c in corpora])
     return corpora, methods, matrix.reshape(len(corpora), len(methods)), notes
 
 

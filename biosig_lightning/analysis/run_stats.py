@@ -130,6 +130,7 @@ def subject_anova(outcomes: dict[int, list[np.ndarray]]) -> tuple[AnovaResult, s
     if len(outcomes) < 2:
         raise RunStatsError(f"{len(outcomes)} subject(s) in the test predictions; an ANOVA between subjects "
                             "needs at least two")
+    groups: list[list[float]] | list[np.ndarray]
     if all(len(parts) >= 2 for parts in outcomes.values()):
         groups, unit = [[float(c.mean()) for c in parts] for parts in outcomes.values()], "runs"
     else:

@@ -116,7 +116,7 @@ def _quiet(test: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return test(*args, **kwargs)
 
 
-def one_way_anova(groups: Sequence[Sequence[float]]) -> AnovaResult:
+def one_way_anova(groups: Sequence[Sequence[float] | np.ndarray]) -> AnovaResult:
     """One-way ANOVA (``scipy.stats.f_oneway``): ``F = (SS_between / (k - 1)) / (SS_within / (N - k))``.
 
     ``F`` is infinite (p = 0) when every group is constant and the groups differ, NaN when all are equal.
@@ -132,7 +132,7 @@ def one_way_anova(groups: Sequence[Sequence[float]]) -> AnovaResult:
     return AnovaResult(float(res.statistic), float(res.pvalue), k - 1, n - k)
 
 
-def paired_t_test(a: Sequence[float], b: Sequence[float]) -> TTestResult:
+def paired_t_test(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> TTestResult:
     """Two-sided paired t-test of ``a - b`` (``scipy.stats.ttest_rel``): ``t = mean(d) / (std(d, ddof=1) /
     sqrt(n))``, ``df = n - 1``; ``t`` is infinite (p = 0) when every difference is the same non-zero value."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)

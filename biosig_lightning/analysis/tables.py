@@ -21,14 +21,15 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import stats as sps
 
 __all__ = ["GainSummary", "RankSummary", "WelchResult", "gain_stability", "rank_summary", "welch_t_test"]
 
-Cells = Mapping[tuple[Hashable, str, str], float]
+# keys (row, dataset, metric); the row is any hashable label (Any: a Mapping is invariant in its keys)
+Cells = Mapping[tuple[Any, str, str], float]
 
 
 class GainSummary(NamedTuple):
@@ -106,7 +107,7 @@ def rank_summary(cells: Cells, higher_is_better: bool = True) -> dict[Hashable, 
             if (row, d, m) not in cells:
                 raise ValueError(f"row {row!r} has no result for dataset {d!r}, metric {m!r}")
     sign = -1.0 if higher_is_better else 1.0
-    ranks = {row: [] for row in rows}
+    ranks: dict[Hashable, list[float]] = {row: [] for row in rows}
     for d, m in grid:
         values = np.array([sign * float(cells[(row, d, m)]) for row in rows])
         for row, rank in zip(rows, sps.rankdata(values, method="average"), strict=True):

@@ -163,7 +163,7 @@ def map_channels(source: Sequence[str], target: Sequence[str]) -> ChannelMapping
         src_pos = electrode_positions(source)
         tgt_pos = electrode_positions(target)
     except ValueError as err:
-        keys = {}
+        keys: dict[str, int] = {}
         for j, name in enumerate(target):
             keys.setdefault(_name_key(name), j)
         missing = [s for s in source if _name_key(s) not in keys]
@@ -175,14 +175,15 @@ def map_channels(source: Sequence[str], target: Sequence[str]) -> ChannelMapping
         index = tuple(keys[_name_key(s)] for s in source)
         return ChannelMapping(source, target, index, "name", (None,) * len(source))
     dist = np.linalg.norm(src_pos[:, None, :] - tgt_pos[None, :, :], axis=-1)
-    index, distance = [], []
+    nearest_index: list[int] = []
+    distance: list[float] = []
     for i, name in enumerate(source):
         nearest = np.flatnonzero(dist[i] <= dist[i].min() + 1e-9)
         same = [j for j in nearest if _name_key(target[j]) == _name_key(name)]
         j = int(same[0] if same else nearest[0])
-        index.append(j)
+        nearest_index.append(j)
         distance.append(float(dist[i, j] * 1000.0))
-    return ChannelMapping(source, target, tuple(index), "nearest-midpoint", tuple(distance))
+    return ChannelMapping(source, target, tuple(nearest_index), "nearest-midpoint", tuple(distance))
 
 
 # --------------------------------------------------------------------------- window adapter
@@ -304,12 +305,13 @@ def _split_loader(dm: Any, split: str, batch_size: int) -> torch.utils.data.Data
 def extract_features(backbone: nn.Module, loader: Any, adapter: WindowAdapter, device: torch.device,
                      chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Pooled frozen features ``(N, D)`` and labels ``(N,)`` of every window a loader yields."""
+    model: Any = backbone  # any backbone with forward_features (BiosignalModel's feature interface)
     feats, labels = [], []
     for batch in loader:
         segments = adapter(batch["x"])  # (B, n, C_s, T_s)
         b, n = segments.shape[:2]
         flat = segments.reshape(b * n, *segments.shape[2:])
-        out = torch.cat([backbone.forward_features(flat[i : i + chunk].to(device)).float().cpu()
+        out = torch.cat([model.forward_features(flat[i : i + chunk].to(device)).float().cpu()
                          for i in range(0, flat.shape[0], chunk)])
         feats.append(out.view(b, n, -1).mean(dim=1))
         labels.append(batch["y"].long())
@@ -325,6 +327,9 @@ class LinearProbe(nn.Module):
     ``mu`` and ``sigma`` are fitted on the target training features and stored as buffers,
     so the saved probe is self-contained.
     """
+
+    mean: torch.Tensor
+    std: torch.Tensor
 
     def __init__(self, feature_dim: int, n_classes: int) -> None:
         super().__init__()
