@@ -6,62 +6,16 @@ learned graphs, analyze their stability across seeds, or compare them against ra
 with matched sparsity". This command provides the first two (the matched-sparsity control is
 ``graph: random`` in :class:`~biosig_lightning.models.sdformer.SDFormer`).
 
-Per run (reopened with :func:`biosig_lightning.runs.load_run`, eval mode, chosen split):
+Per run (:func:`class_graphs`): per class the edge frequency, edge probability, density and acyclic
+fraction of the hard per-window graphs, written to ``graphs.npz``, ``graphs.json`` and one PNG per class.
 
-* ``edge_frequency[k, i, j]``: the fraction of the split's class-``k`` windows whose hard
-  graph has ``a_ij = 1`` (``SDFormer.forward_with_aux(x).adjacency``), i.e. the class mean of
-  the per-sample 0/1 adjacency. Orientation as in the model: ``a_ij = 1`` means node ``j``
-  may influence node ``i`` (``j -> i``; row ``i`` lists ``i``'s parents). The diagonal is 0
-  (self-attention is always allowed and is not an edge).
-* ``edge_probability[k]``: the class mean of ``sigmoid(s_ij)``, the soft scores behind it.
-* ``edge_density[k]``: the mean edge count over the ``M (M - 1)`` ordered pairs, which is the
-  mean over the class's windows of each window's density, in ``[0, 1]``.
-* ``acyclic_fraction[k]``: the fraction of those windows whose graph is a DAG (NOTEARS
-  ``h(A) = 0``, :func:`~biosig_lightning.models.modules.learned_graphs.notears_acyclicity`).
-* Nodes are the graph nodes of the model: channels (``band_pooling: true``) or channel-band
-  tokens named ``"<channel>/<band>"`` in the model's channel-major order.
+Stability over runs (several ``RUN_DIR``, e.g. seeds of one configuration; :func:`stability`): Jaccard
+index and Pearson correlation of the class graphs over every pair of runs, with near-empty graphs flagged,
+written to ``stability.json`` and printed. As the paper stresses, these graphs are routing priors of a
+model, not physiological or causal networks.
 
-Written: ``graphs.npz`` (the arrays above plus ``classes``, ``node_names``, ``n_windows`` and
-the all-windows graph ``all_edge_frequency``), ``graphs.json`` (summary, top edges) and one
-PNG per class: a heat map of ``edge_frequency`` and a circular drawing of the strongest
-edges as arrows ``parent -> child``.
-
-Stability over runs (several ``RUN_DIR``; meant for one configuration trained with several
-seeds), per class and for all windows, over every pair of runs:
-
-* Jaccard index of the thresholded class graphs ``edge_frequency > 0.5`` (edges present in
-  most of the class's windows) over the off-diagonal pairs. Two empty graphs agree
-  completely, so their index is defined as 1.
-* Pearson correlation of the off-diagonal edge frequencies. Undefined (``null``) when either
-  graph's frequencies are constant (for example an empty graph); means are taken over the
-  defined pairs.
-* Next to them, each run's edge density and edge count above the threshold, and a
-  ``degenerate`` flag: a run whose graph is near-empty (density below
-  ``NEAR_EMPTY_DENSITY = 0.01``, i.e. fewer than one edge per hundred ordered pairs) or has
-  no edge above the threshold makes the indices meaningless (two empty graphs have Jaccard
-  1, "perfectly stable", while attention was diagonal-only), so such classes are flagged in
-  ``stability.json`` (``degenerate``, ``warnings``) and a warning is printed to stderr.
-
-All of it is written to ``stability.json`` (mean, std and per-pair values), and printed.
-Runs must share node names and classes. As the paper stresses, these graphs are routing
-priors of a model, not physiological or causal networks.
-
-Recovery of a planted graph (:func:`edge_recovery`; synthetic stand-ins with ``coupling_edges``,
-:mod:`biosig_lightning.data.synthetic_coupling`, whose edges the reader's ``config()`` records):
-the learned all-windows graph is scored against the planted one on the model's nodes, over the
-``P = M (M - 1)`` ordered pairs (*directed*) and over the ``M (M - 1) / 2`` unordered ones
-(*skeleton*: an edge either way; the dependency loss fits correlations, which have no direction,
-so the orientation comes only from the acyclicity penalty and the task). For ``k`` planted edges:
-
-* ``threshold``: the edges present in most windows (``edge_frequency > 0.5``): their count,
-  precision and recall;
-* ``top_k``: the ``k`` pairs with the highest mean edge probability (``sigmoid(s_ij)``,
-  frequency breaking no ties: it is the score the threshold acts on): precision (= recall);
-* ``auroc``: the mean edge probability as a score for "planted", over all pairs;
-* beside each, a **random graph of equal density**: the expected value for a graph with as many
-  edges drawn uniformly (precision ``k / P``, recall ``n / P``, top-k precision ``k / P``,
-  AUROC 0.5), and the values of one such graph drawn with ``seed`` (so the spread of chance is
-  visible next to its mean).
+Recovery of a planted graph on a synthetic stand-in with ``coupling_edges`` (:func:`edge_recovery`): the
+learned graph against the planted one, directed and as a skeleton, beside a random graph of equal density.
 """
 
 from __future__ import annotations
@@ -105,7 +59,7 @@ class GraphError(ValueError):
 
 @dataclass
 class ClassGraphs:
-    """Per-class mean graphs of one run on one split (see the module docstring for each array)."""
+    """Per-class mean graphs of one run on one split (each array: :func:`class_graphs`)."""
 
     classes: list[str]
     node_names: list[str]
@@ -157,7 +111,29 @@ def graph_node_names(backbone: nn.Module, ch_names: list[str]) -> list[str]:
 @torch.no_grad()
 def class_graphs(backbone: nn.Module, loader: Any, classes: list[str], node_names: list[str],
                  device: torch.device) -> ClassGraphs:
-    """Average the per-sample hard graphs of every window a loader yields, per class."""
+    """Average the per-sample hard graphs of every window a loader yields, per class.
+
+    Per run (reopened with :func:`biosig_lightning.runs.load_run`, eval mode, chosen split):
+
+    * ``edge_frequency[k, i, j]``: the fraction of the split's class-``k`` windows whose hard
+      graph has ``a_ij = 1`` (``SDFormer.forward_with_aux(x).adjacency``), i.e. the class mean of
+      the per-sample 0/1 adjacency. Orientation as in the model: ``a_ij = 1`` means node ``j``
+      may influence node ``i`` (``j -> i``; row ``i`` lists ``i``'s parents). The diagonal is 0
+      (self-attention is always allowed and is not an edge).
+    * ``edge_probability[k]``: the class mean of ``sigmoid(s_ij)``, the soft scores behind it.
+    * ``edge_density[k]``: the mean edge count over the ``M (M - 1)`` ordered pairs, which is the
+      mean over the class's windows of each window's density, in ``[0, 1]``.
+    * ``acyclic_fraction[k]``: the fraction of those windows whose graph is a DAG (NOTEARS
+      ``h(A) = 0``, :func:`~biosig_lightning.models.modules.learned_graphs.notears_acyclicity`).
+    * Nodes are the graph nodes of the model: channels (``band_pooling: true``) or channel-band
+      tokens named ``"<channel>/<band>"`` in the model's channel-major order.
+
+    Written: ``graphs.npz`` (the arrays above plus ``classes``, ``node_names``, ``n_windows`` and
+    the all-windows graph ``all_edge_frequency``), ``graphs.json`` (summary, top edges) and one
+    PNG per class: a heat map of ``edge_frequency`` and a circular drawing of the strongest
+    edges as arrows ``parent -> child``.
+
+    """
     from biosig_lightning.models.modules.learned_graphs import notears_acyclicity
 
     k, m = len(classes), len(node_names)
@@ -258,9 +234,29 @@ def _summary(values: Sequence[float | None]) -> dict[str, Any]:
 def stability(graphs: list[ClassGraphs], labels: list[str], threshold: float = THRESHOLD) -> dict[str, Any]:
     """Pairwise Jaccard (thresholded graphs) and Pearson (edge frequencies) over runs, per class.
 
+    Stability over runs (several ``RUN_DIR``; meant for one configuration trained with several
+    seeds), per class and for all windows, over every pair of runs:
+
+    * Jaccard index of the thresholded class graphs ``edge_frequency > 0.5`` (edges present in
+      most of the class's windows) over the off-diagonal pairs. Two empty graphs agree
+      completely, so their index is defined as 1.
+    * Pearson correlation of the off-diagonal edge frequencies. Undefined (``null``) when either
+      graph's frequencies are constant (for example an empty graph); means are taken over the
+      defined pairs.
+    * Next to them, each run's edge density and edge count above the threshold, and a
+      ``degenerate`` flag: a run whose graph is near-empty (density below
+      ``NEAR_EMPTY_DENSITY = 0.01``, i.e. fewer than one edge per hundred ordered pairs) or has
+      no edge above the threshold makes the indices meaningless (two empty graphs have Jaccard
+      1, "perfectly stable", while attention was diagonal-only), so such classes are flagged in
+      ``stability.json`` (``degenerate``, ``warnings``) and a warning is printed to stderr.
+
+    All of it is written to ``stability.json`` (mean, std and per-pair values), and printed.
+    Runs must share node names and classes. As the paper stresses, these graphs are routing
+    priors of a model, not physiological or causal networks.
+
     Classes without windows in either run of a pair are left out of that pair. Each class also
     gets every run's ``density`` and ``edges_above_threshold`` and a ``degenerate`` flag when a
-    run's graph is near-empty (see the module docstring); ``warnings`` lists the flagged classes.
+    run's graph is near-empty (see above); ``warnings`` lists the flagged classes.
     """
     if len(graphs) < 2:
         raise GraphError("stability needs at least two runs")
@@ -364,7 +360,24 @@ def _scores(predicted: np.ndarray, probability: np.ndarray, truth: np.ndarray, s
 
 def edge_recovery(frequency: np.ndarray, probability: np.ndarray, truth: np.ndarray,
                   threshold: float = THRESHOLD, seed: int = 0) -> dict[str, Any]:
-    """How well a learned graph recovers a planted one (module docstring, "Recovery").
+    """How well a learned graph recovers a planted one.
+
+    Recovery of a planted graph (:func:`edge_recovery`; synthetic stand-ins with ``coupling_edges``,
+    :mod:`biosig_lightning.data.synthetic_coupling`, whose edges the reader's ``config()`` records):
+    the learned all-windows graph is scored against the planted one on the model's nodes, over the
+    ``P = M (M - 1)`` ordered pairs (*directed*) and over the ``M (M - 1) / 2`` unordered ones
+    (*skeleton*: an edge either way; the dependency loss fits correlations, which have no direction,
+    so the orientation comes only from the acyclicity penalty and the task). For ``k`` planted edges:
+
+    * ``threshold``: the edges present in most windows (``edge_frequency > 0.5``): their count,
+      precision and recall;
+    * ``top_k``: the ``k`` pairs with the highest mean edge probability (``sigmoid(s_ij)``,
+      frequency breaking no ties: it is the score the threshold acts on): precision (= recall);
+    * ``auroc``: the mean edge probability as a score for "planted", over all pairs;
+    * beside each, a **random graph of equal density**: the expected value for a graph with as many
+      edges drawn uniformly (precision ``k / P``, recall ``n / P``, top-k precision ``k / P``,
+      AUROC 0.5), and the values of one such graph drawn with ``seed`` (so the spread of chance is
+      visible next to its mean).
 
     Args:
         frequency: ``(M, M)`` fraction of windows with ``a_ij = 1`` (thresholded at ``threshold``).

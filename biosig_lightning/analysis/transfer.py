@@ -19,46 +19,11 @@ exactly that for any finished ``biosig fit`` run whose backbone has ``forward_fe
    (:func:`biosig_lightning.metrics.build_metrics`), and ``transfer.json`` (plus the probe's
    weights, ``probe.pt``) is written atomically.
 
-Montage and shape rule (one rule for both directions; recorded in ``transfer.json``)
--------------------------------------------------------------------------------------
-* **Channels.** Source input channel ``i`` is fed by the target channel whose position on
-  the standard 10-20 template is nearest to source channel ``i``'s position
-  (:func:`biosig_lightning.features.montage.electrode_positions`: a referential channel sits at
-  its electrode, a bipolar channel at the midpoint of its two electrodes). Ties (CHB-MIT
-  records ``T7-P7`` and ``P7-T7`` at one midpoint) go to the target channel with the same
-  name, else to the first listed, so a same-montage transfer is the identity. A target
-  channel may feed several source inputs (CHB-MIT -> Sleep-EDF feeds the 23 bipolar inputs
-  from Fpz-Cz and Pz-Oz). Channel sets that cannot be placed on the template (ECG leads,
-  synthetic ``ch0`` names) are matched by exact name instead, and a source channel with no
-  same-named target channel is an error.
-* **Sampling rate.** Target windows are resampled to the source rate with an anti-aliased
-  polyphase filter (``scipy.signal.resample_poly``; 256 -> 100 Hz is ``25/64``).
-* **Length.** A resampled window of ``T'`` samples that is at least the source window
-  ``T_s`` is cut into ``n = ceil(T' / T_s)`` source-length segments with evenly spaced
-  starts covering the whole window (the last one overlaps its neighbour when ``T_s`` does
-  not divide ``T'``; a 30 s Sleep-EDF epoch gives 15 CHB-MIT-sized 2 s segments); the
-  backbone features of the segments are averaged. A window shorter than the source window
-  (a 2 s CHB-MIT window for a 30 s Sleep-EDF backbone) is extended to ``T_s`` by **mirror
-  tiling** (``x, reversed x, x, ...``). *Why not zero padding:* SD-Former's tokens are log
-  band-power trajectories over fixed frames; padding would leave most frames silent, with log
-  powers at the floor that the backbone (and its BatchNorm statistics) never saw, and the
-  pooled feature would describe the padding. Periodic tiling keeps the window's content in
-  every frame but puts a jump at every seam (a broadband artefact); mirror tiling is
-  continuous at the seams and keeps the window's amplitude distribution and, up to the
-  seams' edge effects, its band powers.
-* **Scale.** When the source run z-scored each window per channel (data
-  ``normalization: window``, the default), every segment is z-scored per channel again, so
-  the backbone sees the input statistics it was trained on; otherwise segments keep the
-  target DataModule's normalisation.
+Target windows are adapted to the source input by one rule for both directions (channels by nearest
+10-20 position, polyphase resampling, segmenting or mirror tiling to the source length, per-window
+z-scoring where the source used it): :class:`WindowAdapter`.
 
-Probe settings the paper leaves open (our defaults, all options): AdamW, ``lr=1e-3``,
-``weight_decay=1e-4``, batch 256, up to 100 epochs, patience 10 on the validation
-cross-entropy (``--monitor loss``; any metric key may be chosen instead), no class weights
-(``--class-weight balanced`` is available). Table 3's Sleep-EDF -> CHB-MIT macro F1 of
-0.440 +- 0.033 for four of five models is what a probe that always predicts "background"
-scores (``F1 = p / (1 + p)`` for a background fraction ``p``, 0.44 at ``p ~ 0.79``), which
-suggests the paper's probe was unweighted; note that this makes F1 uninformative in that
-direction, and AUROC the number to read.
+The probe settings the paper leaves open are :class:`ProbeSettings`' defaults.
 """
 
 from __future__ import annotations
@@ -117,7 +82,7 @@ class TransferError(ValueError):
 
 @dataclass(frozen=True)
 class ChannelMapping:
-    """Which target channel feeds each source input channel (see the module docstring).
+    """Which target channel feeds each source input channel (the rule: :class:`WindowAdapter`).
 
     ``index[i]`` is the target channel index for source channel ``i``; ``distance_mm[i]`` is
     the distance between the two template positions (``None`` when matched by name).
@@ -192,8 +157,40 @@ def map_channels(source: Sequence[str], target: Sequence[str]) -> ChannelMapping
 class WindowAdapter:
     """Target windows ``(B, C_t, T_t)`` -> source-shaped segments ``(B, n_segments, C_s, T_s)``.
 
+    Montage and shape rule (one rule for both directions; recorded in ``transfer.json``):
+
+    * **Channels.** Source input channel ``i`` is fed by the target channel whose position on
+      the standard 10-20 template is nearest to source channel ``i``'s position
+      (:func:`biosig_lightning.features.montage.electrode_positions`: a referential channel sits at
+      its electrode, a bipolar channel at the midpoint of its two electrodes). Ties (CHB-MIT
+      records ``T7-P7`` and ``P7-T7`` at one midpoint) go to the target channel with the same
+      name, else to the first listed, so a same-montage transfer is the identity. A target
+      channel may feed several source inputs (CHB-MIT -> Sleep-EDF feeds the 23 bipolar inputs
+      from Fpz-Cz and Pz-Oz). Channel sets that cannot be placed on the template (ECG leads,
+      synthetic ``ch0`` names) are matched by exact name instead, and a source channel with no
+      same-named target channel is an error.
+    * **Sampling rate.** Target windows are resampled to the source rate with an anti-aliased
+      polyphase filter (``scipy.signal.resample_poly``; 256 -> 100 Hz is ``25/64``).
+    * **Length.** A resampled window of ``T'`` samples that is at least the source window
+      ``T_s`` is cut into ``n = ceil(T' / T_s)`` source-length segments with evenly spaced
+      starts covering the whole window (the last one overlaps its neighbour when ``T_s`` does
+      not divide ``T'``; a 30 s Sleep-EDF epoch gives 15 CHB-MIT-sized 2 s segments); the
+      backbone features of the segments are averaged. A window shorter than the source window
+      (a 2 s CHB-MIT window for a 30 s Sleep-EDF backbone) is extended to ``T_s`` by **mirror
+      tiling** (``x, reversed x, x, ...``). *Why not zero padding:* SD-Former's tokens are log
+      band-power trajectories over fixed frames; padding would leave most frames silent, with log
+      powers at the floor that the backbone (and its BatchNorm statistics) never saw, and the
+      pooled feature would describe the padding. Periodic tiling keeps the window's content in
+      every frame but puts a jump at every seam (a broadband artefact); mirror tiling is
+      continuous at the seams and keeps the window's amplitude distribution and, up to the
+      seams' edge effects, its band powers.
+    * **Scale.** When the source run z-scored each window per channel (data
+      ``normalization: window``, the default), every segment is z-scored per channel again, so
+      the backbone sees the input statistics it was trained on; otherwise segments keep the
+      target DataModule's normalisation.
+
     Applies the channel mapping, resampling, segmentation or mirror tiling and the optional
-    per-segment z-score of the module docstring.
+    per-segment z-score described above.
     """
 
     def __init__(self, mapping: ChannelMapping, *, source_sfreq: float, source_n_times: int,
@@ -347,7 +344,17 @@ class LinearProbe(nn.Module):
 
 @dataclass(frozen=True)
 class ProbeSettings:
-    """Optimisation of the linear probe (see the module docstring for the defaults' reasons)."""
+    """Optimisation of the linear probe.
+
+    Probe settings the paper leaves open (our defaults, all options): AdamW, ``lr=1e-3``,
+    ``weight_decay=1e-4``, batch 256, up to 100 epochs, patience 10 on the validation
+    cross-entropy (``--monitor loss``; any metric key may be chosen instead), no class weights
+    (``--class-weight balanced`` is available). Table 3's Sleep-EDF -> CHB-MIT macro F1 of
+    0.440 +- 0.033 for four of five models is what a probe that always predicts "background"
+    scores (``F1 = p / (1 + p)`` for a background fraction ``p``, 0.44 at ``p ~ 0.79``), which
+    suggests the paper's probe was unweighted; note that this makes F1 uninformative in that
+    direction, and AUROC the number to read.
+    """
 
     lr: float = 1e-3
     weight_decay: float = 1e-4
@@ -450,7 +457,7 @@ def transfer(source: str | Path, target_configs: Sequence[str | Path], *, overri
     ``settings=None`` uses the :class:`ProbeSettings` defaults; a ``None`` seed becomes the
     source run's seed.
     Writes ``transfer.json`` and ``probe.pt`` into ``out`` (default
-    ``source/transfer/<target dataset>``); see the module docstring for every step.
+    ``source/transfer/<target dataset>``); the module docstring lists the steps.
     """
     started = time.perf_counter()
     configs = [Path(c) for c in target_configs]

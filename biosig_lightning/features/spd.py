@@ -29,40 +29,14 @@ sqrt2``):
 8. tokens: the upper triangle in row-major order, ``d(n+1) = (n+1)(n+2)/2`` numbers (45 for 8
    electrodes), off-diagonal entries times sqrt(2) by default.
 
-Options that reproduce the authors' code (each a quirk of it, named here):
-
-* ``causal=True``: single-pass causal band-pass (code: ``lfilter``).
-* ``reference="augmented_raw"``: ``G`` is the augmentation (with the same alpha) of the affine-invariant
-  mean of the raw SPD(n) covariances and the arithmetic mean of the PSD vectors, which is what the
-  code builds; ``reference="augmented"`` (default) is the affine-invariant mean of the augmented
-  SPD(n+1) matrices themselves, the paper's "we augment our matrices ... before whitening them ...
-  average all relevant matrices using the standard affine invariant metric".
-* ``sqrt2=False``: off-diagonal entries unscaled (code; also the literal coordinates in the paper's
-  basis ``B_m``, Sec. 2).
-* ``eps=None``: the floor is machine epsilon (code's ``svd_singular_value_minimum: None``).
-
-Reading (sqrt(2)): the paper calls Sec. 1's ``||X||_2`` "the L2 norm applied to the upper
-triangular", which taken literally is the code's unscaled token; but the log-Euclidean distance of
-Arsigny et al. [1] that eq. (1) cites is the Frobenius norm of ``log A - log B``, and the Euclidean
-norm of the token equals it only with sqrt(2) on the off-diagonals. We default to the isometric
-tokens (then pyriemann's ``upper`` is exactly our token) and keep the code's as ``sqrt2=False``.
-
-Whitening scope (which data the reference touches): ``scope="recording"`` is the authors' choice, one
-``G`` per recording and channel from all of that recording's subwindows, so the test recordings'
-own (unlabelled) signals shape their tokens: transductive. ``scope="train"`` uses one ``G`` per channel
-for every recording, computed from training recordings only. Reading: that ``G`` is the
-affine-invariant mean of the training recordings' per-recording means (one matrix per recording,
-weighted by its subwindow count), which avoids a Karcher flow over millions of matrices and equals the
-pooled mean when recordings agree.
+Options that reproduce the authors' code (``causal``, ``reference``, ``sqrt2``, ``eps``), the reading of the
+token norm and the whitening scope (which data the reference touches) are in :func:`spd_tokens`.
 
 Everything is batched over epochs, subwindows and channels (torch FFTs in overlap-save blocks and
-batched products in float32 for the filters and covariances, torch float64 for the matrix functions,
-whose eigendecompositions go through :mod:`biosig_lightning.accel.jacobi`: a compiled batched Jacobi
-kernel that also forms the whitened matrices itself and starts from each matrix's eigenbasis of the
-pass before, when numba is installed; ``torch.linalg.eigh`` otherwise; the same results to round-off);
-the Python loops are over recordings, blocks of the signal, filter bands, frequency channels and chunks
-of 1,024 matrices, and blocks and channels (or a channel's chunks) run on ``torch.get_num_threads()``
-threads. Speed against the authors' code: ``benchmarks/performance/spdtransnet.py`` and ``benchmarks/README.md``.
+float32 products for the filters and covariances, float64 matrix functions whose eigendecompositions go
+through :mod:`biosig_lightning.accel.jacobi` when numba is installed, ``torch.linalg.eigh`` otherwise,
+with the same results to round-off); recordings, signal blocks, bands and chunks of 1,024 matrices run on
+``torch.get_num_threads()`` threads. Speed against the authors' code: ``benchmarks/performance/spdtransnet.py``.
 """
 
 from __future__ import annotations
@@ -688,6 +662,32 @@ def recording_tokens(cov: torch.Tensor, psd: torch.Tensor, alpha: float, beta: f
 def spd_tokens(cov: torch.Tensor, psd: torch.Tensor, alpha: float, beta: float, eps: float | None,
                reference_matrix: torch.Tensor, sqrt2: bool = True) -> torch.Tensor:
     """Stage 2: ``(E, C, S, n, n)``, ``(E, C, S, n)`` -> tokens ``(E, C, S, d(n+1))``.
+
+    Options that reproduce the authors' code (each a quirk of it, named here):
+
+    * ``causal=True``: single-pass causal band-pass (code: ``lfilter``).
+    * ``reference="augmented_raw"``: ``G`` is the augmentation (with the same alpha) of the affine-invariant
+      mean of the raw SPD(n) covariances and the arithmetic mean of the PSD vectors, which is what the
+      code builds; ``reference="augmented"`` (default) is the affine-invariant mean of the augmented
+      SPD(n+1) matrices themselves, the paper's "we augment our matrices ... before whitening them ...
+      average all relevant matrices using the standard affine invariant metric".
+    * ``sqrt2=False``: off-diagonal entries unscaled (code; also the literal coordinates in the paper's
+      basis ``B_m``, Sec. 2).
+    * ``eps=None``: the floor is machine epsilon (code's ``svd_singular_value_minimum: None``).
+
+    Reading (sqrt(2)): the paper calls Sec. 1's ``||X||_2`` "the L2 norm applied to the upper
+    triangular", which taken literally is the code's unscaled token; but the log-Euclidean distance of
+    Arsigny et al. [1] that eq. (1) cites is the Frobenius norm of ``log A - log B``, and the Euclidean
+    norm of the token equals it only with sqrt(2) on the off-diagonals. We default to the isometric
+    tokens (then pyriemann's ``upper`` is exactly our token) and keep the code's as ``sqrt2=False``.
+
+    Whitening scope (which data the reference touches): ``scope="recording"`` is the authors' choice, one
+    ``G`` per recording and channel from all of that recording's subwindows, so the test recordings'
+    own (unlabelled) signals shape their tokens: transductive. ``scope="train"`` uses one ``G`` per channel
+    for every recording, computed from training recordings only. Reading: that ``G`` is the
+    affine-invariant mean of the training recordings' per-recording means (one matrix per recording,
+    weighted by its subwindow count), which avoids a Karcher flow over millions of matrices and equals the
+    pooled mean when recordings agree.
 
     ``reference_matrix`` ``(C, n+1, n+1)`` is ``G``; ``W = beta G^{-1/2} A G^{-1/2}``, eigenvalues
     floored at ``eps`` (machine epsilon for ``None``), ``log``, upper triangle.
