@@ -21,41 +21,8 @@ sampled at ``fs``:
 FBD is computed twice: on the input windows (as the model sees them, after the run's
 normalisation: "before alignment") and on the final-layer embeddings ("after alignment").
 
-Readings chosen where the paper is silent or ambiguous:
-
-1. PSD scaling: the one-sided periodogram density ``2 |X_k|^2 / (fs L)`` (DC and Nyquist not
-   doubled) integrated as a sum times ``df = fs / L``, so that ``sum_b E_b`` is the mean
-   square of ``z`` (Parseval). FBD is invariant to any global scale of the PSD; the scaling only
-   makes ``E_b`` readable as power.
-2. Eq. 14 transforms ``z`` as it is, so its mean (DC) belongs to bin ``[0, 2)`` Hz;
-   ``--demean`` removes each channel's mean first.
-3. Bins are half-open except the last, which also holds the Nyquist frequency. A bin that
-   holds no FFT frequency (a window shorter than ``1 / bin_hz`` seconds) is NaN, never 0.
-4. ``Std_s`` in Eq. 17 is the sample standard deviation (ddof=1) over the subjects that have
-   windows of class ``y``. A class with a single subject in the split has no measurable
-   subject spread: it is left out of the class average (listed in the JSON under
-   ``classes_without_spread``) rather than counted as 0, which would inflate FBD. When no class
-   has two subjects the command fails (use ``--split all`` or a split with more subjects).
-5. ``mu_b^(y)`` (Eq. 18) weighs every subject once, whatever its number of windows.
-6. Time axis of the embedding. BioFormer's final-layer temporal embedding is three token
-   sequences (pyramid branches of ``ceil(T/2)``, ``ceil(T/4)``, ``ceil(T/8)`` tokens); branch
-   ``j`` with ``L_j`` tokens samples the window at ``fs_j = sfreq * L_j / n_times``. FBD is
-   computed per branch (``branches`` in the JSON); the headline ``embedding`` is the finest
-   branch, which spans the widest frequency range.
-7. ``--layer final`` (default) is the output of the last hybrid layer before the final
-   normalisation (:meth:`BioFormer.forward_tokens`); ``--layer scln`` is after the final
-   SCLN/LayerNorm (the tokens the head flattens); ``--layer input`` computes the input FBD only.
-8. Bands of the summary (``--bands``, default): the paper's low range ``0-20`` Hz (Sec. 5.4)
-   and the clinical EEG bands (:data:`biosig_lightning.features.spectral.EEG_BANDS`), upper
-   edges capped at Nyquist. A bin belongs to a band when its centre lies in ``[lo, hi)``.
-   Each band reports the mean bin FBD and ``frac_above_1``, the share of its bins with
-   ``FBD > 1`` (the red area of Fig. 6).
-9. ``eps = 1e-12`` (Eq. 20).
-10. FBD is a spectral measure, so it needs a representation that is a signal over time. BioFormer,
-    the Transformer baseline (one token per time step or patch) and Medformer (one sequence per
-    granularity, routers left out) provide ``forward_tokens``, so Fig. 6's comparison of methods can
-    be made; a backbone without it (CNN1D, PatchTST, ...) is refused with a clear error instead of
-    guessing a time axis; ``--layer input`` still works for it.
+The readings chosen where the paper is silent or ambiguous (PSD scaling, DC, bin edges, the subject
+spread, the embedding's time axis, layers, bands) are listed in :func:`compute_fbd`.
 """
 
 from __future__ import annotations
@@ -107,7 +74,7 @@ def band_power(z: np.ndarray, fs: float, bin_hz: float = 2.0, demean: bool = Fal
         z: ``(N, D, L)`` -- ``N`` windows, ``D`` channels, ``L`` time steps.
         fs: sampling rate of the last axis in Hz.
         bin_hz: bin width (2 Hz in the paper).
-        demean: remove each channel's mean before the FFT (reading 2 of the module docstring).
+        demean: remove each channel's mean before the FFT (reading 2 of :func:`compute_fbd`).
 
     Returns:
         ``(E, edges)``: ``E`` of shape ``(N, n_bins)`` (NaN for bins holding no FFT frequency)
@@ -155,7 +122,7 @@ def fbd_from_band_power(power: np.ndarray, labels: np.ndarray, subjects: np.ndar
 
     Subject-class cells are averaged over their windows first; ``Std_s`` is the sample standard
     deviation over the subjects of a class, and classes with a single subject are left out of
-    Eq. 17's average (readings 4-5 of the module docstring).
+    Eq. 17's average (readings 4-5 of :func:`compute_fbd`).
     """
     power = np.asarray(power, dtype=np.float64)
     labels = np.asarray(labels).astype(np.int64)
@@ -277,7 +244,7 @@ def split_batches(loaded: LoadedRun, split: str, batch_size: int = 256) -> Itera
 
 
 def _token_fn(backbone: nn.Module, layer: str) -> Callable[[torch.Tensor], list[torch.Tensor]]:
-    """The function giving the layer's token sequences ``[(B, L_j, D)]`` (reading 7, 10)."""
+    """The function giving the layer's token sequences ``[(B, L_j, D)]`` (readings 7 and 10 of :func:`compute_fbd`)."""
     name = type(backbone).__name__
     if layer == "final":
         tokens = getattr(backbone, "forward_tokens", None)
@@ -395,7 +362,45 @@ def plot(path: Path, report: dict[str, Any], class_names: list[str]) -> None:
 def compute_fbd(loaded: LoadedRun, split: str = "test", layer: str = "final", bin_hz: float = 2.0,
                 bands: Sequence[Band] = DEFAULT_BANDS, demean: bool = False, batch_size: int = 256,
                 device: torch.device | None = None) -> dict[str, Any]:
-    """The ``fbd.json`` report of a reopened run (see the module docstring for every choice)."""
+    """The ``fbd.json`` report of a reopened run (definitions: the module docstring).
+
+    Readings chosen where the paper is silent or ambiguous:
+
+    1. PSD scaling: the one-sided periodogram density ``2 |X_k|^2 / (fs L)`` (DC and Nyquist not
+       doubled) integrated as a sum times ``df = fs / L``, so that ``sum_b E_b`` is the mean
+       square of ``z`` (Parseval). FBD is invariant to any global scale of the PSD; the scaling only
+       makes ``E_b`` readable as power.
+    2. Eq. 14 transforms ``z`` as it is, so its mean (DC) belongs to bin ``[0, 2)`` Hz;
+       ``--demean`` removes each channel's mean first.
+    3. Bins are half-open except the last, which also holds the Nyquist frequency. A bin that
+       holds no FFT frequency (a window shorter than ``1 / bin_hz`` seconds) is NaN, never 0.
+    4. ``Std_s`` in Eq. 17 is the sample standard deviation (ddof=1) over the subjects that have
+       windows of class ``y``. A class with a single subject in the split has no measurable
+       subject spread: it is left out of the class average (listed in the JSON under
+       ``classes_without_spread``) rather than counted as 0, which would inflate FBD. When no class
+       has two subjects the command fails (use ``--split all`` or a split with more subjects).
+    5. ``mu_b^(y)`` (Eq. 18) weighs every subject once, whatever its number of windows.
+    6. Time axis of the embedding. BioFormer's final-layer temporal embedding is three token
+       sequences (pyramid branches of ``ceil(T/2)``, ``ceil(T/4)``, ``ceil(T/8)`` tokens); branch
+       ``j`` with ``L_j`` tokens samples the window at ``fs_j = sfreq * L_j / n_times``. FBD is
+       computed per branch (``branches`` in the JSON); the headline ``embedding`` is the finest
+       branch, which spans the widest frequency range.
+    7. ``--layer final`` (default) is the output of the last hybrid layer before the final
+       normalisation (:meth:`BioFormer.forward_tokens`); ``--layer scln`` is after the final
+       SCLN/LayerNorm (the tokens the head flattens); ``--layer input`` computes the input FBD only.
+    8. Bands of the summary (``--bands``, default): the paper's low range ``0-20`` Hz (Sec. 5.4)
+       and the clinical EEG bands (:data:`biosig_lightning.features.spectral.EEG_BANDS`), upper
+       edges capped at Nyquist. A bin belongs to a band when its centre lies in ``[lo, hi)``.
+       Each band reports the mean bin FBD and ``frac_above_1``, the share of its bins with
+       ``FBD > 1`` (the red area of Fig. 6).
+    9. ``eps = 1e-12`` (Eq. 20).
+    10. FBD is a spectral measure, so it needs a representation that is a signal over time. BioFormer,
+        the Transformer baseline (one token per time step or patch) and Medformer (one sequence per
+        granularity, routers left out) provide ``forward_tokens``, so Fig. 6's comparison of methods can
+        be made; a backbone without it (CNN1D, PatchTST, ...) is refused with a clear error instead of
+        guessing a time axis; ``--layer input`` still works for it.
+
+    """
     if layer not in LAYERS:
         raise AnalysisError(f"--layer must be one of {', '.join(LAYERS)}, got {layer!r}")
     if not bin_hz > 0:

@@ -18,35 +18,8 @@ What is measured:
 * Silhouette scores (Appendix G.6, Table 12) of the features with respect to the subject ids
   ("Subject", lower is better) and to the class labels ("Label", higher is better).
 
-Protocol (the paper names the measurements but not these details; our readings):
-
-1. Default split ``test``: the paper's representations come "from unseen test subjects"
-   (Sec. 5.5, G.6), subjects the backbone never trained on. ``--split`` takes any split or
-   ``all``.
-2. The probe has to recognise the *same* subjects it was trained on, so the chosen split's
-   windows are divided within every subject: each (subject, class) cell sends
-   ``round(test_fraction * n)`` of its windows (at least 1 when it has 2 or more) to the probe's
-   test set and the rest to its training set, seeded (``--seed``). A subject left with no probe
-   test or probe train window is an error naming it. Neighbouring windows of one recording are
-   correlated, so probe scores are an upper bound on subject recoverability, as in the paper.
-3. Probe: features standardised with the probe-train mean/std, then
-   ``Linear(F, hidden) -> ReLU -> Dropout(0.1) -> Linear(hidden, n_subjects)``, trained with
-   AdamW (``lr``, weight decay 1e-4, mini-batches of ``--probe-batch-size`` = 64) and cross-entropy for a fixed number of epochs;
-   the final weights are scored (no early stopping: there is no third set to stop on without
-   touching the probe test windows). Macro-F1 averages over the subjects present in the probe's
-   true or predicted labels (``zero_division = 0``).
-4. Clustering and silhouettes use the raw features (no standardisation: the geometry the head
-   sees), on at most ``--max-windows`` windows drawn at random (seeded) when the split is larger,
-   because silhouettes need all pairwise distances. Both run on the exact principal coordinates
-   of the features (:func:`principal_coordinates`: a rotation that keeps every distance, at most
-   ``n - 1`` dimensions), which makes them fast on wide features without changing any score.
-   k-means is k-means++ seeded Lloyd, best of 10 starts by inertia. NMI uses the arithmetic mean of the two entropies (sklearn's default);
-   AMI corrects MI by its expectation under the hypergeometric model (Vinh et al., 2010). Both
-   are implemented here with numpy/scipy (no scikit-learn at run time) and tested against
-   scikit-learn.
-5. Silhouette: Euclidean distance; a sample alone in its cluster scores 0. A labelling with a
-   single group (e.g. a test split holding one class) has no silhouette: reported as ``null``
-   with the reason.
+The protocol details the paper leaves open (the split, the within-subject probe split, the probe, the
+clustering and the silhouettes) are read as :func:`compute_probe` lists.
 """
 
 from __future__ import annotations
@@ -375,7 +348,39 @@ def compute_probe(loaded: LoadedRun, split: str = "test", *, epochs: int = 100, 
                   lr: float = 1e-3, test_fraction: float = 0.3, seed: int = 0, max_windows: int = 3000,
                   batch_size: int = 256, probe_batch_size: int = 64,
                   device: torch.device | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The ``probe.json`` report and the 2-D projection to plot (see the module docstring)."""
+    """The ``probe.json`` report and the 2-D projection to plot (what is measured: the module docstring).
+
+    Protocol (the paper names the measurements but not these details; our readings):
+
+    1. Default split ``test``: the paper's representations come "from unseen test subjects"
+       (Sec. 5.5, G.6), subjects the backbone never trained on. ``--split`` takes any split or
+       ``all``.
+    2. The probe has to recognise the *same* subjects it was trained on, so the chosen split's
+       windows are divided within every subject: each (subject, class) cell sends
+       ``round(test_fraction * n)`` of its windows (at least 1 when it has 2 or more) to the probe's
+       test set and the rest to its training set, seeded (``--seed``). A subject left with no probe
+       test or probe train window is an error naming it. Neighbouring windows of one recording are
+       correlated, so probe scores are an upper bound on subject recoverability, as in the paper.
+    3. Probe: features standardised with the probe-train mean/std, then
+       ``Linear(F, hidden) -> ReLU -> Dropout(0.1) -> Linear(hidden, n_subjects)``, trained with
+       AdamW (``lr``, weight decay 1e-4, mini-batches of ``--probe-batch-size`` = 64) and cross-entropy for a fixed number of epochs;
+       the final weights are scored (no early stopping: there is no third set to stop on without
+       touching the probe test windows). Macro-F1 averages over the subjects present in the probe's
+       true or predicted labels (``zero_division = 0``).
+    4. Clustering and silhouettes use the raw features (no standardisation: the geometry the head
+       sees), on at most ``--max-windows`` windows drawn at random (seeded) when the split is larger,
+       because silhouettes need all pairwise distances. Both run on the exact principal coordinates
+       of the features (:func:`principal_coordinates`: a rotation that keeps every distance, at most
+       ``n - 1`` dimensions), which makes them fast on wide features without changing any score.
+       k-means is k-means++ seeded Lloyd, best of 10 starts by inertia. NMI uses the arithmetic mean of the two entropies (sklearn's default);
+       AMI corrects MI by its expectation under the hypergeometric model (Vinh et al., 2010). Both
+       are implemented here with numpy/scipy (no scikit-learn at run time) and tested against
+       scikit-learn.
+    5. Silhouette: Euclidean distance; a sample alone in its cluster scores 0. A labelling with a
+       single group (e.g. a test split holding one class) has no silhouette: reported as ``null``
+       with the reason.
+
+    """
     data = collect_features(loaded, split, batch_size, device)
     x, y, subjects = data["features"], data["y"], data["subject"]
     n_subjects = len(np.unique(subjects))

@@ -29,24 +29,8 @@ although its head flattens the tokens). A backbone without ``align_site``, or
 head(forward_features(x))``): for globally average-pooled backbones (CNN1D, EEGNet-like
 nets) that is the same temporal average. Either way the backbone runs once per step.
 
-Two random subjects. When a batch holds windows of at least two subjects, two of them are
-drawn uniformly (global torch RNG, so seeded runs repeat) and the discrepancy is taken
-between their windows' features. CORAL needs covariances, so only subjects with at least
-two windows in the batch are eligible for it. With fewer eligible subjects the auxiliary
-loss is skipped (exactly 0, no gradient), as the paper specifies.
-
-Style site. MixStyle and DSU perturb the output of one submodule through a forward hook.
-Each backbone declares where: ``style_site`` (dotted submodule name, e.g. ``"embed"``) and
-``style_channel_dim`` (``1`` for ``(B, C, T)`` maps, ``-1`` for ``(B, L, D)`` tokens). Paper:
-right after the embedding layer for Transformer and Medformer, after the first convolution
-block for EEGNet.
-
-GRL subjects. The discriminator classifies the *training* subjects,
-``len(trainer.datamodule.subjects["train"])`` of them; their sorted ids are kept in the
-``train_subjects`` buffer and a batch's ``subject`` ids are mapped to ``0..n-1`` through
-it. The discriminator is built in :meth:`setup` (before the optimiser is configured, so
-it is optimised) and rebuilt from the weights by :meth:`load_state_dict` when a
-checkpoint is loaded into a fresh task.
+How two subjects are drawn, where a backbone declares its style site, and how the GRL discriminator
+indexes the training subjects: :class:`DGTask`.
 """
 
 from __future__ import annotations
@@ -86,6 +70,25 @@ def dann_lambda(progress: float, gamma: float = 10.0) -> float:
 
 class DGTask(ClassificationTask):
     """:class:`ClassificationTask` plus one DG method (BioFormer Table 3, Appendix C.4).
+
+    Two random subjects. When a batch holds windows of at least two subjects, two of them are
+    drawn uniformly (global torch RNG, so seeded runs repeat) and the discrepancy is taken
+    between their windows' features. CORAL needs covariances, so only subjects with at least
+    two windows in the batch are eligible for it. With fewer eligible subjects the auxiliary
+    loss is skipped (exactly 0, no gradient), as the paper specifies.
+
+    Style site. MixStyle and DSU perturb the output of one submodule through a forward hook.
+    Each backbone declares where: ``style_site`` (dotted submodule name, e.g. ``"embed"``) and
+    ``style_channel_dim`` (``1`` for ``(B, C, T)`` maps, ``-1`` for ``(B, L, D)`` tokens). Paper:
+    right after the embedding layer for Transformer and Medformer, after the first convolution
+    block for EEGNet.
+
+    GRL subjects. The discriminator classifies the *training* subjects,
+    ``len(trainer.datamodule.subjects["train"])`` of them; their sorted ids are kept in the
+    ``train_subjects`` buffer and a batch's ``subject`` ids are mapped to ``0..n-1`` through
+    it. The discriminator is built in :meth:`setup` (before the optimiser is configured, so
+    it is optimised) and rebuilt from the weights by :meth:`load_state_dict` when a
+    checkpoint is loaded into a fresh task.
 
     Args:
         backbone: as :class:`ClassificationTask`.

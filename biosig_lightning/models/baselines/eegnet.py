@@ -19,34 +19,8 @@ uses Keras' momentum (0.99, i.e. torch ``bn_momentum=0.01``) and ``eps = 1e-3`` 
 authors' reference implementation; with so slow running statistics, eval-mode outputs lag
 behind training for the first few hundred steps.
 
-Max-norm constraints (``max_norm=True``, the paper's setting): Keras applies them as a
-projection after every weight update. Here the projection runs at the start of every
-forward pass of the constrained layer (under ``no_grad``, in both train and eval mode),
-which is the same thing seen by every forward computation; it is idempotent, so repeated
-eval passes are deterministic. ``max_norm=False`` leaves the weights unconstrained.
-
-MixStyle/DSU site (BioFormer C.4: "inserted after the first convolutional block"): the
-temporal convolution + BatchNorm, :attr:`style_site` ``= "temporal"``, whose output is
-``(B, F1, C, T)`` with feature maps on axis 1 (:attr:`style_channel_dim` ``= 1``). This is
-the block before the depthwise spatial filter, so the perturbed statistics are per
-temporal filter, as in MixStyle's CNN placement after early conv layers.
-
-Feature alignment (MMD/CORAL/GRL, "temporal average of the encoder outputs", BioFormer
-C.4): :attr:`align_site` ``= "separable"``, block 2's output ``(B, F2, 1, T')``, averaged
-over its last two axes by the DG task (``align_channel_dim = 1``).
-
-"+FBAM" (BioFormer Table 3, ``fbam=True``): EEGNet has no token encoder, so FBAM is inserted
-between its convolutional stages, on the feature maps read as token sequences over time: before
-the depthwise spatial filter on the first block's ``(B, F1, C, T)`` maps (``T`` tokens of width
-``F1 * C``) and before the separable block on ``(B, D*F1, 1, T / pool1)`` (tokens of width
-``D * F1``). *Reading:* FBAM aligns spectra along the time axis of an intermediate
-representation; these are the two places where EEGNet still has one, before each of its
-learned mixing stages. ``fbam_kernel_mode="auto"`` (default) gives batch-shared kernels for
-multi-class tasks and sample-specific ones for binary tasks (Appendix C.3); ``fbam_kwargs`` go to
-:class:`~biosig_lightning.models.modules.FBAM`.
-
-Any ``n_times >= pool1 * pool2`` (32 by default) works; the feature length is
-``F2 * floor(floor(T / pool1) / pool2)``. ``forward(x) == head(forward_features(x))``.
+Max-norm constraints, the MixStyle/DSU and feature-alignment sites, the +FBAM reading and the accepted
+window lengths: :class:`EEGNet`.
 """
 
 from __future__ import annotations
@@ -70,7 +44,7 @@ __all__ = ["EEGNet"]
 
 class _MaxNorm:
     """Mixin: before every forward pass, project each output unit's weights (``weight[i]``) to
-    L2 norm <= ``max_norm`` (Keras' max-norm constraint; see the module docstring)."""
+    L2 norm <= ``max_norm`` (Keras' max-norm constraint; see :class:`EEGNet`)."""
 
     max_norm: float | None
     weight: torch.Tensor
@@ -127,6 +101,35 @@ def _eegnet_8_2_params(n_chans: int, n_outputs: int, n_times: int) -> int:
 class EEGNet(BiosignalModel):
     """EEGNet-F1,D classifier for ``(batch, n_chans, n_times)`` windows.
 
+    Max-norm constraints (``max_norm=True``, the paper's setting): Keras applies them as a
+    projection after every weight update. Here the projection runs at the start of every
+    forward pass of the constrained layer (under ``no_grad``, in both train and eval mode),
+    which is the same thing seen by every forward computation; it is idempotent, so repeated
+    eval passes are deterministic. ``max_norm=False`` leaves the weights unconstrained.
+
+    MixStyle/DSU site (BioFormer C.4: "inserted after the first convolutional block"): the
+    temporal convolution + BatchNorm, :attr:`style_site` ``= "temporal"``, whose output is
+    ``(B, F1, C, T)`` with feature maps on axis 1 (:attr:`style_channel_dim` ``= 1``). This is
+    the block before the depthwise spatial filter, so the perturbed statistics are per
+    temporal filter, as in MixStyle's CNN placement after early conv layers.
+
+    Feature alignment (MMD/CORAL/GRL, "temporal average of the encoder outputs", BioFormer
+    C.4): :attr:`align_site` ``= "separable"``, block 2's output ``(B, F2, 1, T')``, averaged
+    over its last two axes by the DG task (``align_channel_dim = 1``).
+
+    "+FBAM" (BioFormer Table 3, ``fbam=True``): EEGNet has no token encoder, so FBAM is inserted
+    between its convolutional stages, on the feature maps read as token sequences over time: before
+    the depthwise spatial filter on the first block's ``(B, F1, C, T)`` maps (``T`` tokens of width
+    ``F1 * C``) and before the separable block on ``(B, D*F1, 1, T / pool1)`` (tokens of width
+    ``D * F1``). *Reading:* FBAM aligns spectra along the time axis of an intermediate
+    representation; these are the two places where EEGNet still has one, before each of its
+    learned mixing stages. ``fbam_kernel_mode="auto"`` (default) gives batch-shared kernels for
+    multi-class tasks and sample-specific ones for binary tasks (Appendix C.3); ``fbam_kwargs`` go to
+    :class:`~biosig_lightning.models.modules.FBAM`.
+
+    Any ``n_times >= pool1 * pool2`` (32 by default) works; the feature length is
+    ``F2 * floor(floor(T / pool1) / pool2)``. ``forward(x) == head(forward_features(x))``.
+
     Args:
         n_chans, n_outputs, n_times, sfreq: the data shape (``sfreq`` is recorded only; set
             ``kernel_length`` to about ``sfreq / 2`` as the paper does).
@@ -140,7 +143,7 @@ class EEGNet(BiosignalModel):
             classifier).
         bn_momentum: torch BatchNorm momentum (0.01 = Keras' 0.99, the reference code's).
         fbam, fbam_bands, fbam_kernel_mode, fbam_kwargs: insert BioFormer's FBAM between the
-            convolutional stages (Table 3 "+FBAM"; see the module docstring).
+            convolutional stages (Table 3 "+FBAM"; see above).
     """
 
     style_site: str = "temporal"

@@ -14,46 +14,8 @@ The "Transformer" / "Vanilla Transformer" baseline of two of the reproduced pape
   authors' code reports 867,330 because it also holds an unused 4 x 128 calendar-feature
   embedding).
 
-Tokenisation, our reading. Neither paper tokenises the raw signal for this baseline in
-words. We follow the Medformer/TSLib convention (a token is one time step, the
-``n_chans`` values at that step mapped to ``d_model``), and add the option of
-non-overlapping *patches* of ``patch_len`` steps (a token is a ``n_chans x patch_len``
-block, linearly embedded). Patching is needed for long windows: Sleep-EDF's 3000-sample
-epochs would otherwise give 3000 tokens and a 3000 x 3000 attention map per head and
-layer. A window whose length is not a multiple of ``patch_len`` is zero-padded on the
-right (after per-window normalisation zero is the neutral value), so no samples are lost.
-
-Parameter count. With the SD-Former defaults the encoder alone holds 1.19 M parameters
-(6 x 198,272 + final LayerNorm); SD-Former's Table 5 quotes 1.4 M for its Vanilla
-Transformer, and the 0.2 M difference matches SD-Former's own spectral tokenizer and
-token encoder (Sec. 4), which a raw-signal baseline does not have.
-
-"+FBAM" (BioFormer Table 3, Appendix C.4). ``fbam=True`` inserts one
-:class:`~biosig_lightning.models.modules.FBAM` over the ``(B, N, D)`` tokens before
-every encoder layer ("FreqBandDrift blocks are inserted between successive encoder
-layers"), replacing its input as in BioFormer; ``fbam_bands`` uniform bands over the
-non-DC bins of the token axis (paper: 6) and ``fbam_kernel_mode`` ``"sample"`` (binary
-tasks) or ``"batch"`` (multi-class tasks, Appendix C.3); ``"auto"`` (default) picks by ``n_outputs``. The default ``fbam=False`` builds
-exactly the plain network. ``fbam_kwargs`` are further FBAM options (e.g. the authors'
-operator set, ``AUTHORS_FBAM``). ``tsam=True`` inserts BioFormer's time-domain control TSAM
-(Appendix B.2) at the same places instead, with the same bands, kernel mode and options: the
-FBAM-vs-TSAM comparison inside the Transformer of Fig. 5.
-
-Domain-generalisation style site. ``style_site = "embed"`` and ``style_channel_dim = 1``
-tell :class:`biosig_lightning.robust.DGTask` to apply MixStyle/DSU to the token
-embedding's output ``(B, d_model, N)``, per embedding channel over the tokens (BioFormer
-C.4: "immediately after the embedding layer"). The site is the embedding itself, before
-the positional table is added, so the perturbation changes the signal's statistics and
-leaves the (sample-independent) positions intact. ``align_site = "encoder.norm"`` with
-``align_channel_dim = -1`` points DGTask's MMD/CORAL/GRL at the encoder output
-``(B, N, D)``, which it averages over the tokens (C.4: "temporally averaging the encoder
-outputs"), whatever the pooling of the classification head.
-
-Implementation notes. The encoder is :class:`torch.nn.TransformerEncoder`, batch first,
-so attention runs through ``scaled_dot_product_attention`` (fused kernels where the
-device has them). Positions are the fixed sinusoidal table (Vaswani et al., 2017,
-Sec. 3.5). ``forward(x) == head(forward_features(x))`` holds exactly, so feature-level
-domain-generalisation losses (MMD, CORAL, DANN) can use the two halves separately.
+Tokenisation (time steps or patches), the parameter count against the papers', the +FBAM/+TSAM
+variants, the domain-generalisation sites and implementation notes: :class:`TransformerClassifier`.
 """
 
 from __future__ import annotations
@@ -98,7 +60,7 @@ _SDFORMER = {"patch_len": 16, "norm_first": True}
         # an unused 4 x 128 calendar-feature embedding, which this class does not build.
         "apava": 867_330 - 512,
         # SD-Former Table 5 gives "1.4 M" (rounded; no public code). Exact count of this class at the
-        # paper's sizes (module docstring): encoder 6 x 198,272 + final LayerNorm 256, patch
+        # paper's sizes (class docstring, "Parameter count"): encoder 6 x 198,272 + final LayerNorm 256, patch
         # embedding 2*16*128 + 128, head 128*5 + 5.
         "sleepedf": 6 * 198_272 + 256 + (2 * 16 * 128 + 128) + (128 * 5 + 5),
     },
@@ -106,6 +68,47 @@ _SDFORMER = {"patch_len": 16, "norm_first": True}
 )
 class TransformerClassifier(BiosignalModel):
     """Transformer encoder over time-step (or patch) tokens, pooled, then a linear head.
+
+    Tokenisation, our reading. Neither paper tokenises the raw signal for this baseline in
+    words. We follow the Medformer/TSLib convention (a token is one time step, the
+    ``n_chans`` values at that step mapped to ``d_model``), and add the option of
+    non-overlapping *patches* of ``patch_len`` steps (a token is a ``n_chans x patch_len``
+    block, linearly embedded). Patching is needed for long windows: Sleep-EDF's 3000-sample
+    epochs would otherwise give 3000 tokens and a 3000 x 3000 attention map per head and
+    layer. A window whose length is not a multiple of ``patch_len`` is zero-padded on the
+    right (after per-window normalisation zero is the neutral value), so no samples are lost.
+
+    Parameter count. With the SD-Former defaults the encoder alone holds 1.19 M parameters
+    (6 x 198,272 + final LayerNorm); SD-Former's Table 5 quotes 1.4 M for its Vanilla
+    Transformer, and the 0.2 M difference matches SD-Former's own spectral tokenizer and
+    token encoder (Sec. 4), which a raw-signal baseline does not have.
+
+    "+FBAM" (BioFormer Table 3, Appendix C.4). ``fbam=True`` inserts one
+    :class:`~biosig_lightning.models.modules.FBAM` over the ``(B, N, D)`` tokens before
+    every encoder layer ("FreqBandDrift blocks are inserted between successive encoder
+    layers"), replacing its input as in BioFormer; ``fbam_bands`` uniform bands over the
+    non-DC bins of the token axis (paper: 6) and ``fbam_kernel_mode`` ``"sample"`` (binary
+    tasks) or ``"batch"`` (multi-class tasks, Appendix C.3); ``"auto"`` (default) picks by ``n_outputs``. The default ``fbam=False`` builds
+    exactly the plain network. ``fbam_kwargs`` are further FBAM options (e.g. the authors'
+    operator set, ``AUTHORS_FBAM``). ``tsam=True`` inserts BioFormer's time-domain control TSAM
+    (Appendix B.2) at the same places instead, with the same bands, kernel mode and options: the
+    FBAM-vs-TSAM comparison inside the Transformer of Fig. 5.
+
+    Domain-generalisation style site. ``style_site = "embed"`` and ``style_channel_dim = 1``
+    tell :class:`biosig_lightning.robust.DGTask` to apply MixStyle/DSU to the token
+    embedding's output ``(B, d_model, N)``, per embedding channel over the tokens (BioFormer
+    C.4: "immediately after the embedding layer"). The site is the embedding itself, before
+    the positional table is added, so the perturbation changes the signal's statistics and
+    leaves the (sample-independent) positions intact. ``align_site = "encoder.norm"`` with
+    ``align_channel_dim = -1`` points DGTask's MMD/CORAL/GRL at the encoder output
+    ``(B, N, D)``, which it averages over the tokens (C.4: "temporally averaging the encoder
+    outputs"), whatever the pooling of the classification head.
+
+    Implementation notes. The encoder is :class:`torch.nn.TransformerEncoder`, batch first,
+    so attention runs through ``scaled_dot_product_attention`` (fused kernels where the
+    device has them). Positions are the fixed sinusoidal table (Vaswani et al., 2017,
+    Sec. 3.5). ``forward(x) == head(forward_features(x))`` holds exactly, so feature-level
+    domain-generalisation losses (MMD, CORAL, DANN) can use the two halves separately.
 
     Args:
         n_chans: input channels ``C``.
