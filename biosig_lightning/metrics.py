@@ -29,13 +29,9 @@ specificity  recall of class 0, TN / (TN + FP) (``recall_score(pos_label=0)``)
 gmean        sqrt(sensitivity * specificity), the geometric mean of the two class recalls
 ===========  ===================================================================================
 
-Each is ``nan`` when a class it needs is absent from the targets (the rate is undefined).
-
-How classes missing from an evaluation set are handled is in :func:`build_metrics`; the ECE binning in
-:class:`TopLabelECE`.
-
-Paper-specific metrics (``detection``, ``classification``, ``sleep``), opt-in per experiment with
-``ClassificationTask(eval_metrics=...)``, are added to these keys: :func:`build_extra_metrics`.
+Each is ``nan`` when a class it needs is absent from the targets (the rate is undefined). Classes missing
+from an evaluation set: :func:`build_metrics`; the ECE binning: :class:`TopLabelECE`; the opt-in
+paper-specific metrics (``ClassificationTask(eval_metrics=...)``): :func:`build_extra_metrics`.
 
 All metrics are ``torchmetrics.Metric`` subclasses, so states are synchronised across DDP ranks
 before ``compute()``. Pass softmax probabilities, never logits: torchmetrics only applies a

@@ -23,34 +23,9 @@ Annotation formats (parsed strictly; a malformed line is an error naming file an
                         TERM,0.0000,36.8868,bckg,1.0000          (.csv_bi: channel TERM)
                         FP1-F7,36.8868,183.3055,cpsz,1.0000      (.csv: one row per channel)
 
-Preprocessing follows the DCRNN reference (Tang et al. 2022, ``tsy935/eeg-gnn-ssl``),
-which STDRO builds on (STDRO paper, Appendix D):
-
-* **Channels**: the 19 of :data:`CHANNELS` in that order, matched on the EDF label cut at
-  its first ``-`` and upper-cased, so ``EEG FP1-REF`` (AR montage) and ``EEG FP1-LE`` (LE
-  montage) are both ``EEG FP1``. A file missing one is left out (listed in
-  :attr:`TUSZ.skipped` and one warning), as the reference skips it.
-* **Resampling**: the whole recording at once to 200 Hz with ``scipy.signal.resample``
-  (FFT) to ``200 * int(n_samples / fs)`` samples, i.e. the reference's length rule (the
-  duration is truncated to whole seconds).
-* **Detection clips** (``task="detection"``): non-overlapping ``clip_seconds`` (12 or 60)
-  clips from the start, ``floor(L / clip)`` per file. Clip ``k`` covers samples
-  ``[a, b) = [k*clip*200, (k+1)*clip*200)`` and is a seizure clip when some ``seiz``
-  interval ``[s, e]`` of the ``.tse_bi`` / ``.csv_bi`` (in samples, ``int(t * 200)``)
-  meets it with the reference's inclusive test ``not (b < s or a > e)``.
-* **Classification clips** (``task="classification"``): one clip per seizure event of
-  the ``.tse`` / ``.csv``, starting 2 s before onset but not before the previous seizure's
-  end plus one sample, ending at the earlier of ``start + clip_seconds`` and the seizure
-  end; shorter clips are zero-padded to ``clip_seconds`` (the reference pads after
-  standardisation; the DataModule restores that). Classes (STDRO paper Sec. 4.1, the
-  reference's four-class file markers): CF = fnsz, spsz, cpsz; GN = gnsz; AB = absz;
-  CT = tnsz, tcsz. mysz is dropped, and so are the types the reference never uses (cnsz,
-  atsz, nesz); every seizure still bounds the next one's start.
-  Reading (v2 ``.csv``): events are per channel; a seizure event is the union of one
-  label's intervals over the channels (overlapping or touching intervals merged).
-* **Features** are not made here: the reader yields 200 Hz signals, and
-  :class:`~biosig_lightning.data.feature_reader.LogFFTReader` turns them into the
-  reference's log-amplitude spectra.
+Preprocessing follows the DCRNN reference (Tang et al. 2022, ``tsy935/eeg-gnn-ssl``), which STDRO builds
+on (STDRO paper, Appendix D): the 19 channels, resampling to 200 Hz, detection and classification clips
+as :class:`TUSZ` describes.
 
 Subjects are patients: v1.5.2 ids are 8 digits (``00000258`` -> 258), v2 ids 8 letters
 (``aaaaaajy``), read as a base-26 number (a = 0) so they stay integers. The split folder
@@ -203,6 +178,35 @@ class Recording:
 
 class TUSZ:
     """Reader for TUSZ v1.5.2 (or 2.x) on its public layout (see the module docstring).
+
+    Preprocessing follows the DCRNN reference (Tang et al. 2022, ``tsy935/eeg-gnn-ssl``),
+    which STDRO builds on (STDRO paper, Appendix D):
+
+    * **Channels**: the 19 of :data:`CHANNELS` in that order, matched on the EDF label cut at
+      its first ``-`` and upper-cased, so ``EEG FP1-REF`` (AR montage) and ``EEG FP1-LE`` (LE
+      montage) are both ``EEG FP1``. A file missing one is left out (listed in
+      :attr:`TUSZ.skipped` and one warning), as the reference skips it.
+    * **Resampling**: the whole recording at once to 200 Hz with ``scipy.signal.resample``
+      (FFT) to ``200 * int(n_samples / fs)`` samples, i.e. the reference's length rule (the
+      duration is truncated to whole seconds).
+    * **Detection clips** (``task="detection"``): non-overlapping ``clip_seconds`` (12 or 60)
+      clips from the start, ``floor(L / clip)`` per file. Clip ``k`` covers samples
+      ``[a, b) = [k*clip*200, (k+1)*clip*200)`` and is a seizure clip when some ``seiz``
+      interval ``[s, e]`` of the ``.tse_bi`` / ``.csv_bi`` (in samples, ``int(t * 200)``)
+      meets it with the reference's inclusive test ``not (b < s or a > e)``.
+    * **Classification clips** (``task="classification"``): one clip per seizure event of
+      the ``.tse`` / ``.csv``, starting 2 s before onset but not before the previous seizure's
+      end plus one sample, ending at the earlier of ``start + clip_seconds`` and the seizure
+      end; shorter clips are zero-padded to ``clip_seconds`` (the reference pads after
+      standardisation; the DataModule restores that). Classes (STDRO paper Sec. 4.1, the
+      reference's four-class file markers): CF = fnsz, spsz, cpsz; GN = gnsz; AB = absz;
+      CT = tnsz, tcsz. mysz is dropped, and so are the types the reference never uses (cnsz,
+      atsz, nesz); every seizure still bounds the next one's start.
+      Reading (v2 ``.csv``): events are per channel; a seizure event is the union of one
+      label's intervals over the channels (overlapping or touching intervals merged).
+    * **Features** are not made here: the reader yields 200 Hz signals, and
+      :class:`~biosig_lightning.data.feature_reader.LogFFTReader` turns them into the
+      reference's log-amplitude spectra.
 
     Args:
         root: the release folder holding ``edf/``, or ``edf/`` itself.
