@@ -46,7 +46,7 @@ from typing import Any, NamedTuple
 
 from biosig_lightning.yaml_io import load_yaml
 
-__all__ = ["Cell", "Corpus", "Grid", "GridError", "Method", "NotApplicable", "load_grid"]
+__all__ = ["Cell", "Corpus", "Grid", "GridError", "Method", "NotApplicable", "load_grid", "run_placement"]
 
 DEFAULT_METRICS = ("f1", "acc", "auroc")
 FOLD_KEY = "data.init_args.split.fold"
@@ -175,10 +175,15 @@ class Grid:
 
     def cell_args(self, cell: Cell, out: Path) -> list[str]:
         """The complete ``biosig fit`` arguments that run ``cell`` into ``cell.run_dir(out)``."""
-        run_dir = cell.run_dir(out)
-        return [*self.base_args(cell), "--seed_everything", str(cell.seed), "--run.save_dir",
-                str(run_dir.parent.parent), "--run.name", run_dir.parent.name, "--run.version", run_dir.name,
-                "--run.group", f"{cell.corpus}/{cell.method}"]
+        return [*self.base_args(cell), "--seed_everything", str(cell.seed),
+                *run_placement(cell.run_dir(out), f"{cell.corpus}/{cell.method}")]
+
+
+def run_placement(run_dir: Path, group: str) -> list[str]:
+    """``biosig fit``'s ``--run.*`` arguments that put a run (every logger) into ``run_dir``, its wandb
+    run grouped under ``group``."""
+    return ["--run.save_dir", str(run_dir.parent.parent), "--run.name", run_dir.parent.name,
+            "--run.version", run_dir.name, "--run.group", group]
 
 
 def _value(v: Any) -> str:
