@@ -11,7 +11,6 @@ metrics with their mean and standard deviation (ddof = 1) over the values.
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +19,12 @@ import numpy as np
 from biosig_lightning.benchmarking.grid import FOLD_KEY, run_placement
 from biosig_lightning.benchmarking.runner import Job
 
-__all__ = ["SEED_MAX", "SweepError", "fold_jobs", "fold_key", "parse_folds", "parse_seeds", "seed_jobs", "summarise"]
+__all__ = ["SEED_MAX", "SweepError", "fold_jobs", "parse_folds", "parse_seeds", "seed_jobs", "summarise"]
 
 #: the seed range every library seeded by ``seed_everything`` accepts (numpy: 32-bit unsigned)
 SEED_MIN, SEED_MAX = 0, 2**32 - 1
 #: the largest fold index a range may name (LOSO over the biggest shipped corpus has a few hundred)
 FOLD_MAX = 99_999
-#: the fold key experiments used before :data:`~biosig_lightning.benchmarking.grid.FOLD_KEY`
-OLD_FOLD_KEY = "data.init_args.split.fold"
 
 
 class SweepError(ValueError):
@@ -72,14 +69,6 @@ def parse_folds(text: str) -> list[int]:
     if not out:
         raise SweepError(f"--folds {text!r}: expected non-negative fold indices such as 0-30")
     return sorted(out)
-
-
-def fold_key(key: str) -> str:
-    """The config key a fold index goes to; the old key still works, with one deprecation line."""
-    if key == OLD_FOLD_KEY:
-        warnings.warn(f"fold key {OLD_FOLD_KEY} is deprecated: use {FOLD_KEY} (the same fold of a loso or kfold "
-                      "split)", FutureWarning, stacklevel=2)
-    return key
 
 
 def _refuse(fit_args: list[str], own: tuple[str, ...], command: str, per: str) -> None:

@@ -3,8 +3,9 @@
 ``biosig cv --config X.yaml [--config ...] [--folds 0-30] [--out DIR] [--fold-key KEY]
 [--metrics test/f1,test/macro_acc,test/f1_n1] [any biosig fit argument ...]``
 
-Fold ``k`` is ``biosig fit`` with ``--<fold-key> k`` (default ``data.init_args.fold``: for
-:class:`~biosig_lightning.data.datamodules.MASSSS3DataModule` IITNet's 31 MASS SS3 folds), run as its
+Fold ``k`` is ``biosig fit`` with ``--<fold-key> k`` (default ``data.init_args.fold``: the test fold of
+a loso or kfold split; for :class:`~biosig_lightning.data.datamodules.MASSSS3DataModule` IITNet's 31
+MASS SS3 folds; the older ``data.init_args.split.fold`` still works, with one deprecation line), run as its
 own process into ``DIR/fold_KK/`` (log ``DIR/fold_KK.log``; ``DIR`` defaults to ``runs/cv/<config
 stem>``): a one-method sweep over folds (:func:`~biosig_lightning.benchmarking.sweep.fold_jobs`) run
 by the benchmarking runner (:func:`~biosig_lightning.benchmarking.runner.run_jobs`), resumable as
@@ -23,6 +24,7 @@ from typing import Any
 
 from biosig_lightning.atomic_io import atomic_write_json
 from biosig_lightning.benchmarking import sweep
+from biosig_lightning.benchmarking.grid import FOLD_KEY, fold_key
 from biosig_lightning.benchmarking.runner import FAILED, run_jobs
 from biosig_lightning.benchmarking.sweep import SweepError, fold_jobs, parse_folds
 
@@ -42,7 +44,7 @@ def run(argv: list[str]) -> Path:
     parser = argparse.ArgumentParser(prog="biosig cv", description=__doc__.split("\n\n")[0])
     parser.add_argument("--folds", default="0-30", help="fold indices, e.g. 0-30 or 0,3,5 (default 0-30)")
     parser.add_argument("--out", default=None, help="folder of the fold runs (default runs/cv/<config stem>)")
-    parser.add_argument("--fold-key", default="data.init_args.fold", help="config key set to the fold index")
+    parser.add_argument("--fold-key", default=FOLD_KEY, help=f"config key set to the fold index (default {FOLD_KEY})")
     parser.add_argument("--metrics", default=",".join(DEFAULT_METRICS), help="metrics summarised over folds")
     args, fit_args = parser.parse_known_args(argv)
     folds = parse_folds(args.folds)
@@ -50,7 +52,7 @@ def run(argv: list[str]) -> Path:
     if not configs:
         raise CVError("biosig cv needs at least one --config experiment YAML")
     out = Path(args.out) if args.out else Path("runs") / "cv" / Path(configs[0]).stem
-    jobs = fold_jobs(fit_args, out, folds, sweep.fold_key(args.fold_key))
+    jobs = fold_jobs(fit_args, out, folds, fold_key(args.fold_key))
     outcome = run_jobs(jobs)
     summary = summarise(out, folds, tuple(m.strip() for m in args.metrics.split(",") if m.strip()))
     atomic_write_json(out / "cv.json", summary)
