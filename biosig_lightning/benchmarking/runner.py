@@ -84,8 +84,7 @@ def run_job(job: Job, inline: bool = False, threads: int | None = None,
         existed = job.run_dir.exists()
         try:
             plan, last = resume_plan(job.run_dir)
-        except RunDirError as err:
-            say(f"{job.label}: {err}")
+        except RunDirError:  # a `biosig fit` started by hand trains in it: held as well
             return HELD
         if plan == "finished":
             say(f"{job.label}: {job.results} exists, skipped")
@@ -142,7 +141,9 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, inline: bool = False,
                     pending.append(job)
                     if job.label not in said_held:
                         said_held.add(job.label)
-                        say(f"{job.label}: {job.run_dir} is held by another process ({claim_holder(job.run_dir)}); "
+                        holder = claim_holder(job.run_dir)
+                        say(f"{job.label}: {job.run_dir} is held by another process "
+                            f"({'a biosig fit training in it' if holder == '?' else holder}); "
                             "taking it up when that process lets it go")
                     every_held = all(j.label in said_held for j in pending)
                 else:
