@@ -22,7 +22,6 @@ from biosig_lightning.benchmarking.sweep import SEED_MAX, SweepError, parse_seed
 from biosig_lightning.runs.naming import experiment_name
 
 SUMMARY_METRICS = ("test/acc", "test/f1", "test/auroc")
-RepeatError = SweepError
 USAGE = "biosig repeat --config X.yaml [--config MORE.yaml] --seeds 41,42,43 [--out DIR] [--workers N] [--key value ...]"
 EPILOG = """Every other option goes to `biosig fit` unchanged: --config files (one or more; later ones override
 earlier ones) and any --key value of `biosig fit --help`, e.g. --trainer.max_epochs 5. Each seed runs

@@ -17,8 +17,9 @@ def test_a_fold_range_is_bounded_before_it_is_built(in_tmp: Path) -> None:
     assert parse_folds("0-3,7,5") == [0, 1, 2, 3, 5, 7]
     with pytest.raises(SystemExit) as err:  # a typo, not 3e9 folds in memory
         main(["cv", "--config", "overlays/demo.yaml", "--folds", "0-3000000000"])
-    assert err.value.code == "biosig cv: error: --folds: '0-3000000000' names fold 3000000000; fold indices are " \
-                             "0..99999"
+    message = err.value.code
+    assert isinstance(message, str) and message.startswith("biosig cv: error: --folds: '0-3000000000' ")
+    assert "\n" not in message and not (in_tmp / "runs").exists()
     for bad in ("3-1", "-1", "a", ","):
         with pytest.raises(SweepError, match="--folds"):
             parse_folds(bad)
