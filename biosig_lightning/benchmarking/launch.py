@@ -33,7 +33,7 @@ __all__ = ["PREEMPTION_SIGNALS", "fit_inline", "forwarding_signals", "launch", "
 #: the signals a scheduler sends before it takes the machine away (SIGUSR1: SLURM's ``--signal``)
 PREEMPTION_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP", "SIGUSR1") if hasattr(signal, n))
 _live: set[subprocess.Popen] = set()
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entered by the signal handler when it interrupts the main thread inside
 _stopped: list[str] = []  # the name of the first preemption signal this runner received
 
 
@@ -46,7 +46,7 @@ def _forward(signum: int, _: FrameType | None) -> None:
     if not _stopped:
         _stopped.append(signal.Signals(signum).name)
     with _lock:
-        for proc in _live:
+        for proc in list(_live):
             if proc.poll() is None:
                 proc.send_signal(signum)
 
@@ -74,6 +74,8 @@ def launch(command: list[str], env: dict[str, str] | None = None, stdout: Any = 
             return 128 + int(getattr(signal, stop_signal() or "SIGTERM"))
         proc = subprocess.Popen(command, stdout=stdout, stderr=subprocess.STDOUT if stdout else None, env=env)
         _live.add(proc)
+        if stop_signal():  # the signal came while the child was being started: it is passed on here
+            proc.send_signal(getattr(signal, stop_signal() or "SIGTERM"))
     try:
         return proc.wait()
     finally:
