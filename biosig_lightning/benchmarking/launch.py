@@ -32,7 +32,7 @@ __all__ = ["PREEMPTION_SIGNALS", "fit_inline", "forwarding_signals", "launch", "
 
 #: the signals a scheduler sends before it takes the machine away (SIGUSR1: SLURM's ``--signal``)
 PREEMPTION_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGHUP", "SIGUSR1") if hasattr(signal, n))
-_live: set[subprocess.Popen] = set()
+_live: set[subprocess.Popen[Any]] = set()
 _lock = threading.RLock()  # re-entered by the signal handler when it interrupts the main thread inside
 _stopped: list[str] = []  # the name of the first preemption signal this runner received
 
