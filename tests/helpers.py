@@ -6,6 +6,7 @@ import csv
 import hashlib
 import json
 import os
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -327,6 +328,17 @@ class PauseForKill(Callback):
         if marker and trainer.current_epoch == self.epoch and os.environ.get("PL_GLOBAL_SEED") == str(self.seed):
             Path(marker).touch()
             time.sleep(self.seconds)
+
+
+class SigtermAtEpoch(Callback):
+    """Sends this process SIGTERM (a scheduler's preemption) at the start of epoch ``epoch``."""
+
+    def __init__(self, epoch: int = 0) -> None:
+        self.epoch = epoch
+
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
+        if trainer.current_epoch == self.epoch:
+            os.kill(os.getpid(), signal.SIGTERM)
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ A grid file holds::
         protocol:                                       # one split protocol every method shares
           split: {strategy: ratio, ratios: [0.6, 0.2, 0.2], seed: 0}
           folds: [0, 1, 2]                              # optional: the kfold/loso folds run
-          fold_key: data.init_args.split.fold           # the key set to the fold (this is the default)
+          fold_key: data.init_args.fold                 # the key set to the fold (this is the default)
         metrics: [f1, acc, auroc]                       # first: the one methods are ranked by
     methods:
       cnn1d:
@@ -39,6 +39,7 @@ each folder above it (so a grid under ``experiments/benchmarks/`` finds ``experi
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,10 +47,21 @@ from typing import Any, NamedTuple
 
 from biosig_lightning.yaml_io import load_yaml
 
-__all__ = ["Cell", "Corpus", "Grid", "GridError", "Method", "NotApplicable", "load_grid"]
+__all__ = ["Cell", "Corpus", "Grid", "GridError", "Method", "NotApplicable", "load_grid", "run_placement"]
 
 DEFAULT_METRICS = ("f1", "acc", "auroc")
-FOLD_KEY = "data.init_args.split.fold"
+#: the config key a fold index goes to (every DataModule's ``fold``: the test fold of a loso/kfold split)
+FOLD_KEY = "data.init_args.fold"
+#: the fold key of older grids and commands, still accepted with one deprecation line
+OLD_FOLD_KEY = "data.init_args.split.fold"
+
+
+def fold_key(key: str) -> str:
+    """``key``, after one line on stderr when it is the deprecated :data:`OLD_FOLD_KEY`."""
+    if key == OLD_FOLD_KEY:
+        print(f"biosig: deprecated fold key {OLD_FOLD_KEY}: use {FOLD_KEY} (the same test fold of a loso or kfold "
+              "split)", file=sys.stderr, flush=True)
+    return key
 
 
 class GridError(ValueError):
@@ -175,10 +187,15 @@ class Grid:
 
     def cell_args(self, cell: Cell, out: Path) -> list[str]:
         """The complete ``biosig fit`` arguments that run ``cell`` into ``cell.run_dir(out)``."""
-        run_dir = cell.run_dir(out)
-        return [*self.base_args(cell), "--seed_everything", str(cell.seed), "--run.save_dir",
-                str(run_dir.parent.parent), "--run.name", run_dir.parent.name, "--run.version", run_dir.name,
-                "--run.group", f"{cell.corpus}/{cell.method}"]
+        return [*self.base_args(cell), "--seed_everything", str(cell.seed),
+                *run_placement(cell.run_dir(out), f"{cell.corpus}/{cell.method}")]
+
+
+def run_placement(run_dir: Path, group: str) -> list[str]:
+    """``biosig fit``'s ``--run.*`` arguments that put a run (every logger) into ``run_dir``, its wandb
+    run grouped under ``group``."""
+    return ["--run.save_dir", str(run_dir.parent.parent), "--run.name", run_dir.parent.name,
+            "--run.version", run_dir.name, "--run.group", group]
 
 
 def _value(v: Any) -> str:
@@ -289,7 +306,8 @@ def load_grid(path: str | Path) -> Grid:
             raise GridError(f"{path}: {where}.configs must name the corpus's reference experiment YAML")
         corpora[str(name)] = Corpus(str(name), spec["task"], configs, _paths(spec.get("overlays"), f"{where}.overlays",
                                     path), _mapping(spec.get("overrides"), f"{where}.overrides", path), split, folds,
-                                    tuple(m.removeprefix("test/") for m in metrics), str(protocol.get("fold_key", FOLD_KEY)))
+                                    tuple(m.removeprefix("test/") for m in metrics),
+                                    fold_key(str(protocol.get("fold_key", FOLD_KEY))))
     methods: dict[str, Method] = {}
     for name, spec in _mapping(raw.get("methods"), "methods", path).items():
         where = f"methods.{name}"

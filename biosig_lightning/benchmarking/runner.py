@@ -1,16 +1,21 @@
-"""Running a benchmark grid: workers pull cells from the shared queue and fit each into its directory.
+"""Running many fits: a sweep's jobs on local workers, or a benchmark grid's cells from the shared queue.
 
-Each cell is an ordinary ``biosig fit`` (:meth:`~biosig_lightning.benchmarking.grid.Grid.cell_args`)
-into ``DIR/<corpus>/<method>/seed_<s>[/fold_<k>]/``. By default it runs as its own process
-(``python -m biosig_lightning.cli fit ...``, output in ``<run dir>.log``), so a cell may itself
-train with DDP (Lightning relaunches that process, not the worker); ``inline=True`` fits in the
-worker's process instead (single-device cells; what the tests use, without a second interpreter
-start per cell).
+Every fit is an ordinary ``biosig fit`` into a named run directory (:class:`Job`), started by the one
+launcher (:mod:`~biosig_lightning.benchmarking.launch`): as its own process by default (output in
+its log, so a cell may itself train with DDP), or in this process (``inline``).
 
-Resumable as ``biosig repeat`` is (:func:`~biosig_lightning.runs.resume.resume_plan`): a cell
-whose ``results.json`` exists is not run again, one that died after an epoch continues from its
-``checkpoints/last.ckpt``, one that died earlier starts again. The queue
-(:mod:`~biosig_lightning.benchmarking.queue`) decides who runs which cell; any number of
+Before a job's directory is looked at, it is claimed exclusively
+(:func:`~biosig_lightning.runs.rundir.try_claim`): a second runner on the same output folder never
+shares, resumes or removes a directory a living process holds. :func:`run_jobs` (``biosig repeat``,
+``biosig cv``) moves on to other jobs and comes back to a held one until its holder is gone; a
+benchmark cell held outside its queue fails that attempt. Then the one resume plan
+(:func:`~biosig_lightning.runs.resume.resume_plan`): a job whose ``results.json`` exists is not run
+again, one that stopped after a checkpoint (killed, Ctrl-C, preempted) continues from its
+``checkpoints/last.ckpt``, one that died earlier starts again.
+
+A benchmark grid's cells (:meth:`~biosig_lightning.benchmarking.grid.Grid.cell_args`, in
+``DIR/<corpus>/<method>/seed_<s>[/fold_<k>]/``) come from the queue
+(:mod:`~biosig_lightning.benchmarking.queue`), which decides who runs which cell; any number of
 ``biosig benchmark`` processes, on one machine or several sharing ``DIR`` and ``--storage``, are
 workers of the same grid.
 """
@@ -20,24 +25,144 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
-import subprocess
-import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import optuna
 from optuna.trial import TrialState
 
 from biosig_lightning.benchmarking.grid import Cell, Grid
+from biosig_lightning.benchmarking.launch import fit_inline, forwarding_signals, launch_fit, stop_signal
 from biosig_lightning.benchmarking.queue import claim_is_first, enqueue_missing, open_study, trials_by_cell
-from biosig_lightning.runs.biosig_cli import run_lightning
 from biosig_lightning.runs.resume import resume_plan
+from biosig_lightning.runs.rundir import INTERRUPTED, RunDirError, claim_holder, try_claim
 from biosig_lightning.tuning.coordination import fail_dead_trials, worker_identity
 
-__all__ = ["fit_command", "run_cell", "run_grid", "study_name"]
+__all__ = ["Job", "fit_command", "run_cell", "run_grid", "run_job", "run_jobs", "study_name"]
 
 POLL_SECONDS = 1.0
+#: what :func:`run_job` found: the job ran (or had run) to its results, failed, or was held elsewhere
+DONE, FAILED, HELD = "done", "failed", "held"
+
+
+@dataclass(frozen=True)
+class Job:
+    """One fit of many: ``label`` names it in messages (``seed 3``, ``fold 0``, a cell id), ``args`` are
+    its ``biosig fit`` arguments (run placement included, no ``--ckpt_path``), ``log`` its output file,
+    ``metric`` the test metric its end line shows."""
+
+    label: str
+    run_dir: Path
+    args: tuple[str, ...]
+    log: Path
+    metric: str = "test/f1"
+
+    @property
+    def results(self) -> Path:
+        return self.run_dir / "results.json"
+
+
+def _finished_line(job: Job, seconds: float) -> str:
+    value = json.loads(job.results.read_text()).get("metrics", {}).get(job.metric)
+    score = f"{job.metric} {value:.4f}" if isinstance(value, float) else f"no {job.metric}"
+    return f"{job.label}: done in {seconds:.0f} s, {score}, results {job.results}"
+
+
+def run_job(job: Job, inline: bool = False, threads: int | None = None,
+            say: Callable[[str], None] = print) -> str:
+    """Claim, plan and fit one job; :data:`DONE`, :data:`FAILED` or :data:`HELD` (another process has it).
+
+    An interrupted inline fit (:class:`~biosig_lightning.runs.interrupt.Interrupted`) propagates.
+    """
+    claim = try_claim(job.run_dir)
+    if claim is None:
+        return HELD
+    try:
+        existed = job.run_dir.exists()
+        try:
+            plan, last = resume_plan(job.run_dir)
+        except RunDirError:  # a `biosig fit` started by hand trains in it: held as well
+            return HELD
+        if plan == "finished":
+            say(f"{job.label}: {job.results} exists, skipped")
+            return DONE
+        if last is None and existed:
+            say(f"{job.label}: {job.run_dir} had no results.json and no last.ckpt (an interrupted run), "
+                "starting it again")
+        args = [*job.args, *(["--ckpt_path", str(last)] if last is not None else [])]
+        how = f"resuming from {last}" if last is not None else "fitting"
+        say(f"{job.label}: {how} into {job.run_dir}" + ("" if inline else f", log {job.log}"))
+        started = time.perf_counter()
+        code = fit_inline(args) if inline else launch_fit(args, job.log, threads)
+        if code == 0 and job.results.is_file():
+            say(_finished_line(job, time.perf_counter() - started))
+            return DONE
+        where = "" if inline else f", see {job.log}"
+        if (job.run_dir / INTERRUPTED).is_file():
+            say(f"{job.label}: interrupted (exit {code}), marked {job.run_dir / INTERRUPTED}{where}; "
+                "rerun to resume it")
+        else:
+            say(f"{job.label}: FAILED (exit {code}){where}")
+        return FAILED
+    finally:
+        claim.release()
+
+
+def run_jobs(jobs: Sequence[Job], workers: int = 1, inline: bool = False,
+             say: Callable[[str], None] = print) -> dict[str, str]:
+    """Run ``jobs`` on ``workers`` local workers (threads, each starting one fit at a time); the outcome
+    of each job by label: :data:`DONE` or :data:`FAILED`.
+
+    A job another process holds is passed over and taken up again once its holder is gone (then
+    usually found finished); preemption signals reach the running fits and stop the rest.
+    """
+    pending = list(jobs)
+    outcome: dict[str, str] = {}
+    lock = threading.Lock()
+    said_held: set[str] = set()
+    threads = max(1, (os.cpu_count() or 1) // max(1, min(workers, len(pending))))
+
+    def speak(text: str) -> None:
+        with lock:
+            say(text)
+
+    def worker() -> None:
+        while not stop_signal():
+            with lock:
+                if not pending:
+                    return
+                job = pending.pop(0)
+            result = run_job(job, inline, threads, speak)
+            with lock:
+                if result == HELD:
+                    pending.append(job)
+                    if job.label not in said_held:
+                        said_held.add(job.label)
+                        holder = claim_holder(job.run_dir)
+                        say(f"{job.label}: {job.run_dir} is held by another process "
+                            f"({'a biosig fit training in it' if holder == '?' else holder}); "
+                            "taking it up when that process lets it go")
+                    every_held = all(j.label in said_held for j in pending)
+                else:
+                    outcome[job.label] = result
+                    every_held = False
+            if every_held:
+                time.sleep(POLL_SECONDS)
+
+    with forwarding_signals():
+        if workers == 1:
+            worker()
+        else:
+            pool = [threading.Thread(target=worker, daemon=True) for _ in range(workers)]
+            for t in pool:
+                t.start()
+            for t in pool:
+                while t.is_alive():
+                    t.join(0.2)  # the main thread stays free for the signal handlers
+    return outcome
 
 
 def study_name(grid: Grid, out: Path) -> str:
@@ -54,34 +179,20 @@ def _say(text: str) -> None:
     print(f"benchmark [{worker_identity()['worker']}] {text}", flush=True)
 
 
+def cell_job(grid: Grid, cell: Cell, out: Path) -> Job:
+    """The :class:`Job` of one grid cell (its log beside its run directory)."""
+    run_dir = cell.run_dir(out)
+    return Job(cell.id, run_dir, tuple(grid.cell_args(cell, out)), run_dir.parent / f"{run_dir.name}.log",
+               f"test/{grid.corpora[cell.corpus].metrics[0]}")
+
+
 def run_cell(grid: Grid, cell: Cell, out: Path, inline: bool = False) -> Path | None:
     """Fit one cell (resuming it where it stopped); returns its ``results.json``, ``None`` if it failed."""
-    run_dir = cell.run_dir(out)
-    plan, ckpt = resume_plan(run_dir)
-    results = run_dir / "results.json"
-    if plan == "finished":
-        return results
-    args = grid.cell_args(cell, out) + (["--ckpt_path", str(ckpt)] if ckpt is not None else [])
-    _say(f"{cell.id}: {'resuming from ' + str(ckpt) if ckpt else 'fitting'} into {run_dir}")
-    if inline:
-        try:
-            run_lightning(["fit", *args])
-        except SystemExit as exc:  # biosig fit's one-line refusal: this cell failed, the worker goes on
-            if exc.code not in (0, None):
-                _say(f"{cell.id}: FAILED: {exc.code}")
-                return None
-    else:
-        log = run_dir.parent / f"{run_dir.name}.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        if not any(a.startswith("--trainer.enable_progress_bar") for a in args):
-            args.append("--trainer.enable_progress_bar=false")  # a log file is no terminal
-        with log.open("a" if ckpt else "w") as fh:
-            code = subprocess.run([sys.executable, "-m", "biosig_lightning.cli", "fit", *args], stdout=fh,
-                                  stderr=subprocess.STDOUT, env=dict(os.environ)).returncode
-        if code != 0:
-            _say(f"{cell.id}: FAILED (exit {code}), see {log}")
-            return None
-    return results if results.is_file() else None
+    job = cell_job(grid, cell, out)
+    result = run_job(job, inline, say=_say)
+    if result == HELD:
+        _say(f"{cell.id}: {job.run_dir} is held by {claim_holder(job.run_dir)} outside this queue; not run")
+    return job.results if result == DONE else None
 
 
 def _progress(study: optuna.Study, total: int) -> str:
@@ -106,14 +217,11 @@ def _objective(grid: Grid, cells: dict[str, Cell], out: Path, inline: bool,
             trial.set_user_attr("duplicate", cid)
             raise optuna.TrialPruned(f"{cid} is held by an earlier trial")
         cell = cells[cid]
-        started = time.perf_counter()
         results = run_cell(grid, cell, out, inline)
         if results is None:
             raise RuntimeError(f"cell {cid} wrote no results.json")
         metrics = json.loads(results.read_text()).get("metrics", {})
-        key = f"test/{grid.corpora[cell.corpus].metrics[0]}"
-        value = float(metrics.get(key, float("nan")))
-        _say(f"{cid}: done in {time.perf_counter() - started:.0f} s, {key} {value:.4f}; {results}")
+        value = float(metrics.get(f"test/{grid.corpora[cell.corpus].metrics[0]}", float("nan")))
         return value if value == value else 0.0
 
     return objective
@@ -144,17 +252,23 @@ def run_grid(grid: Grid, out: Path, storage: str, inline: bool = False, grace: i
     _say(f"grid {grid.name}: {len(cells)} cells ({len(added)} queued now), "
          f"{len(grid.not_applicable())} n/a pairs; {_progress(study, len(cells))}")
     objective = _objective(grid, cells, out, inline, study)
-    while True:
-        fail_dead_trials(study)
-        waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
-        if waiting:
-            study.optimize(objective, n_trials=1, catch=(Exception,))
-            _say(_progress(study, len(cells)))
-            continue
-        if not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            break
-        time.sleep(POLL_SECONDS)
+    with forwarding_signals():
+        _work(study, objective, len(cells))
     held = trials_by_cell(study)
     failed = [cid for cid in cells if not any(t.state == TrialState.COMPLETE for t in held.get(cid, []))]
     _say(f"grid {grid.name}: {_progress(study, len(cells))}" + (f"; failed: {failed}" if failed else ""))
     return failed
+
+
+def _work(study: optuna.Study, objective: Callable[[optuna.Trial], float], total: int) -> None:
+    """Pop and run cells until none is waiting or running, or a preemption signal came."""
+    while not stop_signal():
+        fail_dead_trials(study)
+        waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+        if waiting:
+            study.optimize(objective, n_trials=1, catch=(Exception,))
+            _say(_progress(study, total))
+            continue
+        if not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            break
+        time.sleep(POLL_SECONDS)

@@ -13,13 +13,14 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from biosig_lightning.analysis.leaderboard import GRID_FILE, write_leaderboard
 from biosig_lightning.atomic_io import atomic_write_json
 from biosig_lightning.benchmarking.grid import GridError, load_grid
+from biosig_lightning.benchmarking.launch import forwarding_signals, launch, stop_signal
 from biosig_lightning.benchmarking.queue import default_storage
 from biosig_lightning.benchmarking.runner import fit_command, run_grid, select
 from biosig_lightning.tuning.errors import TuneError
@@ -76,9 +77,19 @@ def run(argv: list[str]) -> int:
                *(["--only", *a.only] if a.only else [])]
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // a.workers)))
-        procs = [subprocess.Popen(cmd, env=env) for _ in range(a.workers)]
-        codes = [p.wait() for p in procs]
+        codes: list[int] = []
+        with forwarding_signals():  # a preemption signal reaches every worker, and through them their cells
+            pool = [threading.Thread(target=lambda: codes.append(launch(cmd, env)), daemon=True)
+                    for _ in range(a.workers)]
+            for t in pool:
+                t.start()
+            for t in pool:
+                while t.is_alive():
+                    t.join(0.2)
         failed = ["(a worker)"] if any(codes) else []
+    if stop_signal():
+        raise SystemExit(f"biosig benchmark: interrupted ({stop_signal()}); running cells were stopped and marked; "
+                         "rerun the same command to resume them")
     _, written = write_leaderboard(a.out, [tuple(p) for p in a.pair])
     print(f"leaderboard: {', '.join(str(p) for p in written)}", flush=True)
     if failed:

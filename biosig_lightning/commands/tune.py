@@ -33,6 +33,9 @@ comes every ``grace period / 3`` seconds (at most 30), so a trial is stale only 
 heartbeats; a grace period under 3 s is refused. A stale trial whose worker still runs on this host
 is never failed (:mod:`biosig_lightning.tuning.coordination`); a worker that finds its trial failed by
 another stops it after the current epoch, keeps its run directory, and goes on with the study.
+A worker sent SIGTERM (preemption) stops its trial after the running batch, records it FAIL and
+queues its parameters again, then exits non-zero; the rerun runs that configuration first.
+Trials run in this process: there is no child process to launch.
 
 ``--n-trials N`` means "the study ends with N COMPLETE trials", across all workers; pruned and failed
 trials are extra. Stricter than ``MaxTrialsCallback`` (which lets each concurrently running worker
@@ -58,6 +61,7 @@ import optuna
 from optuna.trial import TrialState
 
 from biosig_lightning.tuning import TuneError, export_best, tune
+from biosig_lightning.tuning.errors import TunePreempted
 
 EPILOG = """Every other option goes to `biosig fit` unchanged: --config files and any --key value, e.g.
 --trainer.max_epochs 20. Start the same command in several shells (or machines, with a shared
@@ -93,6 +97,8 @@ def run(argv: list[str]) -> optuna.Study:
             raise TuneError(f"study {own.study_name!r} has no COMPLETE trial")
         runs_dir = own.runs_dir or Path("runs") / "tune" / own.study_name
         path = export_best(study, own.best_out or runs_dir / "best.yaml")
+    except TunePreempted as err:
+        raise SystemExit(f"biosig tune: {err}") from None
     except TuneError as err:
         raise SystemExit(f"biosig tune: error: {err}") from None
     counts = {s.name: states.count(s) for s in TrialState if states.count(s)}

@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader, Dataset
 from biosig_lightning.data.cache import WindowCache, load_or_build
 from biosig_lightning.data.samplers import ClassBalancedSampler
 from biosig_lightning.data.spec import CorpusReader, CorpusSpec, DataError
-from biosig_lightning.data.splits import SplitConfig, split_fingerprint, split_subjects
+from biosig_lightning.data.splits import SplitConfig, SplitError, split_fingerprint, split_subjects
 from biosig_lightning.data.synthetic import SyntheticReader, infer_kind
 from biosig_lightning.data.transforms import Augment, Normalization, channel_stats
 
@@ -120,6 +120,8 @@ class BiosignalDataModule(LightningDataModule):
             ``root`` with ``synthetic: false`` is an error.
         split: subject split strategy (fixed lists, ratio+seed, LOSO, k-fold); ``None``
             uses the corpus's paper protocol (:meth:`default_split`).
+        fold: the test fold of a ``loso`` or ``kfold`` split (replaces ``split.fold``): the one
+            fold key of ``biosig cv`` and benchmark grids (``data.init_args.fold``).
         batch_size: training batch size; ``eval_batch_size`` defaults to it.
         normalization: ``window`` (per-window z-score), ``channel`` (per-channel stats
             fitted on training subjects only), ``subject`` (per-subject z-score from each
@@ -147,6 +149,7 @@ class BiosignalDataModule(LightningDataModule):
         root: str | None = None,
         synthetic: bool = False,
         split: SplitConfig | None = None,
+        fold: int | None = None,
         batch_size: int = 64,
         eval_batch_size: int | None = None,
         normalization: Normalization = "window",
@@ -168,6 +171,7 @@ class BiosignalDataModule(LightningDataModule):
         self.root = root
         self.synthetic = synthetic
         self.split_config = split
+        self.split_fold = fold
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size or batch_size
         self.normalization = normalization
@@ -278,6 +282,11 @@ class BiosignalDataModule(LightningDataModule):
             return
         cache = self.cache
         cfg = self.split_config or self.default_split()
+        if self.split_fold is not None:
+            if cfg.strategy not in ("loso", "kfold"):
+                raise SplitError(f"data.fold={self.split_fold} needs a loso or kfold split, and "
+                                 f"{type(self).__name__}'s is {cfg.strategy!r} (set data.init_args.split.strategy)")
+            cfg = _replace(cfg, fold=self.split_fold)
         if self.subject_groups:
             # the corpus's groups are facts about its subjects (one person recorded twice), so
             # they hold whatever groups the user adds: merged, never replaced

@@ -56,7 +56,7 @@ from biosig_lightning.runs.checks import (
 from biosig_lightning.runs.csv_history import CsvHistory, restore_history
 from biosig_lightning.runs.dashboard import add_wandb_logger, wandb_summary
 from biosig_lightning.runs.errors import one_line_errors, quiet_environment
-from biosig_lightning.runs.interrupt import InterruptMarker, resume_line, unmark
+from biosig_lightning.runs.interrupt import Interrupted, InterruptMarker, resume_line, unmark
 from biosig_lightning.runs.naming import auto_name
 from biosig_lightning.runs.parser_errors import BiosigArgumentParser
 from biosig_lightning.runs.placement import (
@@ -133,8 +133,8 @@ class BiosigCLI(LightningCLI):
             if self._claimed is not None:
                 release_if_unused(self._claimed)
             if isinstance(err, SystemExit) and self._interrupt.interrupted:
-                # Lightning caught the Ctrl-C and exits: the last line says where the run stopped and how to resume
-                raise SystemExit(resume_line(self._interrupt, self.subcommand or "fit")) from None
+                # Ctrl-C or preemption stopped the fit: the last line says where the run stopped and how to resume
+                raise Interrupted(resume_line(self._interrupt, self.subcommand or "fit")) from None
             raise
         finally:
             if self._claimed is not None:

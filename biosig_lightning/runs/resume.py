@@ -8,7 +8,7 @@ from typing import Any
 
 from biosig_lightning.runs.csv_history import CsvHistory, read_history
 from biosig_lightning.runs.placement import csv_logger
-from biosig_lightning.runs.rundir import RunDirError, is_finished
+from biosig_lightning.runs.rundir import RunDirError, claim_lock, is_finished, is_held
 
 
 def history_to_keep(logger_cfgs: list[Any], ckpt_path: Any) -> CsvHistory | None:
@@ -44,12 +44,21 @@ def latest_last_checkpoint(experiment_dir: Path) -> tuple[Path, Path] | None:
 
 
 def resume_plan(run_dir: Path) -> tuple[str, Path | None]:
-    """What a rerun does with a named run directory (``biosig repeat``'s seeds, ``biosig benchmark``'s
-    cells): ``("finished", None)`` when it holds ``results.json`` (skip it); ``("resume", last.ckpt)``
-    when it died after a training epoch; ``("fresh", None)`` otherwise, an interrupted directory
-    without a checkpoint being removed first (it died in its first epoch)."""
+    """What a rerun does with a named run directory (``biosig repeat``'s seeds, ``biosig cv``'s folds,
+    ``biosig benchmark``'s cells): ``("finished", None)`` when it holds ``results.json`` (skip it);
+    ``("resume", last.ckpt)`` when it stopped after a checkpoint (killed, Ctrl-C, or preempted:
+    :data:`~biosig_lightning.runs.rundir.INTERRUPTED`); ``("fresh", None)`` otherwise, an interrupted
+    directory without a checkpoint being removed first (it died in its first epoch).
+
+    The caller holds the directory's :func:`~biosig_lightning.runs.rundir.try_claim`; a directory
+    whose own ``biosig fit`` still lives (it holds :func:`~biosig_lightning.runs.rundir.claim_lock`)
+    is neither resumed nor removed: :class:`~biosig_lightning.runs.rundir.RunDirError` names it.
+    """
     if is_finished(run_dir):
         return "finished", None
+    if is_held(run_dir):
+        raise RunDirError(f"{run_dir} is being trained by a living biosig fit (it holds {claim_lock(run_dir)}); "
+                          "neither resumed nor removed: wait for it to end")
     last = run_dir / "checkpoints" / "last.ckpt"
     if last.is_file():
         return "resume", last

@@ -18,8 +18,11 @@
   outside the run directory, which Lightning's loggers expect empty) until its command ends, and
   the next claim in the same experiment removes every directory that never trained and whose lock
   nobody holds any more.
-* **Unfinished runs.** A fit stopped by Ctrl-C leaves :data:`INTERRUPTED` (JSON: epoch, last
-  checkpoint, the command that resumes it) in its directory, removed when the run finishes.
+* **Unfinished runs.** A fit stopped by Ctrl-C or a preemption signal leaves :data:`INTERRUPTED`
+  (JSON: reason, epoch, last checkpoint, the command that resumes it), removed when the run finishes.
+* **Runner claims.** A command that runs many fits (``repeat``, ``cv``, ``benchmark``) takes
+  :func:`try_claim` on each named directory before it looks at, resumes or removes it: an
+  ``flock`` on ``.<name>.claim`` beside it, naming its holder, held until the fit ends.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import fcntl
 import os
 import re
 import shutil
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +108,63 @@ def _owner_gone(run_dir: Path) -> bool:
     finally:
         os.close(fd)  # closing drops the lock we may have taken
     return True
+
+
+def is_held(run_dir: Path) -> bool:
+    """Whether a living ``biosig fit`` holds the :func:`claim_lock` of ``run_dir`` (it created the directory)."""
+    return claim_lock(run_dir).exists() and not _owner_gone(run_dir)
+
+
+class Claim:
+    """This process's exclusive hold on a named run directory (:func:`try_claim`); ``release()`` ends it."""
+
+    def __init__(self, run_dir: Path, fd: int) -> None:
+        self.run_dir, self._fd = run_dir, fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            runner_lock(self.run_dir).unlink(missing_ok=True)  # before the unlock: a waiter re-checks the inode
+            os.close(self._fd)
+            self._fd = None
+
+
+def runner_lock(run_dir: Path) -> Path:
+    """The lock file of :func:`try_claim` (not :func:`claim_lock`, which the fit inside takes itself)."""
+    return run_dir.parent / f".{run_dir.name}.claim"
+
+
+def try_claim(run_dir: Path) -> Claim | None:
+    """Claim ``run_dir`` for this process, or ``None`` when another living process holds it.
+
+    The claim is an ``flock`` on :func:`runner_lock`: the kernel releases it when its holder dies, so
+    a killed runner never leaves a directory claimed. The file names the holder (:func:`claim_holder`).
+    """
+    path = runner_lock(run_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return None
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:  # else its holder released (and removed) it between our open and our lock: again
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{socket.gethostname()}:{os.getpid()}\n".encode())
+            return Claim(run_dir, fd)
+        os.close(fd)
+
+
+def claim_holder(run_dir: Path) -> str:
+    """``host:pid`` of the process holding :func:`try_claim` on ``run_dir`` (``?`` when it does not say)."""
+    try:
+        return runner_lock(run_dir).read_text().strip() or "?"
+    except OSError:
+        return "?"
 
 
 def remove_dead_claims(experiment_dir: Path) -> list[Path]:

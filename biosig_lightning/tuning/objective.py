@@ -13,12 +13,13 @@ from typing import Any
 import optuna
 from lightning.pytorch import Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from optuna.distributions import BaseDistribution
 from optuna.trial import TrialState
 
 from biosig_lightning.runs.biosig_cli import BiosigCLI
 from biosig_lightning.tuning.coordination import TrialTakenOver, worker_identity
-from biosig_lightning.tuning.errors import FatalTrialError, TuneError
+from biosig_lightning.tuning.errors import FatalTrialError, TrialPreempted, TuneError
 from biosig_lightning.tuning.pruning import OptunaPruning
 from biosig_lightning.tuning.search_space import override_args, parser_reason, suggest
 from biosig_lightning.tuning.trial_setup import check_launcher
@@ -32,6 +33,9 @@ class Objective:
 
     ``fatal`` holds the first :class:`FatalTrialError` a trial hit (recorded on that trial as
     usual), which :func:`tune` turns into the worker's own error instead of trying again.
+    ``preempted`` is the number of a trial stopped by SIGTERM (Lightning's ``SIGTERMException``):
+    FAIL, and enqueued again with its parameters (user attribute ``retry_of``), so that a rerun of the
+    command runs that configuration again before sampling new ones.
     """
 
     def __init__(self, config_args: list[str], space: dict[str, BaseDistribution], metric: str, direction: str,
@@ -40,6 +44,7 @@ class Objective:
         self.n_trials, self.runs_dir, self.storage_url = n_trials, runs_dir, storage_url
         self.worker = worker_identity()["worker"]
         self.fatal: FatalTrialError | None = None
+        self.preempted: int | None = None
 
     def __call__(self, trial: optuna.Trial) -> float:
         ahead = [t for t in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
@@ -84,6 +89,11 @@ class Objective:
             raise
         except optuna.exceptions.UpdateFinishedTrialError:  # failed by another worker after its last epoch
             raise TrialTakenOver(trial.number, "finished training", cli.trainer.log_dir if cli else None) from None
+        except SIGTERMException:  # a SystemExit: Optuna would leave the trial RUNNING and the process exit 0
+            self.preempted = trial.number
+            trial.set_user_attr("error", "preempted (SIGTERM); queued again with the same parameters")
+            trial.study.enqueue_trial(params, user_attrs={"retry_of": trial.number})
+            raise TrialPreempted(f"trial {trial.number} preempted (SIGTERM)") from None
         except BaseException as err:  # recorded on the trial; optuna marks it FAIL
             try:
                 trial.set_user_attr("error", f"{type(err).__name__}: {err}"[:2000])

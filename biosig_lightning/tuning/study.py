@@ -18,7 +18,7 @@ from biosig_lightning.tuning.coordination import (
     fail_dead_trials,
     heartbeat_interval,
 )
-from biosig_lightning.tuning.errors import TuneError
+from biosig_lightning.tuning.errors import TuneError, TunePreempted
 from biosig_lightning.tuning.objective import make_objective
 from biosig_lightning.tuning.search_space import load_search_space, validate_space
 from biosig_lightning.tuning.storage import open_storage, shown_url
@@ -92,6 +92,9 @@ def tune(config_args: list[str], space_path: str | Path, study_name: str, n_tria
             continue
         if objective.fatal is not None:
             raise TuneError(f"stopping this worker: {objective.fatal}") from None
+        if objective.preempted is not None:
+            raise TunePreempted(f"preempted (SIGTERM) in trial {objective.preempted}; the trial is FAIL and queued "
+                                "again with its parameters: rerun the same command to go on")
         failures += sum(t.state == TrialState.FAIL and "skipped" not in t.user_attrs for t in finished)
     return study
 

@@ -74,12 +74,12 @@ def test_repeat_workers_rerun_an_interrupted_seed(repeated: Path, tmp_path: Path
     main(["repeat", *SMOKE, "--seeds", "3,4,5", "--out", str(out), "--workers", "2"])
     text = capsys.readouterr().out
     assert "seed 3: " in text and "exists, skipped" in text
-    assert f"seed 4: {out / 'seed_4'} has no results.json (an interrupted run), resuming from " \
-           f"{out / 'seed_4' / 'checkpoints' / 'last.ckpt'}" in text
+    assert f"seed 4: resuming from {out / 'seed_4' / 'checkpoints' / 'last.ckpt'} into {out / 'seed_4'}, " \
+           f"log {out / 'seed_4.log'}" in text
     assert "seed 5: " in text and "no last.ckpt (an interrupted run), starting it again" in text
     # each seed says when it starts and, as it ends, its score and where its results are
+    assert f"seed 5: fitting into {out / 'seed_5'}, log {out / 'seed_5.log'}" in text
     for seed in (4, 5):
-        assert f"seed {seed}: started, log {out / f'seed_{seed}.log'}" in text
         assert re.search(rf"seed {seed}: done in \d+ s, test/f1 \d\.\d{{4}}, results {re.escape(str(out))}/seed_{seed}/results.json",
                          text), text
     assert "it/s]" not in (out / "seed_5.log").read_text()  # no progress bars in the logs

@@ -374,3 +374,14 @@ def test_help_says_what_n_trials_counts(capsys: pytest.CaptureFixture[str]) -> N
         main(["tune", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "this many COMPLETE trials; pruned and failed trials are extra" in text
+
+
+def test_a_preempted_trial_is_failed_queued_again_and_the_worker_exits_non_zero(in_tmp: Path) -> None:
+    with pytest.raises(SystemExit) as err:
+        main(_tune_args(in_tmp, "pre", 2, "--trainer.callbacks+=tests.helpers.SigtermAtEpoch"))
+    assert err.value.code == ("biosig tune: preempted (SIGTERM) in trial 0; the trial is FAIL and queued again with "
+                              "its parameters: rerun the same command to go on")
+    first, again = optuna.load_study(study_name="pre", storage="sqlite:///pre.db").trials
+    assert first.state == TrialState.FAIL and first.user_attrs["error"].startswith("preempted (SIGTERM)")
+    assert again.state == TrialState.WAITING and again.user_attrs["retry_of"] == 0
+    assert again.system_attrs["fixed_params"] == first.params
