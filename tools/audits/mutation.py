@@ -2,8 +2,8 @@
 
 Run by hand (not collected by pytest, not run in CI)::
 
-    .venv/bin/python benchmarks/mutation.py            # every mutant, writes docs/results/mutation.json
-    .venv/bin/python benchmarks/mutation.py --only kfold_counter_reset --no-write
+    .venv/bin/python tools/audits/mutation.py            # every mutant, writes docs/results/mutation.json
+    .venv/bin/python tools/audits/mutation.py --only kfold_counter_reset --no-write
 
 The repository's tracked (and untracked, not ignored) files are copied to a temporary directory; each
 mutant is a small search/replace patch applied to that copy only (the working tree is never touched),
@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs" / "results" / "mutation.json"
 sys.path.insert(0, str(ROOT))
 
@@ -270,7 +270,7 @@ def write_result(rows: list[dict], caught: int, rate: float, argv: list[str] | N
     today = dt.date.today().isoformat()
     machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores shared with other jobs, " \
               f"Python {platform.python_version()}, torch {torch_version}"
-    command = "python benchmarks/mutation.py" + ("" if not argv else " " + " ".join(argv))
+    command = "python tools/audits/mutation.py" + ("" if not argv else " " + " ".join(argv))
     table = {"columns": ["mutant", "planted bug", "file", "result"], "align": ["left", "left", "left", "left"],
              "rows": [[f"`{r['name']}`", r["bug"], f"`{r['file']}`", r["result"]] for r in rows]}
     doc = {
