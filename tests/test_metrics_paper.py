@@ -13,6 +13,7 @@ from sklearn.metrics import (
     precision_recall_curve,
     precision_score,
     recall_score,
+    roc_auc_score,
 )
 from torch import nn
 from torch.utils.data import DataLoader
@@ -141,7 +142,9 @@ def test_task_tunes_threshold_on_val_and_reuses_it_on_test(tmp_path) -> None:
     assert out["test/det_recall"] == pytest.approx(recall_score(yt, pred), abs=1e-6)
     assert out["test/det_precision"] == pytest.approx(precision_score(yt, pred), abs=1e-6)
     assert out["test/det_acc"] == pytest.approx(accuracy_score(yt, pred), abs=1e-6)
-    assert "test/auroc" in out and "test/f1" in out  # the standard keys stay
+    # the standard metrics stay what they are: macro F1 of the argmax, AUROC of the class-1 probability
+    assert out["test/f1"] == pytest.approx(f1_score(yt, lt.argmax(-1), average="macro"), abs=1e-6)
+    assert out["test/auroc"] == pytest.approx(roc_auc_score(yt, lt.softmax(-1)[:, 1].numpy()), abs=1e-6)
     # the threshold travels with the weights (checkpoint of the best epoch -> test)
     fresh = ClassificationTask(_Fixed(), n_outputs=2, eval_metrics="detection")
     assert float(fresh.decision_threshold) == 0.5

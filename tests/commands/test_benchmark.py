@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -50,15 +51,17 @@ def test_smoke_grid_writes_the_leaderboard(smoke_out: Path) -> None:
     rows = {r.split(",")[0]: r.split(",") for r in lines[1:]}
     assert sorted(rows) == sorted(grid.methods)  # one row per method, n/a ones included
     assert rows["spdtransnet"][1:3] == ["n/a", "n/a"]
-    board = json.loads((smoke_out / "leaderboard.json").read_text())
-    for m in ("cnn1d", "eegnet", "cnn1d_coral"):
-        # the average-rank column is the mean of the per-corpus ranks of the corpora's means
-        per_corpus = [board["ranks"][c][m] for c in ("synthetic", "apava")]
-        assert float(rows[m][3]) == pytest.approx(sum(per_corpus) / 2, abs=5e-3)
-        # and each cell is mean ± std over the seeds' results.json
-        vals = [json.loads((smoke_out / "apava" / m / f"seed_{s}" / "results.json").read_text())["metrics"]["test/f1"]
-                for s in grid.seeds]
-        assert rows[m][2].startswith(f"{sum(vals) / len(vals):.3f} ± ")
+    ranked = ("cnn1d", "eegnet", "cnn1d_coral")
+    seeds = {c: {m: [json.loads((smoke_out / c / m / f"seed_{s}" / "results.json").read_text())["metrics"]["test/f1"]
+                     for s in grid.seeds] for m in ranked} for c in ("synthetic", "apava")}
+    means = {c: {m: statistics.fmean(v) for m, v in ms.items()} for c, ms in seeds.items()}
+    for m in ranked:
+        # each cell is mean ± sample std (ddof 1) over the seeds' results.json
+        assert rows[m][1:3] == [f"{means[c][m]:.3f} ± {statistics.stdev(seeds[c][m]):.3f}" for c in seeds]
+        # the average-rank column, from the means by hand: 1 + the methods ahead + half the methods tied
+        by_hand = [1 + sum(o > means[c][m] for o in means[c].values())
+                   + 0.5 * (sum(o == means[c][m] for o in means[c].values()) - 1) for c in means]
+        assert rows[m][3] == f"{statistics.fmean(by_hand):.2f}"
     md = (smoke_out / "leaderboard.md").read_text()
     assert "spdtransnet on apava: spdtransnet applies to sleep_staging_context" in md
     assert "## cnn1d vs eegnet" in md
@@ -112,14 +115,16 @@ def _bench(grid: Path, out: Path, *extra: str, env: dict[str, str] = ENV) -> sub
 
 
 def test_kill_9_mid_cell_then_rerun_finishes_without_redoing(tmp_path: Path) -> None:
-    grid = _tiny_grid(tmp_path, [1, 2], epochs=2, extra={"trainer.callbacks+": "tests.helpers.PauseForKill",
-                                                         "trainer.callbacks.init_args.seed": 2})
+    # seed 2 is killed in its third epoch (k = 2 checkpointed) of max_epochs = 3
+    grid = _tiny_grid(tmp_path, [1, 2], epochs=3, extra={
+        "trainer.callbacks+": "tests.benchmarking.callbacks.PauseForKillThenRecordEpochs",
+        "trainer.callbacks.init_args.seed": 2, "trainer.callbacks.init_args.epoch": 2})
     out = tmp_path / "out"
     out.mkdir()
     marker = tmp_path / "paused"
     proc = _bench(grid, out, env={**ENV, "BIOSIG_TEST_PAUSE": str(marker)})
     deadline = time.monotonic() + 240
-    while not marker.exists():  # seed 2 is inside its second epoch, its first checkpointed
+    while not marker.exists():  # seed 2 is inside its third epoch, its first two checkpointed
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0][-3000:]
         time.sleep(0.2)
     os.kill(proc.pid, signal.SIGKILL)
@@ -136,7 +141,9 @@ def test_kill_9_mid_cell_then_rerun_finishes_without_redoing(tmp_path: Path) -> 
     assert f"synthetic/cnn1d/seed_2: resuming from {killed / 'checkpoints' / 'last.ckpt'}" in text
     assert "synthetic/cnn1d/seed_1: fitting" not in text
     res = json.loads((killed / "results.json").read_text())
-    assert res["epochs"] == 2  # max_epochs 2 in all: the second one after the resume
+    assert res["epochs"] == 3
+    # the resumed process trained only the remaining epoch (index 2); a fresh restart trains 0, 1, 2
+    assert json.loads((killed / "epochs_trained.json").read_text()) == [2]
     study = open_study(f"sqlite:///{out / 'benchmark.db'}", study_name(load_grid(grid), out))
     complete = [t.user_attrs["cell"] for t in study.trials if t.state == TrialState.COMPLETE]
     assert sorted(complete) == ["synthetic/cnn1d/seed_1", "synthetic/cnn1d/seed_2"]

@@ -18,6 +18,7 @@ from biosig_lightning.cli import main
 from biosig_lightning.models.baselines import CNN1D, EEGNet, Medformer, TransformerClassifier
 from biosig_lightning.models.bioformer import FBAM
 from biosig_lightning.models.modules.domain import (
+    DEFAULT_MMD_SCALES,
     DSU,
     GradientReversal,
     MixStyle,
@@ -27,6 +28,7 @@ from biosig_lightning.models.modules.domain import (
     mmd_loss,
 )
 from biosig_lightning.robust import DGTask, dann_lambda
+from biosig_lightning.robust.dg import DEFAULT_DG_WEIGHTS
 from biosig_lightning.runs import load_run
 from tests.conftest import EXPERIMENTS
 from tests.helpers import assert_metrics_match_predictions, printed_metrics
@@ -158,7 +160,10 @@ def test_mmd_is_zero_for_identical_sets_and_grows_with_shift() -> None:
     near, far = mmd_loss(a, b + 0.5), mmd_loss(a, b + 3.0)
     assert 0 < near < far
     assert mmd_loss(a, b) == pytest.approx(mmd_loss(b, a).item(), abs=1e-6)
-    assert mmd_loss(a[:1], b[:1]) >= 0  # the biased estimator is defined on one sample per set
+    # one sample per set: the median heuristic's width is their squared distance, so the biased estimator is
+    # 1 + 1 - 2 k(a, b) with k(a, b) = mean over scales s of exp(-1 / s)
+    one = 2 - 2 * sum(math.exp(-1 / s) for s in DEFAULT_MMD_SCALES) / len(DEFAULT_MMD_SCALES)
+    assert mmd_loss(a[:1], b[:1]).item() == pytest.approx(one, rel=1e-5)
     a.requires_grad_(True)
     mmd_loss(a, b + 1.0).backward()
     assert a.grad is not None and a.grad.abs().sum() > 0
@@ -505,7 +510,11 @@ def test_each_method_trains_through_the_cli(in_tmp: Path, capsys: pytest.Capture
     assert_metrics_match_predictions(res["run_dir"])
     log = train_log(res)
     if method in ("mmd", "coral", "grl"):
-        assert log["train/dg_loss"] > 0
+        assert log["train/dg_loss"] > 0  # a pair of subjects (or the discriminator) was found in the batches
+        # and the alignment term is part of what is minimised: loss = classification + weight * alignment
+        weight = model["init_args"].get("dg_weight")
+        weight = DEFAULT_DG_WEIGHTS[method] if weight is None else weight
+        assert log["train/loss_epoch"] == pytest.approx(log["train/cls_loss"] + weight * log["train/dg_loss"], rel=1e-4)
     if method == "grl":
         # two steps of smoke training: progress 0 and 1/2, epoch mean of the two coefficients
         assert log["train/grl_lambda"] == pytest.approx((dann_lambda(0.0) + dann_lambda(0.5)) / 2, rel=1e-5)

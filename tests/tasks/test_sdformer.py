@@ -72,13 +72,12 @@ def cli_fit(capsys: pytest.CaptureFixture[str], configs: list[Path], *extra: str
 
 
 def assert_scored(run_dir: Path, res: dict[str, Any]) -> None:
-    """``test/f1`` and ``test/auroc`` are those of the run's saved test predictions (scikit-learn), F1 is a
-    number, and AUROC is one whenever the scored windows hold two classes (the smoke runs' two test
+    """``test/f1`` and ``test/auroc`` are those of the run's saved test predictions (scikit-learn), and
+    AUROC is a number whenever the scored windows hold two classes (the smoke runs' two test
     batches of the Sleep-EDF stand-in can hold one stage only; macro AUROC is then undefined)."""
-    assert_metrics_match_predictions(run_dir)
+    assert_metrics_match_predictions(run_dir)  # test/f1 is scikit-learn's macro F1 of the saved predictions
     with np.load(run_dir / "test_predictions.npz", allow_pickle=False) as z:
         n_classes = len(np.unique(z["y"]))
-    assert math.isfinite(res["metrics"]["test/f1"])
     assert math.isfinite(res["metrics"]["test/auroc"]) is (n_classes > 1), (n_classes, res["metrics"]["test/auroc"])
 
 
@@ -480,7 +479,6 @@ def test_checkpoint_stores_validation_edge_density(learned_run: dict[str, Any]) 
     with (run_dir / "metrics.csv").open() as fh:
         rows = [r for r in csv.DictReader(fh) if r.get("val/edge_density") and int(r["epoch"]) == best_epoch]
     assert rows and density == pytest.approx(float(rows[-1]["val/edge_density"]), abs=1e-6)
-    assert 0.0 < density < 1.0
 
 
 def test_random_graph_control_matches_learned_density(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,8 +2,8 @@
 
 Run by hand (not collected by pytest, not run in CI)::
 
-    .venv/bin/python benchmarks/mutation.py            # every mutant, writes docs/results/mutation.json
-    .venv/bin/python benchmarks/mutation.py --only kfold_counter_reset --no-write
+    .venv/bin/python tools/audits/mutation.py            # every mutant, writes docs/results/mutation.json
+    .venv/bin/python tools/audits/mutation.py --only kfold_counter_reset --no-write
 
 The repository's tracked (and untracked, not ignored) files are copied to a temporary directory; each
 mutant is a small search/replace patch applied to that copy only (the working tree is never touched),
@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 OUT = ROOT / "docs" / "results" / "mutation.json"
 sys.path.insert(0, str(ROOT))
 
@@ -62,6 +62,16 @@ MODULES = ("tests/models/modules/test_encodings.py", "tests/models/modules/test_
            "tests/models/modules/test_dropout.py", "tests/models/modules/test_augment.py",
            "tests/models/modules/test_channel_graphs.py", "tests/models/modules/test_time_steps.py")
 SIGNED = ("tests/features/test_signed_graph.py",)
+OWN_DATA = ("tests/data/datamodules/test_own_data_subjects.py",)
+WINDOWS = ("tests/data/test_subject_disjoint_windows.py",)
+EDF = ("tests/data/corpora/test_edf.py", "tests/data/corpora/test_edf_annotation_first.py")
+LEADERBOARD = ("tests/analysis/test_leaderboard.py", "tests/analysis/test_leaderboard_ties.py")
+QUEUE = ("tests/benchmarking/test_sqlite_queue_race.py", "tests/tuning/test_sqlite_pop.py")
+RESUME = ("tests/commands/test_benchmark.py", "-k", "kill_9")
+TUNE = ("tests/tuning/test_grace_period_reaches_storage.py", "tests/tuning/test_coordination.py", "-k",
+        "grace or heartbeat")
+CHECKPOINTS = ("tests/runs/test_checkpoint_runs_no_code.py",)
+SPD = ("tests/features/test_spd.py", "-k", "pyriemann or sqrt2")
 
 MUTANTS: tuple[Mutant, ...] = (
     Mutant("kfold_counter_reset", "biosig_lightning/data/splits.py",
@@ -170,6 +180,75 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("lanczos_recurrence_plus_beta", "biosig_lightning/features/signed_graph.py",
            "prev, value=-1.0)", "prev, value=1.0)",
            SIGNED, "Lanczos three-term recurrence (App. B): + beta_{k-1} v_{k-1} instead of -"),
+    # ---- own data: one person, one split, window by window
+    Mutant("bids_subject_per_recording", "biosig_lightning/data/corpora/bids.py",
+           "WindowBlock(subject=self._subject_of[p.subject],", "WindowBlock(subject=self.paths.index(p) + 1,",
+           OWN_DATA, "BIDS: subjects numbered per recording (a person's two sessions become two ids)"),
+    Mutant("arrays_rows_one_slice", "biosig_lightning/data/corpora/arrays.py",
+           "rows = np.flatnonzero(self.subjects == sid)\n",
+           "rows = np.flatnonzero(self.subjects == sid)\n            rows = np.arange(rows[0], rows[0] + len(rows))\n",
+           OWN_DATA, "arrays: a subject's rows read as one contiguous slice (interleaved subjects mixed)"),
+    Mutant("arrays_cache_key_without_ids", "biosig_lightning/data/corpora/arrays.py",
+           "for arr in (self.x, self.y, self.subjects.astype(np.int64)):", "for arr in (self.x, self.y):",
+           OWN_DATA, "arrays: the cache key ignores subject ids (corrected ids reuse the old cache)"),
+    Mutant("cache_rows_by_recording", "biosig_lightning/data/cache.py",
+           "return np.flatnonzero(np.isin(self.subjects, ids))", "return np.flatnonzero(np.isin(self.recordings, ids))",
+           WINDOWS, "window cache: a split's rows selected by recording number instead of subject"),
+    # ---- readers
+    Mutant("edf_annotation_by_position", "biosig_lightning/data/corpora/edf.py",
+           'ordinary = [k for k, lbl in enumerate(raw_labels) if lbl != "EDF Annotations"]',
+           "ordinary = list(range(reader.signals_in_file))",
+           EDF, "EDF record reader: the annotation signal assumed last (found by position, not by label)"),
+    # ---- leaderboard
+    Mutant("rank_ties_min", "biosig_lightning/analysis/leaderboard.py",
+           'means.values()], method="average")', 'means.values()], method="min")',
+           LEADERBOARD, "leaderboard: tied means both ranked 1 instead of 1.5 / 1.5"),
+    Mutant("wins_need_rank_one", "biosig_lightning/analysis/leaderboard.py",
+           "r[method] == min(r.values()))", "r[method] == 1)",
+           LEADERBOARD, "leaderboard: a corpus won only at rank exactly 1 (tied leaders win nothing)"),
+    Mutant("cell_std_ddof0", "biosig_lightning/analysis/leaderboard.py",
+           "std = float(np.std(vals, ddof=1)) if len(vals) > 1", "std = float(np.std(vals, ddof=0)) if len(vals) > 1",
+           LEADERBOARD, "leaderboard cell: population std (ddof 0) instead of the sample std"),
+    Mutant("lower_is_better_ignored", "biosig_lightning/analysis/leaderboard.py",
+           "sign = 1.0 if metric in LOWER_IS_BETTER else -1.0", "sign = -1.0",
+           LEADERBOARD, "leaderboard: ECE/loss ranked as if higher were better"),
+    # ---- benchmark queue and resume
+    Mutant("queue_without_write_lock", "biosig_lightning/benchmarking/queue.py",
+           "atomic_sqlite=True)", "atomic_sqlite=False)",
+           QUEUE, "benchmark queue on SQLite without the write lock at BEGIN (two workers pop one cell)"),
+    Mutant("resume_starts_fresh", "biosig_lightning/runs/resume.py",
+           '        return "resume", last', '        return "fresh", None',
+           RESUME, "a killed cell with a last.ckpt is refitted from epoch 0 instead of resumed"),
+    # ---- tune
+    Mutant("tune_storage_default_grace", "biosig_lightning/tuning/study.py",
+           "store = open_storage(url, grace=grace_period)", "store = open_storage(url)",
+           TUNE, "biosig tune: the study storage ignores --grace-period"),
+    Mutant("heartbeat_two_beats", "biosig_lightning/tuning/coordination.py",
+           "return min(MAX_HEARTBEAT_S, grace_period // MISSED_BEATS)", "return min(MAX_HEARTBEAT_S, grace_period // 2)",
+           TUNE, "heartbeat every grace/2 s: a trial is stale after two missed beats, not three"),
+    # ---- checkpoints
+    Mutant("ckpt_path_unrestricted_pickle", "biosig_lightning/runs/checks.py",
+           'torch.load(path, map_location="cpu", weights_only=True)',
+           'torch.load(path, map_location="cpu", weights_only=False)',
+           CHECKPOINTS, "--ckpt_path loaded with weights_only=False (a pickle runs its code)"),
+    Mutant("load_run_unrestricted_pickle", "biosig_lightning/runs/load.py",
+           'torch.load(ckpt, map_location="cpu", weights_only=True)',
+           'torch.load(ckpt, map_location="cpu", weights_only=False)',
+           CHECKPOINTS, "reopening a run loads its checkpoint with weights_only=False"),
+    # ---- SPDTransNet (Seraphim et al., Sec. 3.3) and the DG objective
+    Mutant("spd_augment_without_outer_product", "biosig_lightning/features/spd.py",
+           "out[..., :n, :n] = cov + a.unsqueeze(-1) * a.unsqueeze(-2)", "out[..., :n, :n] = cov",
+           SPD, "SPD augmentation [[C + a a^T, a], [a^T, 1]] loses its a a^T (no longer the Schur form)"),
+    Mutant("spd_sqrt2_on_diagonal", "biosig_lightning/features/spd.py",
+           "tok = tok * torch.where(r == c, 1.0, math.sqrt(2.0))", "tok = tok * torch.where(r == c, math.sqrt(2.0), 1.0)",
+           SPD, "SPD tokens: sqrt(2) on the diagonal instead of the off-diagonal (not an isometry)"),
+    Mutant("mmd_drops_a_scale", "biosig_lightning/models/modules/domain.py",
+           "k = sum(torch.exp(-d2 / (s * h)) for s in scales) / len(scales)",
+           "k = sum(torch.exp(-d2 / (s * h)) for s in scales[1:]) / (len(scales) - 1)",
+           DG, "multi-kernel MMD without its narrowest bandwidth"),
+    Mutant("dg_weight_ignored", "biosig_lightning/robust/dg.py",
+           "return cls + self.dg_weight * aux, logits, extra", "return cls + aux, logits, extra",
+           DG, "DG objective: the alignment term added at weight 1 whatever dg_weight says"),
 )
 
 
@@ -270,7 +349,7 @@ def write_result(rows: list[dict], caught: int, rate: float, argv: list[str] | N
     today = dt.date.today().isoformat()
     machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores shared with other jobs, " \
               f"Python {platform.python_version()}, torch {torch_version}"
-    command = "python benchmarks/mutation.py" + ("" if not argv else " " + " ".join(argv))
+    command = "python tools/audits/mutation.py" + ("" if not argv else " " + " ".join(argv))
     table = {"columns": ["mutant", "planted bug", "file", "result"], "align": ["left", "left", "left", "left"],
              "rows": [[f"`{r['name']}`", r["bug"], f"`{r['file']}`", r["result"]] for r in rows]}
     doc = {
