@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from biosig_lightning.runs.index_ranges import parse_index_ranges
+
 __all__ = ["parse_folds", "run", "summarise"]
 
 DEFAULT_METRICS = ("test/f1", "test/macro_acc", "test/f1_n1", "test/acc", "test/kappa")
@@ -40,25 +42,8 @@ class CVError(ValueError):
 
 
 def parse_folds(text: str) -> list[int]:
-    """``"0-30"``, ``"0,3,5"`` or ``"0-3,7"`` -> sorted unique fold indices."""
-    out: set[int] = set()
-    for part in text.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        try:
-            if "-" in part:
-                lo, hi = (int(v) for v in part.split("-", 1))
-                if hi < lo:
-                    raise ValueError
-                out.update(range(lo, hi + 1))
-            else:
-                out.add(int(part))
-        except ValueError:
-            raise CVError(f"--folds: {part!r} is neither a fold index nor a range a-b") from None
-    if not out or min(out) < 0:
-        raise CVError(f"--folds {text!r}: expected non-negative fold indices such as 0-30")
-    return sorted(out)
+    """``"0-30"``, ``"0,3,5"`` or ``"0-3,7"`` -> sorted unique fold indices (at most ``MAX_INDICES``)."""
+    return parse_index_ranges(text, "--folds", CVError)
 
 
 def _fold_args(fit_args: list[str], out: Path, fold: int, fold_key: str, ckpt: Path | None) -> list[str]:

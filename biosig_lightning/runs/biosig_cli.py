@@ -49,6 +49,7 @@ from biosig_lightning.runs.checks import (
     check_config_files,
     check_hyperparameters,
     check_same_experiment,
+    check_seed,
     check_sizes,
     check_weights_fit,
     is_named_checkpoint,
@@ -236,6 +237,14 @@ class BiosigCLI(LightningCLI):
             raise CheckpointError(f"--ckpt_path {path}: its saved hyperparameters do not fit the model this "
                                   f"version builds: {reason}") from None
 
+    def _set_seed(self) -> None:
+        """LightningCLI's seeding, after the seed is checked (:func:`~.checks.check_seed`): numpy refuses
+        one past 32 bits with a traceback."""
+        subcommand = self.config.get("subcommand")
+        cfg = self.config.get(subcommand) if subcommand else self.config
+        check_seed(cfg.get("seed_everything") if cfg is not None else None)
+        super()._set_seed()
+
     def before_instantiate_classes(self) -> None:
         cfg = self.config.get(self.subcommand) if self.subcommand else self.config
         if cfg is None:
@@ -311,6 +320,7 @@ class BiosigCLI(LightningCLI):
         cfg = self.config.get(self.subcommand) if self.subcommand else self.config
         _check_accelerator(cfg)  # here, where Lightning would fail with a traceback; a parse alone never asks
         trainer = super().instantiate_trainer(**kwargs)
+        check_precision_ran(cfg.trainer.get("precision"), trainer)
         trainer.callbacks.append(ConfigInCheckpoint(self._resolved))
         use_atomic_checkpoints(trainer, self._checkpoint)
         if self.subcommand == "fit":
@@ -399,6 +409,16 @@ def _gpu_precision(cfg: Any) -> None:
     # "gpu" without CUDA means Apple's MPS to Lightning: not a CUDA run, precision untouched
     if kind == "cuda" or "cudaaccelerator" in kind or (kind in ("gpu", "auto") and torch.cuda.is_available()):
         cfg.trainer.precision = gpu_precision
+
+
+def check_precision_ran(asked: Any, trainer: Trainer) -> None:
+    """Refuse a run whose ``trainer.precision`` Lightning replaced: ``16-mixed`` on a CPU runs as ``bf16-mixed``
+    (with a warning only), and the run's config would record a precision that never ran."""
+    ran = str(trainer.precision)
+    if asked is None or str(asked) in (ran, ran.removesuffix("-true"), ran.removesuffix("-mixed")):
+        return
+    raise RunConfigError(f"trainer.precision: {asked} asked for, but on {trainer.strategy.root_device.type} Lightning "
+                         f"runs {ran}; pass --trainer.precision {ran} (or 32) so the run records what ran")
 
 
 def _check_accelerator(cfg: Any) -> None:

@@ -111,6 +111,19 @@ def check_sizes(cfg: Any) -> None:
         raise RunConfigError(f"trainer.max_steps must be a positive integer (or -1: no limit), got {max_steps!r}")
 
 
+#: the seeds every library ``seed_everything`` seeds accepts (numpy's are 32-bit unsigned)
+SEED_MIN, SEED_MAX = 0, 2**32 - 1
+
+
+def check_seed(value: Any) -> None:
+    """``seed_everything`` is true, false, or an integer in :data:`SEED_MIN`..:data:`SEED_MAX` (else one line)."""
+    if isinstance(value, bool) or value is None:
+        return
+    if not _whole(value) or not SEED_MIN <= value <= SEED_MAX:
+        raise RunConfigError(f"seed_everything must be an integer in {SEED_MIN}..{SEED_MAX} (or true for a random "
+                             f"seed, false for none), got {value!r}")
+
+
 def _rule(name: str) -> tuple[str, Any] | None:
     """What a hyperparameter called ``name`` must be, by the naming conventions of the models and
     tasks: ``(description, test)``, or ``None`` for a name with no rule."""
