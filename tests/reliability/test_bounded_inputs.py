@@ -13,7 +13,12 @@ import pytest
 import yaml
 
 from biosig_lightning.data.npy_files import NpyError, load_npy
-from biosig_lightning.runs.checks import CheckpointError, RunConfigError, check_checkpoint_size, check_config_files
+from biosig_lightning.runs.checks import (
+    CheckpointError,
+    RunConfigError,
+    check_checkpoint_size,
+    check_config_files,
+)
 from biosig_lightning.yaml_io import ALIAS_BUDGET, parse_yaml
 
 
