@@ -2,10 +2,10 @@
 
 Run by hand (not collected by pytest, not run in CI), on a checkout with its own environment::
 
-    .venv/bin/python benchmarks/reliability_sweep.py                   # this checkout, writes the result file
-    .venv/bin/python benchmarks/reliability_sweep.py --only lr_negative ctrl_c_during_fit --no-write
-    .venv/bin/python benchmarks/reliability_sweep.py --only full_cache --update   # replace these rows only
-    /tmp/clone/.venv/bin/python benchmarks/reliability_sweep.py --checkout /tmp/clone
+    .venv/bin/python tools/audits/reliability_sweep.py                   # this checkout, writes the result file
+    .venv/bin/python tools/audits/reliability_sweep.py --only lr_negative ctrl_c_during_fit --no-write
+    .venv/bin/python tools/audits/reliability_sweep.py --only full_cache --update   # replace these rows only
+    /tmp/clone/.venv/bin/python tools/audits/reliability_sweep.py --checkout /tmp/clone
 
 Every case runs the checkout's ``biosig`` console script (the one beside the running Python) in
 subprocesses, in a fresh temporary directory with its own window cache (``BIOSIG_CACHE``), on tiny
@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parents[2]
 OUT_NAME = Path("docs") / "results" / "reliability_sweep.json"
 TIMEOUT = 600.0  # seconds for any one command (the machine may be shared)
 
@@ -915,7 +915,7 @@ def write_result(rows: list[dict[str, Any]], out: Path, command: str, dates: lis
                        "(every checkpoint left loads with `weights_only=True`, `metrics.csv` parses, runs, trial "
                        "directories and other runs' reports kept). *Last stderr line* is the line a user reads; "
                        "*stderr lines* counts Lightning's own notices too (a `|` in a line is shown as `\N{BROKEN BAR}`). The checks of each case are in "
-                       "`benchmarks/reliability_sweep.py`."},
+                       "`tools/audits/reliability_sweep.py`."},
             {"table": {"columns": ["#", "case", "what", "from", "exit", "stderr lines", "last stderr line", "result"],
                        "align": ["right", "left", "left", "left", "right", "right", "left", "left"],
                        "rows": table_rows}},
@@ -976,7 +976,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if handled == len(rows) else 1
     given = list(argv if argv is not None else sys.argv[1:])
     shown = [a for k, a in enumerate(given) if not a.startswith("--checkout") and not (k and given[k - 1] == "--checkout")]
-    command = "python benchmarks/reliability_sweep.py" + ("" if not shown else " " + " ".join(shown))
+    command = "python tools/audits/reliability_sweep.py" + ("" if not shown else " " + " ".join(shown))
     today = dt.date.today().isoformat()
     dates, timing = [today], f"the sweep took {minutes:.1f} min"
     out = checkout / OUT_NAME
