@@ -7,8 +7,8 @@ Run by hand (not collected by pytest, not run in CI), on a checkout with its own
     .venv/bin/python tools/audits/reliability_sweep.py --only full_cache --update   # replace these rows only
     /tmp/clone/.venv/bin/python tools/audits/reliability_sweep.py --checkout /tmp/clone
 
-Every case runs the checkout's ``biosig`` console script (the one beside the running Python) in
-subprocesses, in a fresh temporary directory with its own window cache (``BIOSIG_CACHE``), on tiny
+Every case runs the ``biosig`` console script beside the running Python, with the checkout's package first
+on ``PYTHONPATH``, in subprocesses, in a fresh temporary directory with its own window cache (``BIOSIG_CACHE``), on tiny
 stand-in fits: ``experiments/bioformer_apava.yaml`` with the ``synthetic`` and ``smoke`` overlays and a
 smaller BioFormer (one layer, ``d_model`` 16, one batch per split). Per case it records the command, the
 exit code, the number of stderr lines and the last one, whether that line names the culprit (the config
@@ -1402,7 +1402,7 @@ def write_result(rows: list[dict[str, Any]], out: Path, command: str, dates: lis
     handled = sum(r["result"] == "handled" for r in rows)
     skipped = sum(r["result"] == "skipped" for r in rows)
     machine = (f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs, Python {platform.python_version()}, "
-               f"torch {torch.__version__}; a fresh clone with its own venv")
+               f"torch {torch.__version__}; a fresh clone of the branch, its package first on PYTHONPATH")
     source = {"table": "issue table", "handled": "listed as handled", "added": "added", "inputs": "inputs that expand, one-line errors"}
     table_rows = []
     for k, r in enumerate(rows, 1):
