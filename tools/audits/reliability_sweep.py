@@ -1305,12 +1305,11 @@ def _(s: Sweep, d: Path) -> Outcome:
     return _bids_fit(s, d, root, ["sub-01_task-mi_eeg.vhdr", "cannot read the BIDS recording"])
 
 
-@case("bids_truncated_data", "inputs", "a BIDS dataset (mne-bids) whose second `.eeg` lost half its bytes")
+@case("bids_sidecar_json_truncated", "inputs", "a BIDS dataset (mne-bids) whose second `_eeg.json` sidecar is cut short")
 def _(s: Sweep, d: Path) -> Outcome:
     root = _bids(d / "bids")
-    data = root / "sub-02" / "eeg" / "sub-02_task-mi_eeg.eeg"
-    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2 + 3])
-    return _bids_fit(s, d, root, ["sub-02_task-mi_eeg.vhdr", "cannot read the BIDS recording"])
+    (root / "sub-02" / "eeg" / "sub-02_task-mi_eeg.json").write_text('{"SamplingFrequency": ')
+    return _bids_fit(s, d, root, ["sub-02_task-mi_eeg.vhdr", "cannot read the BIDS recording", "JSONDecodeError"])
 
 
 @case("bids_events_tsv_garbage", "inputs", "a BIDS dataset (mne-bids) whose `events.tsv` onsets are text")
@@ -1451,19 +1450,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkout", type=Path, default=HERE, help="repository to test (default: this one)")
     parser.add_argument("--only", nargs="+", default=None, help="run only these cases")
+    parser.add_argument("--source", nargs="+", default=None, choices=("table", "handled", "added", "inputs"),
+                        help="run only the cases of these sources")
     parser.add_argument("--jobs", type=int, default=2, help="cases run at once")
     parser.add_argument("--no-write", action="store_true", help="print only, write no result file")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directories")
     parser.add_argument("--update", action="store_true",
-                        help="with --only: replace only these cases' rows in the existing result file")
+                        help="with --only or --source: replace only these cases' rows in the existing result file "
+                             "(and add the rows of cases it lacks)")
     args = parser.parse_args(argv)
     checkout = args.checkout.resolve()
-    cases = [c for c in CASES if args.only is None or c.name in args.only]
+    cases = [c for c in CASES if (args.only is None or c.name in args.only)
+             and (args.source is None or c.source in args.source)]
     unknown = set(args.only or []) - {c.name for c in CASES}
     if unknown:
         parser.error(f"unknown case(s): {', '.join(sorted(unknown))}")
-    if args.update and not args.only:
-        parser.error("--update re-runs the cases named by --only")
+    if args.update and not (args.only or args.source):
+        parser.error("--update re-runs the cases named by --only or --source")
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         # started in the background by a shell: the children would inherit an ignored Ctrl-C
         signal.signal(signal.SIGINT, signal.default_int_handler)
