@@ -59,8 +59,29 @@ def _key(name: str) -> str:
 def find(name: str) -> Path | None:
     """The packaged file called ``name`` (``bioformer_apava``, ``overlays/smoke.yaml``,
     ``experiments/bioformer_apava.yaml``), or None."""
-    path = packaged_root() / f"{_key(name)}.yaml"
-    return path if path.is_file() else None
+    key = _key(name)
+    if not is_config_name(key):
+        return None
+    root = packaged_root().resolve()
+    path = (root / f"{key}.yaml").resolve()
+    return path if path.is_relative_to(root) and path.is_file() else None
+
+
+def is_config_name(name: str) -> bool:
+    """Whether ``name`` can name a packaged config: a relative path with no ``..``, so only files under
+    :func:`packaged_root` are ever found (``biosig configs copy ../../x`` names nothing)."""
+    path = Path(_key(name))
+    return bool(name.strip()) and not path.is_absolute() and not path.drive and ".." not in path.parts
+
+
+def not_found(command: str, name: str) -> ConfigNotFound:
+    """The one-line error of ``biosig configs <command>`` for a ``name`` that is no packaged config."""
+    if not is_config_name(name):
+        return ConfigNotFound(f"{command} {name}: not a packaged config name (names are "
+                              "relative, such as bioformer_apava or overlays/smoke; 'biosig configs' lists them)")
+    near = _near(name)
+    hint = f"; did you mean {', '.join(near)}?" if near else ""
+    return ConfigNotFound(f"{command} {name}: no packaged config of that name{hint}")
 
 
 def _near(name: str) -> list[str]:
@@ -100,12 +121,10 @@ def copy_out(name: str, dest: str | os.PathLike[str] | None = None, overwrite: b
     default the current folder), atomically; an existing file is kept unless ``overwrite``."""
     src = find(name)
     if src is None:
-        near = _near(name)
-        hint = f"; did you mean {', '.join(near)}?" if near else ""
-        raise ConfigNotFound(f"biosig configs copy: no packaged config named {name!r}{hint}")
+        raise not_found("copy", name)
     target = Path(dest) if dest is not None else Path.cwd()
     if target.is_dir() or dest is None or str(dest).endswith(os.sep):
         target = target / src.name
     if target.exists() and not overwrite:
-        raise ConfigNotFound(f"biosig configs copy: {target} exists (pass --force to replace it)")
+        raise ConfigNotFound(f"copy: {target} exists (pass --force to replace it)")
     return atomic_write_bytes(target, src.read_bytes())

@@ -262,7 +262,34 @@ def _class_spec(value: Any, where: str, grid: Path, catalog_name: bool = False) 
             name = catalog.get(name).class_path
         except KeyError as err:
             raise GridError(f"{grid}: {where}: {err.args[0]}") from None
+    elif not catalog_name and not _recipe_exists(name):  # else every cell of the method would run and fail
+        raise GridError(f"{grid}: {where}: class_path {name!r} names no task (neither an importable class nor a "
+                        "LightningModule of biosig_lightning.tasks or biosig_lightning.robust)")
     return {"class_path": name, "init_args": _mapping(spec.get("init_args"), f"{where}.init_args", grid)}
+
+
+def _recipe_exists(class_path: str) -> bool:
+    """Whether a recipe's ``class_path`` resolves as LightningCLI would: a dotted path that imports, or the
+    short name of a LightningModule the CLI registers (the tasks and the robust recipes)."""
+    import importlib
+
+    module, _, attr = class_path.rpartition(".")
+    if module:
+        try:
+            return hasattr(importlib.import_module(module), attr)
+        except ImportError:
+            return False
+    from lightning.pytorch import LightningModule
+
+    import biosig_lightning.robust
+    import biosig_lightning.tasks  # noqa: F401  (the short names the CLI resolves)
+
+    seen, todo = set(), [LightningModule]
+    while todo:
+        cls = todo.pop()
+        seen.add(cls.__name__)
+        todo += cls.__subclasses__()
+    return class_path in seen
 
 
 def _ints(value: Any, where: str, grid: Path) -> tuple[int, ...]:

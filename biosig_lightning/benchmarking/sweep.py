@@ -18,13 +18,11 @@ import numpy as np
 
 from biosig_lightning.benchmarking.grid import FOLD_KEY, run_placement
 from biosig_lightning.benchmarking.runner import Job
+from biosig_lightning.runs.checks import SEED_MAX, SEED_MIN
+from biosig_lightning.runs.index_ranges import parse_index_ranges
 
 __all__ = ["SEED_MAX", "SweepError", "fold_jobs", "parse_folds", "parse_seeds", "seed_jobs", "summarise"]
 
-#: the seed range every library seeded by ``seed_everything`` accepts (numpy: 32-bit unsigned)
-SEED_MIN, SEED_MAX = 0, 2**32 - 1
-#: the largest fold index a range may name (LOSO over the biggest shipped corpus has a few hundred)
-FOLD_MAX = 99_999
 
 
 class SweepError(ValueError):
@@ -51,24 +49,8 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def parse_folds(text: str) -> list[int]:
-    """``"0-30"``, ``"0,3,5"`` or ``"0-3,7"`` -> sorted unique fold indices in ``0..FOLD_MAX``, checked
-    before any range is built."""
-    out: set[int] = set()
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        try:
-            lo, hi = (int(v) for v in part.split("-", 1)) if "-" in part[1:] else (int(part), int(part))
-        except ValueError:
-            raise SweepError(f"--folds: {part!r} is neither a fold index nor a range a-b") from None
-        if hi < lo or lo < 0:
-            raise SweepError(f"--folds: {part!r} is not a range of non-negative fold indices such as 0-30")
-        if hi > FOLD_MAX:
-            raise SweepError(f"--folds: {part!r} names fold {hi}; fold indices are 0..{FOLD_MAX}")
-        out.update(range(lo, hi + 1))
-    if not out:
-        raise SweepError(f"--folds {text!r}: expected non-negative fold indices such as 0-30")
-    return sorted(out)
+    """``"0-30"``, ``"0,3,5"`` or ``"0-3,7"`` -> sorted unique fold indices, counted before any range is built."""
+    return parse_index_ranges(text, "--folds", SweepError)
 
 
 def _refuse(fit_args: list[str], own: tuple[str, ...], command: str, per: str) -> None:

@@ -39,7 +39,7 @@ def run(argv: list[str]) -> None:
     if args.action == "path":
         found = configs.find(args.name)
         if found is None:
-            raise configs.ConfigNotFound(f"biosig configs path: no packaged config named {args.name!r}")
+            raise configs.not_found("path", args.name)
         print(found)
         return
     for folder, members in grouped(configs.names()).items():

@@ -523,6 +523,7 @@ def load_or_build(reader: CorpusReader, cache_root: str | Path, preprocess: dict
         DataError: the reader's data is malformed or yields no windows.
     """
     cache_root = Path(cache_root)
+    _check_cache_root(cache_root)
     try:
         return _load_or_build(reader, cache_root, preprocess, progress, rebuild, verify)
     except OSError as err:
@@ -534,6 +535,17 @@ def load_or_build(reader: CorpusReader, cache_root: str | Path, preprocess: dict
         raise CacheError(storage_message(err, "the window cache", cache_root,
                                          "free space there, or point --data.init_args.cache_dir (or BIOSIG_CACHE) "
                                          "at a writable directory")) from err
+
+
+def _check_cache_root(cache_root: Path) -> None:
+    """A cache directory that is a file, or lies below one, is one line naming both (not ``FileExistsError``)."""
+    for path in (cache_root, *cache_root.parents):
+        if path.exists():
+            if not path.is_dir():
+                below = "" if path == cache_root else f" (it lies below {path})"
+                raise CacheError(f"window cache {cache_root}: {path} is a file, not a directory{below}; point "
+                                 "BIOSIG_CACHE (or --data.init_args.cache_dir) at a directory")
+            return
 
 
 def _load_or_build(reader: CorpusReader, cache_root: Path, preprocess: dict[str, Any] | None, progress: bool,

@@ -24,6 +24,7 @@ from lightning.pytorch import Trainer
 from lightning.pytorch.loggers import CSVLogger
 
 from biosig_lightning.atomic_io import atomic_write_bytes, writing
+from biosig_lightning.runs.checks import check_checkpoint_size
 
 #: what a run that stopped on a full disk can do next
 RESUME_ADVICE = ("the run stopped; the checkpoints already there are complete: free space and resume with "
@@ -32,6 +33,9 @@ RESUME_ADVICE = ("the run stopped; the checkpoints already there are complete: f
 
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Lightning's checkpoint IO, saving local checkpoints atomically in their own directory."""
+
+    #: a checkpoint already in memory, ``(path, state)``: returned by the next load of that path
+    preloaded: tuple[Path, dict[str, Any]] | None = None
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
         if storage_options is not None or "://" in str(path):
@@ -44,10 +48,23 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             atomic_write_bytes(path, buffer.getbuffer())
 
 
-def use_atomic_checkpoints(trainer: Trainer) -> None:
-    """Give ``trainer`` :class:`AtomicCheckpointIO` unless the config chose a checkpoint IO of its own."""
+    def load_checkpoint(self, path: Any, *args: Any, **kwargs: Any) -> Any:
+        """The checkpoint the command already read and checked (:attr:`preloaded`, handed over once), else
+        the file read by Lightning after its size is checked (:func:`~.checks.check_checkpoint_size`)."""
+        preloaded, self.preloaded = self.preloaded, None
+        if preloaded is not None and "://" not in str(path) and Path(path).resolve() == preloaded[0].resolve():
+            return preloaded[1]
+        if "://" not in str(path) and Path(path).is_file():
+            check_checkpoint_size(Path(path))
+        return super().load_checkpoint(path, *args, **kwargs)
+
+
+def use_atomic_checkpoints(trainer: Trainer, preloaded: tuple[Path, dict[str, Any]] | None = None) -> None:
+    """Give ``trainer`` :class:`AtomicCheckpointIO` unless the config chose a checkpoint IO of its own;
+    ``preloaded`` (a ``--ckpt_path`` and its state, read by the command) is what its first load returns."""
     if type(trainer.strategy.checkpoint_io) is TorchCheckpointIO:
         trainer.strategy.checkpoint_io = AtomicCheckpointIO()
+        trainer.strategy.checkpoint_io.preloaded = preloaded
 
 
 def _save_rows(writer: Any) -> None:

@@ -44,10 +44,12 @@ from biosig_lightning.data.module import BiosignalDataModule
 from biosig_lightning.runs.atomic_files import use_atomic_checkpoints, use_atomic_csv
 from biosig_lightning.runs.checks import (
     CONFIG_KEY,
+    CheckpointError,
     RunConfigError,
     check_config_files,
     check_hyperparameters,
     check_same_experiment,
+    check_seed,
     check_sizes,
     check_weights_fit,
     is_named_checkpoint,
@@ -211,7 +213,37 @@ class BiosigCLI(LightningCLI):
             check_same_experiment(path, state, config_dict(self.parser, self.config, subcommand),
                                   PURPOSE.get(subcommand, "use it"))
             self._checkpoint = (path, state)
-        super()._parse_ckpt_path()
+            self._merge_hyperparameters(path, state, subcommand)
+
+    def _merge_hyperparameters(self, path: Path, state: dict[str, Any], subcommand: str) -> None:
+        """LightningCLI's merge of a checkpoint's hyperparameters into the config, from the state read
+        once above (LightningCLI would read the file again); a key the model no longer takes is one line."""
+        hparams = dict(state.get("hyper_parameters") or {})
+        hparams.pop("_instantiator", None)
+        if not hparams:
+            return
+        if "_class_path" in hparams:
+            class_path = hparams.pop("_class_path")
+            unknown = _keys_not_taken(class_path, hparams)
+            if unknown:
+                raise CheckpointError(f"--ckpt_path {path}: its saved hyperparameter {unknown[0]!r} is not an "
+                                      f"argument of {class_path} in this version (the checkpoint was saved by "
+                                      "another version of the model)")
+            hparams = {"class_path": class_path, "dict_kwargs": hparams}
+        try:
+            self.config = self.parser.parse_object({subcommand: {"model": hparams}}, self.config)
+        except SystemExit as err:
+            reason = str(err.code or "").removeprefix(f"biosig {subcommand}: error: ").split(" (`biosig")[0]
+            raise CheckpointError(f"--ckpt_path {path}: its saved hyperparameters do not fit the model this "
+                                  f"version builds: {reason}") from None
+
+    def _set_seed(self) -> None:
+        """LightningCLI's seeding, after the seed is checked (:func:`~.checks.check_seed`): numpy refuses
+        one past 32 bits with a traceback."""
+        subcommand = self.config.get("subcommand")
+        cfg = self.config.get(subcommand) if subcommand else self.config
+        check_seed(cfg.get("seed_everything") if cfg is not None else None)
+        super()._set_seed()
 
     def before_instantiate_classes(self) -> None:
         cfg = self.config.get(self.subcommand) if self.subcommand else self.config
@@ -288,8 +320,9 @@ class BiosigCLI(LightningCLI):
         cfg = self.config.get(self.subcommand) if self.subcommand else self.config
         _check_accelerator(cfg)  # here, where Lightning would fail with a traceback; a parse alone never asks
         trainer = super().instantiate_trainer(**kwargs)
+        check_precision_ran(cfg.trainer.get("precision"), trainer)
         trainer.callbacks.append(ConfigInCheckpoint(self._resolved))
-        use_atomic_checkpoints(trainer)
+        use_atomic_checkpoints(trainer, self._checkpoint)
         if self.subcommand == "fit":
             trainer.callbacks.append(self._interrupt)
         return trainer
@@ -349,6 +382,22 @@ def _requested_subcommand(args: Any) -> str | None:
     return None
 
 
+def _keys_not_taken(class_path: str, hparams: dict[str, Any]) -> list[str]:
+    """The keys of ``hparams`` that the constructor of ``class_path`` takes no argument for (none when it
+    takes ``**kwargs`` or cannot be imported: the parser then judges)."""
+    import importlib
+    import inspect
+
+    module, _, name = str(class_path).rpartition(".")
+    try:
+        params = inspect.signature(getattr(importlib.import_module(module), name).__init__).parameters
+    except (ImportError, AttributeError, ValueError, TypeError):
+        return []
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return []
+    return sorted(k for k in hparams if k not in params)
+
+
 def _gpu_precision(cfg: Any) -> None:
     """``--gpu_precision`` becomes ``trainer.precision`` on a CUDA run that sets none."""
     gpu_precision = cfg.get("gpu_precision")
@@ -360,6 +409,16 @@ def _gpu_precision(cfg: Any) -> None:
     # "gpu" without CUDA means Apple's MPS to Lightning: not a CUDA run, precision untouched
     if kind == "cuda" or "cudaaccelerator" in kind or (kind in ("gpu", "auto") and torch.cuda.is_available()):
         cfg.trainer.precision = gpu_precision
+
+
+def check_precision_ran(asked: Any, trainer: Trainer) -> None:
+    """Refuse a run whose ``trainer.precision`` Lightning replaced: ``16-mixed`` on a CPU runs as ``bf16-mixed``
+    (with a warning only), and the run's config would record a precision that never ran."""
+    ran = str(trainer.precision)
+    if asked is None or str(asked) in (ran, ran.removesuffix("-true"), ran.removesuffix("-mixed")):
+        return
+    raise RunConfigError(f"trainer.precision: {asked} asked for, but on {trainer.strategy.root_device.type} Lightning "
+                         f"runs {ran}; pass --trainer.precision {ran} (or 32) so the run records what ran")
 
 
 def _check_accelerator(cfg: Any) -> None:

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,19 @@ def check_sizes(cfg: Any) -> None:
         raise RunConfigError(f"trainer.max_steps must be a positive integer (or -1: no limit), got {max_steps!r}")
 
 
+#: the seeds every library ``seed_everything`` seeds accepts (numpy's are 32-bit unsigned)
+SEED_MIN, SEED_MAX = 0, 2**32 - 1
+
+
+def check_seed(value: Any) -> None:
+    """``seed_everything`` is true, false, or an integer in :data:`SEED_MIN`..:data:`SEED_MAX` (else one line)."""
+    if isinstance(value, bool) or value is None:
+        return
+    if not _whole(value) or not SEED_MIN <= value <= SEED_MAX:
+        raise RunConfigError(f"seed_everything must be an integer in {SEED_MIN}..{SEED_MAX} (or true for a random "
+                             f"seed, false for none), got {value!r}")
+
+
 def _rule(name: str) -> tuple[str, Any] | None:
     """What a hyperparameter called ``name`` must be, by the naming conventions of the models and
     tasks: ``(description, test)``, or ``None`` for a name with no rule."""
@@ -161,6 +175,32 @@ def is_named_checkpoint(ckpt_path: Any) -> bool:
     return text in NAMED_CHECKPOINTS or text.startswith("registry:")
 
 
+def check_checkpoint_size(path: Path, limit: int | None = None) -> None:
+    """Refuse a checkpoint whose zip members would inflate past ``limit`` bytes before reading it.
+
+    ``torch.save`` stores its members uncompressed, so a checkpoint's contents are its size on disk;
+    a compressed member (a few KiB standing for gigabytes) is read from the zip's central directory,
+    which lists each member's uncompressed size, and refused before torch inflates it. ``limit``
+    defaults to twice the file's size plus 64 MiB (``BIOSIG_MAX_CHECKPOINT_BYTES`` overrides it).
+    A file that is no zip (torch's legacy format) has no members to inflate and is left to torch.
+    """
+    import zipfile
+
+    size = path.stat().st_size
+    if limit is None:
+        env = os.environ.get("BIOSIG_MAX_CHECKPOINT_BYTES", "")
+        limit = int(env) if env.isdigit() else 2 * size + 64 * 2**20
+    try:
+        with zipfile.ZipFile(path) as archive:
+            inflated = sum(info.file_size for info in archive.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return
+    if inflated > limit:
+        raise CheckpointError(f"--ckpt_path {path}: its members inflate to {inflated / 2**20:,.0f} MiB from "
+                              f"{size / 2**20:,.1f} MiB on disk, over the {limit / 2**20:,.0f} MiB limit (torch never "
+                              "compresses a checkpoint; set BIOSIG_MAX_CHECKPOINT_BYTES to allow more)")
+
+
 def read_checkpoint(path: Path) -> dict[str, Any]:
     """Load a Lightning checkpoint on the CPU with ``weights_only=True``; one clear error otherwise.
 
@@ -171,6 +211,7 @@ def read_checkpoint(path: Path) -> dict[str, Any]:
         raise CheckpointError(f"--ckpt_path {path}: no such file")
     if not path.is_file():
         raise CheckpointError(f"--ckpt_path {path}: not a file")
+    check_checkpoint_size(path)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception:  # noqa: BLE001 - any unreadable file gets the same one line

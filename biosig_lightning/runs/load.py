@@ -17,6 +17,7 @@ import torch
 from lightning.pytorch import LightningDataModule, LightningModule
 
 from biosig_lightning.runs.biosig_cli import BiosigCLI
+from biosig_lightning.runs.checks import check_checkpoint_size
 
 
 class RunError(ValueError):
@@ -85,6 +86,7 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", overrides: dict[str,
             "trainer": {"logger": False, "enable_checkpointing": False}}
     cli = BiosigCLI(args=args, run=False, save_config_callback=None)
     ckpt = resolve_checkpoint(run_dir, results, checkpoint)
+    check_checkpoint_size(ckpt)
     state = torch.load(ckpt, map_location="cpu", weights_only=True)
     try:
         cli.model.load_state_dict(state["state_dict"])

@@ -9,7 +9,8 @@ specs::
 
 :func:`load_search_space` turns the specs into distributions (a bad spec is one error naming the
 key), and :func:`validate_space` parses every categorical choice and both ends of every range with
-the ``biosig fit`` parser before any study exists.
+the ``biosig fit`` parser, and applies the value checks of every fit (a dropout in [0, 1), a learning
+rate >= 0, sizes >= 1: :func:`~biosig_lightning.runs.checks.check_hyperparameters`), before any study exists.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
 from biosig_lightning.runs.biosig_cli import BiosigCLI
+from biosig_lightning.runs.checks import RunConfigError, check_hyperparameters, check_sizes
 from biosig_lightning.tuning.errors import TuneError
 from biosig_lightning.yaml_io import load_yaml
 
@@ -150,7 +152,10 @@ class _ParseOnly(BiosigCLI):
         pass  # no "Seed set to ..." line per validation parse
 
     def before_instantiate_classes(self) -> None:
-        pass
+        # the value checks every fit makes before it builds anything (a dropout of 1.5, a batch size of 0):
+        # a space whose ends break them would fail every trial that samples near those ends
+        check_sizes(self.config)
+        check_hyperparameters(self.config)
 
     def instantiate_classes(self) -> None:
         pass
@@ -186,6 +191,8 @@ def _parse(args: list[str], what: str) -> Any:
     except SystemExit as exc:
         reason = exc.code if isinstance(exc.code, str) else parser_reason(err.getvalue())
         raise TuneError(f"{what} is not accepted by biosig fit: {reason}") from None
+    except RunConfigError as exc:
+        raise TuneError(f"{what} is not accepted by biosig fit: {exc}") from None
 
 
 def parser_reason(stderr: str) -> str:

@@ -71,16 +71,53 @@ def warn(message: str) -> None:
     print(f"biosig report: {message}", file=sys.stderr)
 
 
+def _kind(value: Any) -> str:
+    return {list: "a list", str: "a string", dict: "an object", bool: "a boolean",
+            type(None): "null"}.get(type(value), "a number")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def shape_problem(results: Any) -> str | None:
+    """What keeps ``results`` from being reported (the key and what it holds), or ``None``: an object whose
+    ``metrics`` map names to numbers, whose names are strings, whose ``classes`` is a list and whose
+    ``confusion_matrix`` is a square table of counts."""
+    if not isinstance(results, dict):
+        return f"its JSON is {_kind(results)}, not an object"
+    metrics = results.get("metrics", {})
+    if not isinstance(metrics, dict):
+        return f"'metrics' is {_kind(metrics)}, not a mapping of metric names to numbers"
+    bad = next((k for k, v in metrics.items() if v is not None and not _is_number(v)), None)
+    if bad is not None:
+        return f"metrics[{bad!r}] is {_kind(metrics[bad])}, not a number"
+    for key in ("model", "dataset", "variant", "experiment"):
+        if results.get(key) is not None and not isinstance(results[key], str):
+            return f"{key!r} is {_kind(results[key])}, not a string"
+    if results.get("classes") is not None and not isinstance(results["classes"], list):
+        return f"'classes' is {_kind(results['classes'])}, not a list"
+    cm = results.get("confusion_matrix")
+    if cm is not None and not (isinstance(cm, list) and all(isinstance(r, list) and len(r) == len(cm)
+                                                            and all(_is_number(v) for v in r) for r in cm)):
+        return "'confusion_matrix' is not a square table of counts"
+    return None
+
+
 def _read_results(path: Path) -> dict[str, Any] | None:
-    """``path`` parsed, or ``None`` with a warning naming it when it is not a readable JSON object."""
+    """``path`` parsed, or ``None`` with a warning naming it when it is not a results object that can be
+    reported (unreadable, nested past Python's recursion limit, or a key of the wrong kind: :func:`shape_problem`)."""
     try:
         results = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        warn(f"warning: skipping {path}: not a readable results.json ({err})")
+    except RecursionError:
+        warn(f"warning: skipping {path}: not a readable results.json (nested too deeply to parse)")
         return None
-    if not isinstance(results, dict):
-        kind = {list: "a list", str: "a string", type(None): "null"}.get(type(results), "a number")
-        warn(f"warning: skipping {path}: not a results.json (its JSON is {kind}, not an object)")
+    except (OSError, UnicodeDecodeError, ValueError) as err:  # json.JSONDecodeError is a ValueError
+        warn(f"warning: skipping {path}: not a readable results.json ({str(err).splitlines()[0] if str(err) else err!r})")
+        return None
+    problem = shape_problem(results)
+    if problem is not None:
+        warn(f"warning: skipping {path}: not a results.json ({problem})")
         return None
     return results
 

@@ -7,11 +7,15 @@
 * ``curves_<row>_<dataset>``: ``train/loss_epoch`` and ``val/f1`` per epoch from each run's
   ``metrics.csv``, one line per seed.
 * ``spread_<dataset>_<metric>``: a strip + box plot of the per-seed values of one metric, one box per row.
+
+No figure is larger than :data:`MAX_INCHES` a side (a confusion matrix of many classes keeps its colours
+and drops its per-cell counts and class names), and each is written atomically.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import re
 import textwrap
 from collections import defaultdict
@@ -21,8 +25,13 @@ from typing import Any
 import numpy as np
 
 from biosig_lightning.analysis.report.collect import Groups, Row, metric_key, short_name
+from biosig_lightning.atomic_io import atomic_write_bytes
 
 Runs = list[tuple[Path, dict[str, Any]]]
+#: the largest side of a figure, in inches (at the report's 110 dpi: 1320 pixels)
+MAX_INCHES = 12.0
+#: the most classes whose confusion matrix shows each cell's count and each class's name
+MAX_LABELLED_CLASSES = 30
 
 
 def _slug(*parts: str) -> str:
@@ -71,13 +80,18 @@ class _Canvas:
         fig_dir.mkdir(parents=True, exist_ok=True)
 
     def figure(self, width: float, height: float, ncols: int = 1) -> tuple[Any, Any]:
-        # constrained layout makes room for wrapped titles and rotated labels instead of clipping them
-        return self.plt.subplots(1, ncols, figsize=(width, height), layout="constrained")
+        # constrained layout makes room for wrapped titles and rotated labels instead of clipping them;
+        # a figure never grows past MAX_INCHES a side, whatever the number of classes or rows
+        size = (min(width, MAX_INCHES), min(height, MAX_INCHES))
+        return self.plt.subplots(1, ncols, figsize=size, layout="constrained")
 
     def save(self, fig: Any, name: str) -> None:
+        """Render ``fig`` in memory and write it atomically: a killed report leaves the old PNG or none."""
         path = self.fig_dir / f"{name}.png"
-        fig.savefig(path, dpi=110)
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=110)
         self.plt.close(fig)
+        atomic_write_bytes(path, buffer.getbuffer())
         self.written.append(path)
 
 
@@ -89,15 +103,16 @@ def _confusion(canvas: _Canvas, row: Row, ds: str, runs: Runs) -> None:
         return
     cm = np.sum(cms, axis=0)
     classes = next((r.get("classes") for _, r in runs if r.get("classes")), None) or list(range(len(cm)))
-    width = max(3.4, 1.4 + 0.6 * len(cm))
+    width = min(MAX_INCHES, max(3.4, 1.4 + 0.6 * len(cm)))
     fig, ax = canvas.figure(width, max(3.2, 1.4 + 0.6 * len(cm)))
     ax.imshow(cm, cmap="Blues")
-    for i in range(len(cm)):
-        for j in range(len(cm)):
-            ax.text(j, i, str(cm[i, j]), ha="center", va="center",
-                    color="white" if cm[i, j] > cm.max() / 2 else "black", fontsize=8)
-    ax.set_xticks(range(len(cm)), [str(c) for c in classes], rotation=45, ha="right")
-    ax.set_yticks(range(len(cm)), [str(c) for c in classes])
+    if len(cm) <= MAX_LABELLED_CLASSES:  # past that the counts and names would overlap: the colours remain
+        for i in range(len(cm)):
+            for j in range(len(cm)):
+                ax.text(j, i, str(cm[i, j]), ha="center", va="center",
+                        color="white" if cm[i, j] > cm.max() / 2 else "black", fontsize=8)
+        ax.set_xticks(range(len(cm)), [str(c) for c in classes], rotation=45, ha="right")
+        ax.set_yticks(range(len(cm)), [str(c) for c in classes])
     ax.set_xlabel("predicted")
     ax.set_ylabel("true")
     ax.set_title(_wrap(f"{row.label} / {ds}\n(test, summed over {_runs(len(cms))})", width), fontsize=9)

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from biosig_lightning.data.corpora.reading import reading
 from biosig_lightning.data.spec import CorpusSpec, DataError, LabelLevel, WindowBlock
 
 __all__ = ["ArrayReader", "arrays_from_braindecode", "arrays_from_epochs"]
@@ -90,11 +91,13 @@ def arrays_from_epochs(epochs: Any, subjects: Sequence[int] | None = None, subje
     """
     import mne
 
+    epochs_arg = epochs
     if isinstance(epochs, str | Path):
         path = Path(epochs).expanduser()
         if not path.is_file():
             raise DataError(f"epochs: {path} not found (data.init_args.epochs)")
-        epochs = mne.read_epochs(path, preload=True, verbose="error")
+        with reading(path, "epochs file"):
+            epochs = mne.read_epochs(path, preload=True, verbose="error")
     if subjects is None:
         meta = epochs.metadata
         if meta is None or subject_column not in meta:
@@ -104,6 +107,10 @@ def arrays_from_epochs(epochs: Any, subjects: Sequence[int] | None = None, subje
     codes = epochs.events[:, 2]
     names = {code: name for name, code in epochs.event_id.items()}
     order = sorted(int(c) for c in np.unique(codes))
+    if len(order) < 2:
+        where = f"epochs {path}" if isinstance(epochs_arg, str | Path) else "epochs"
+        only = ", ".join(f"{names.get(c, c)} (event code {c})" for c in order) or "no events"
+        raise DataError(f"{where}: one class only ({only}); a classifier needs at least two event codes")
     return {"x": epochs.get_data(copy=True), "y": np.searchsorted(order, codes), "subjects": np.asarray(subjects),
             "sfreq": float(epochs.info["sfreq"]), "ch_names": list(epochs.ch_names),
             "classes": [names.get(c, str(c)) for c in order]}

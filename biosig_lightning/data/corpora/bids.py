@@ -31,6 +31,7 @@ from typing import Any, Literal
 import numpy as np
 
 from biosig_lightning.data.corpora.edf import files_fingerprint
+from biosig_lightning.data.corpora.reading import reading
 from biosig_lightning.data.spec import CorpusSpec, DataError, WindowBlock
 
 __all__ = ["EXTENSIONS", "BIDSReader", "LabelSource"]
@@ -99,7 +100,8 @@ class BIDSReader:
         if len(self.classes) < 2:
             raise DataError(f"bids: {self.root}: fewer than two classes ({', '.join(self.classes) or 'none'}) in "
                             f"{'participants.tsv column ' + repr(participants_column) if labels == 'participants' else 'events.tsv trial_type'}")
-        first = _mne_bids().read_raw_bids(self.paths[0], verbose="error")
+        with reading(self.paths[0].fpath, "the BIDS recording"):
+            first = _mne_bids().read_raw_bids(self.paths[0], verbose="error")
         self.native_sfreq = float(first.info["sfreq"])
         self.sfreq = float(sfreq) if sfreq else self.native_sfreq
         self.channels = tuple(channels) if channels else tuple(first.ch_names)
@@ -173,19 +175,20 @@ class BIDSReader:
             where = str(Path(p.fpath).relative_to(self.root))
             if self.labels == "participants" and p.subject not in self._participant_class:
                 continue  # a subject without a class in the column is not part of the labelled corpus
-            raw = mne_bids.read_raw_bids(p, verbose="error")
-            missing = [c for c in self.channels if c not in raw.ch_names]
-            if missing:
-                raise DataError(f"bids: {where}: channel {missing[0]!r} missing (has {', '.join(raw.ch_names)})")
-            raw.pick(list(self.channels))
-            raw.load_data(verbose="error")
-            if raw.info["sfreq"] != self.sfreq:
-                raw.resample(self.sfreq, verbose="error")
-            data = raw.get_data().astype(np.float32)
-            if self.labels == "events":
+            with reading(p.fpath, "the BIDS recording"):
+                raw = mne_bids.read_raw_bids(p, verbose="error")
+                missing = [c for c in self.channels if c not in raw.ch_names]
+                if missing:
+                    raise DataError(f"bids: {where}: channel {missing[0]!r} missing (has {', '.join(raw.ch_names)})")
+                raw.pick(list(self.channels))
+                raw.load_data(verbose="error")
+                if raw.info["sfreq"] != self.sfreq:
+                    raw.resample(self.sfreq, verbose="error")
+                data = raw.get_data().astype(np.float32)
                 present = {c: i + 1 for i, c in enumerate(self.classes) if c in set(raw.annotations.description)}
-                events = (mne.events_from_annotations(raw, event_id=present, verbose="error")[0] if present
-                          else np.zeros((0, 3), dtype=np.int64))
+                events = (mne.events_from_annotations(raw, event_id=present, verbose="error")[0]
+                          if present and self.labels == "events" else np.zeros((0, 3), dtype=np.int64))
+            if self.labels == "events":
                 starts, ys = [], []
                 for sample, _, code in events:
                     s = int(sample - raw.first_samp)

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from biosig_lightning.data.corpora.reading import reading
 from biosig_lightning.data.spec import DataError
 
 __all__ = ["Annotation", "EdfHeader", "SkippedFile", "files_fingerprint", "read_annotations", "read_header",
@@ -75,11 +76,12 @@ def _open(path: Path) -> Any:
 
     if not path.is_file():
         raise DataError(f"{path}: {'a symbolic link that loops' if _loops(path) else 'EDF file not found'}")
-    try:
-        with _c_stdout_silenced():
-            return pyedflib.EdfReader(str(path))
-    except OSError as err:  # pyedflib reports every unreadable header as OSError
-        raise DataError(f"{path}: not a readable EDF/EDF+ file ({err})") from err
+    with reading(path, "EDF/EDF+ file"):
+        try:
+            with _c_stdout_silenced():
+                return pyedflib.EdfReader(str(path))
+        except OSError as err:  # pyedflib reports every unreadable header as OSError
+            raise DataError(f"{path}: not a readable EDF/EDF+ file ({err})") from err
 
 
 def _loops(path: Path) -> bool:
@@ -149,8 +151,9 @@ def read_signals(path: str | Path, indices: Sequence[int], expected_sfreq: float
             fs = float(reader.getSampleFrequency(i))
             if abs(fs - expected_sfreq) > 1e-6:
                 raise DataError(f"{path}: channel {labels[i]!r} is sampled at {fs:g} Hz, expected {expected_sfreq:g} Hz")
-        records = _read_records(path, reader, indices) if reader.filetype in (_EDF, _EDF_PLUS) else None
-        out = records if records is not None else [reader.readSignal(i) for i in indices]
+        with reading(path, "EDF/EDF+ file"):
+            records = _read_records(path, reader, indices) if reader.filetype in (_EDF, _EDF_PLUS) else None
+            out = records if records is not None else [reader.readSignal(i) for i in indices]
         for i, sig in zip(indices, out, strict=True):
             if not np.isfinite(sig).all():
                 raise DataError(f"{path}: channel {labels[i]!r} contains NaN/Inf")
@@ -230,8 +233,9 @@ def read_annotations(path: str | Path) -> tuple[datetime, list[Annotation]]:
     path = Path(path)
     reader = _open(path)
     try:
-        start = reader.getStartdatetime()
-        onsets, durations, texts = reader.readAnnotations()
+        with reading(path, "EDF/EDF+ file"):
+            start = reader.getStartdatetime()
+            onsets, durations, texts = reader.readAnnotations()
     finally:
         reader.close()
     notes = [Annotation(float(o), float(d), str(t).strip()) for o, d, t in zip(onsets, durations, texts, strict=True)]

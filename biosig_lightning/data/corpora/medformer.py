@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from biosig_lightning.data.npy_files import NpyError, load_npy
 from biosig_lightning.data.spec import CorpusSpec, DataError, WindowBlock
 
 READER_VERSION = 1
@@ -242,7 +243,9 @@ class MedformerReader:
     def _load_labels(self) -> tuple[np.ndarray, np.ndarray]:
         path = self.label_path
         try:
-            arr = np.load(path, allow_pickle=False)
+            arr = load_npy(path)
+        except NpyError as e:
+            raise DataError(str(e)) from None
         except (ValueError, OSError, EOFError) as e:
             raise DataError(f"{path}: cannot read as a numeric .npy array ({e})") from e
         if arr.ndim != 2 or arr.shape[1] != 2 or arr.shape[0] == 0:
@@ -329,7 +332,9 @@ class MedformerReader:
     def _read_subject(self, sid: int) -> WindowBlock:
         path = self._files[sid]
         try:
-            arr = np.load(path, allow_pickle=False, mmap_mode="r")
+            arr = load_npy(path, mmap_mode="r")
+        except NpyError as e:
+            raise DataError(str(e)) from None
         except (ValueError, OSError, EOFError) as e:
             raise DataError(f"{path}: cannot read as a numeric .npy array ({e})") from e
         t, c = self.spec.n_times, self.spec.n_chans

@@ -44,6 +44,7 @@ from typing import Any, Literal
 import numpy as np
 
 from biosig_lightning.data.corpora.edf import files_fingerprint
+from biosig_lightning.data.corpora.reading import reading
 from biosig_lightning.data.spec import CorpusSpec, DataError, WindowBlock
 
 __all__ = ["CLASSES", "LEADS", "PTBXL", "SYNTHETIC_DEFAULTS", "TIE_PRIORITY", "PtbxlRecord", "record_label",
@@ -89,6 +90,12 @@ def _read_csv(path: Path, required: Sequence[str]) -> list[dict[str, str]]:
         if missing:
             raise DataError(f"{path}: missing column(s) {', '.join(missing)}")
         return list(reader)
+
+
+def _inside(root: Path, name: str) -> bool:
+    """Whether the record path ``name`` (from the database) is relative and stays below ``root``."""
+    path = Path(name)
+    return not path.is_absolute() and ".." not in path.parts and (root / path).resolve().is_relative_to(root.resolve())
 
 
 def _int_field(path: Path, row_no: int, row: dict[str, str], key: str) -> int:
@@ -227,6 +234,9 @@ class PTBXL:
             filename = (row[column] or "").strip()
             if not filename:
                 raise DataError(f"{where}: empty {column}")
+            if not _inside(self.root, filename):
+                raise DataError(f"{where}: {column} {filename!r} leads outside the corpus root {self.root} (records "
+                                "are named relative to it, such as records100/00000/00001_lr)")
             records.append(PtbxlRecord(ecg_id=ecg_id, patient=_int_field(db, row_no, row, "patient_id"), fold=fold,
                                        path=self.root / filename, label=CLASSES.index(cls)))
         if not records:
@@ -259,10 +269,8 @@ class PTBXL:
 
         if not record.path.with_name(record.path.name + ".hea").is_file():
             raise DataError(f"{record.path}.hea: WFDB header not found (ecg_id {record.ecg_id}); expected {LAYOUT}")
-        try:
+        with reading(record.path, "WFDB record"):
             signal, fields = wfdb.rdsamp(str(record.path))
-        except Exception as err:  # wfdb raises many types for a bad record
-            raise DataError(f"{record.path}: cannot read WFDB record ({type(err).__name__}: {err})") from err
         fs = float(fields["fs"])
         if abs(fs - self.sampling_rate) > 1e-6:
             raise DataError(f"{record.path}: sampled at {fs:g} Hz, expected {self.sampling_rate} Hz")

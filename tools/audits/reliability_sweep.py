@@ -1,14 +1,14 @@
-"""Reliability sweep: 42 faults and bad inputs, each tried as a new user would, each judged in code.
+"""Reliability sweep: faults and bad inputs, each tried as a new user would, each judged in code.
 
 Run by hand (not collected by pytest, not run in CI), on a checkout with its own environment::
 
-    .venv/bin/python benchmarks/reliability_sweep.py                   # this checkout, writes the result file
-    .venv/bin/python benchmarks/reliability_sweep.py --only lr_negative ctrl_c_during_fit --no-write
-    .venv/bin/python benchmarks/reliability_sweep.py --only full_cache --update   # replace these rows only
-    /tmp/clone/.venv/bin/python benchmarks/reliability_sweep.py --checkout /tmp/clone
+    .venv/bin/python tools/audits/reliability_sweep.py                   # this checkout, writes the result file
+    .venv/bin/python tools/audits/reliability_sweep.py --only lr_negative ctrl_c_during_fit --no-write
+    .venv/bin/python tools/audits/reliability_sweep.py --only full_cache --update   # replace these rows only
+    /tmp/clone/.venv/bin/python tools/audits/reliability_sweep.py --checkout /tmp/clone
 
-Every case runs the checkout's ``biosig`` console script (the one beside the running Python) in
-subprocesses, in a fresh temporary directory with its own window cache (``BIOSIG_CACHE``), on tiny
+Every case runs the ``biosig`` console script beside the running Python, with the checkout's package first
+on ``PYTHONPATH``, in subprocesses, in a fresh temporary directory with its own window cache (``BIOSIG_CACHE``), on tiny
 stand-in fits: ``experiments/bioformer_apava.yaml`` with the ``synthetic`` and ``smoke`` overlays and a
 smaller BioFormer (one layer, ``d_model`` 16, one batch per split). Per case it records the command, the
 exit code, the number of stderr lines and the last one, whether that line names the culprit (the config
@@ -51,9 +51,11 @@ from typing import Any
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parents[2]
 OUT_NAME = Path("docs") / "results" / "reliability_sweep.json"
 TIMEOUT = 600.0  # seconds for any one command (the machine may be shared)
+TIME = "/usr/bin/time"  # GNU time: `-v` reports the peak resident memory (apt-get install time)
+PEAK_LIMIT_MB = 1536.0  # the most an expanding input may make a command hold
 
 #: two batches per split, no sanity check, small batches
 TINY = """\
@@ -114,6 +116,9 @@ class Outcome:
     #: the stderr line a user reads for the culprit: the last one, or (a command that warns and goes on)
     #: the first one starting with this prefix
     line_prefix: str | None = None
+    #: an expanding input's case: the command's peak resident memory in MiB (``/usr/bin/time -v``), or
+    #: ``float("nan")`` where it could not be measured
+    peak_mb: float | None = None
 
 
 class Sweep:
@@ -143,7 +148,7 @@ class Sweep:
     def env(self, cwd: Path) -> dict[str, str]:
         env = dict(os.environ)
         env["BIOSIG_CACHE"] = str(cwd / "cache")
-        env.pop("PYTHONPATH", None)
+        env["PYTHONPATH"] = str(self.checkout)  # the checkout under test, whatever the venv's install points at
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
@@ -157,6 +162,19 @@ class Sweep:
     def run(self, cwd: Path, argv: list[str], env: dict[str, str] | None = None) -> Ran:
         proc = self.start(cwd, argv, env=env)
         return finish(proc, argv)
+
+    def run_peak(self, cwd: Path, argv: list[str]) -> tuple[Ran, float | None]:
+        """:meth:`run` under ``/usr/bin/time -v``: the result (its report cut from stderr) and the peak resident
+        memory in MiB (None where GNU time is missing)."""
+        if not Path(TIME).is_file():
+            return self.run(cwd, argv), None
+        ran = self.run(cwd, [TIME, "-v", *argv])
+        err, _, stats = ran.err.partition("\tCommand being timed:")
+        lines = err.splitlines()
+        if lines and lines[-1].startswith(("Command exited with non-zero status", "Command terminated by signal")):
+            err = "\n".join(lines[:-1]) + "\n"  # GNU time's own line
+        found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", stats)
+        return Ran(argv, ran.rc, ran.out, err), (int(found.group(1)) / 1024 if found else None)
 
     def fit(self, cwd: Path, *extra: str) -> Ran:
         return self.run(cwd, self.argv("fit", *self.standin, *extra))
@@ -474,7 +492,7 @@ def _(s: Sweep, d: Path) -> Outcome:
     return _edf_refused(s, d, root, ["SC4001E0-PSG.edf", "loops"])
 
 
-def _report_with_one_bad(s: Sweep, d: Path, bad_text: str) -> Outcome:
+def _report_with_one_bad(s: Sweep, d: Path, bad_text: str, extra: list[str] | None = None) -> Outcome:
     assert s.base is not None
     good = d / "runs" / "good"
     shutil.copytree(s.base, good)
@@ -483,7 +501,7 @@ def _report_with_one_bad(s: Sweep, d: Path, bad_text: str) -> Outcome:
     (bad / "results.json").write_text(bad_text)
     ran = s.run(d, s.argv("report", "runs", "--format", "csv"))
     rows = [r for r in csv.reader(ran.out.splitlines()) if r]
-    return Outcome(ran, ["runs/bad/results.json"], {
+    return Outcome(ran, ["runs/bad/results.json", *(extra or [])], {
         "exit 0": ran.rc == 0,
         "the good run is reported": len(rows) >= 2 and any("bioformer" in ",".join(r).lower() for r in rows[1:]),
     }, line_prefix="biosig report: warning: ")
@@ -828,6 +846,500 @@ def _(s: Sweep, d: Path) -> Outcome:
 
 # --- judging and writing ---------------------------------------------------------------------------
 
+# --- inputs that expand, and one line for every bad input ----------------------------------------
+
+def _bomb_yaml(levels: int = 9) -> str:
+    """A few hundred bytes of YAML aliases standing for 9**levels scalars (billion laughs)."""
+    lines = ["l0: &l0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, levels)]
+    return "\n".join(lines) + "\n"
+
+
+def _peak(s: Sweep, d: Path, argv: list[str], culprit: list[str], **checks: bool) -> Outcome:
+    ran, peak = s.run_peak(d, argv)
+    return Outcome(ran, culprit, {"no run directory left": not versions(d / EXP), **checks},
+                   peak_mb=float("nan") if peak is None else peak)
+
+
+@case("yaml_alias_bomb_config", "inputs", "a 400-byte `--config` whose aliases stand for 387 million values")
+def _(s: Sweep, d: Path) -> Outcome:
+    bomb = d / "bomb.yaml"
+    bomb.write_text(_bomb_yaml())
+    return _peak(s, d, s.argv("fit", *s.standin, "--config", str(bomb)), ["bomb.yaml", "aliases expand"])
+
+
+@case("yaml_alias_bomb_grid", "inputs", "`biosig benchmark --grid` a file of nested aliases")
+def _(s: Sweep, d: Path) -> Outcome:
+    bomb = d / "grid.yaml"
+    bomb.write_text(_bomb_yaml())
+    return _peak(s, d, s.argv("benchmark", "--grid", str(bomb), "--out", str(d / "out"), "--print-commands"),
+                 ["grid.yaml", "aliases expand"])
+
+
+@case("yaml_alias_bomb_search_space", "inputs", "`biosig tune --search-space` a file of nested aliases")
+def _(s: Sweep, d: Path) -> Outcome:
+    bomb = d / "space.yaml"
+    bomb.write_text(_bomb_yaml())
+    return _peak(s, d, s.argv("tune", *s.standin, "--search-space", str(bomb), "--study-name", "b", "--n-trials", "1"),
+                 ["space.yaml", "aliases expand"])
+
+
+def _zip_bomb(s: Sweep, path: Path, inflated: int = 3 * 2**30) -> Path:
+    """The base run's last.ckpt with one extra member: ``inflated`` zero bytes, deflated to a few MiB."""
+    import zipfile
+
+    assert s.base is not None
+    src = zipfile.ZipFile(s.base / "checkpoints" / "last.ckpt")
+    prefix = src.infolist()[0].filename.split("/")[0]
+    with zipfile.ZipFile(path, "w") as z:
+        for info in src.infolist():
+            z.writestr(info, src.read(info))
+        info = zipfile.ZipInfo(f"{prefix}/data/9999")
+        info.compress_type = zipfile.ZIP_DEFLATED
+        with z.open(info, "w", force_zip64=True) as member:
+            chunk = bytes(2**24)
+            for _ in range(inflated // len(chunk)):
+                member.write(chunk)
+    return path
+
+
+@case("checkpoint_zip_bomb_test", "inputs", "`biosig test --ckpt_path` a checkpoint with a member that inflates to 3 GiB")
+def _(s: Sweep, d: Path) -> Outcome:
+    bomb = _zip_bomb(s, d / "bomb.ckpt")
+    return _peak(s, d, s.argv("test", *s.standin, "--ckpt_path", str(bomb)), ["bomb.ckpt", "inflate to 3,072 MiB"],
+                 **{"the file is small": bomb.stat().st_size < 16 * 2**20})
+
+
+@case("checkpoint_zip_bomb_resume", "inputs", "`biosig fit --ckpt_path` the same inflating checkpoint")
+def _(s: Sweep, d: Path) -> Outcome:
+    bomb = _zip_bomb(s, d / "bomb.ckpt")
+    return _peak(s, d, s.argv("fit", *s.standin, "--ckpt_path", str(bomb)), ["bomb.ckpt", "inflate"])
+
+
+def _npy_header(path: Path, shape: tuple[int, ...], data: bytes) -> None:
+    import io
+
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": "<f4", "fortran_order": False, "shape": shape})
+    path.write_bytes(buf.getvalue() + data)
+
+
+@case("npy_feature_header_huge", "inputs", "an APAVA feature `.npy` whose header claims 10^12 windows")
+def _(s: Sweep, d: Path) -> Outcome:
+    root = write_apava(d / "apava")
+    _npy_header(root / "Feature" / "feature_04.npy", (10**12, 256, 16), bytes(1024))
+    ran, peak = s.run_peak(d, s.argv("fit", "--config", s.bioformer[0], "--config", s.tiny, "--config", s.bioformer[1],
+                                     f"--data.init_args.root={root}", "--trainer.max_epochs=1"))
+    return Outcome(ran, ["feature_04.npy", "header says shape (1000000000000, 256, 16)"],
+                   {"no run directory left": not any((d / "runs").rglob("version_*"))},
+                   peak_mb=float("nan") if peak is None else peak)
+
+
+@case("npy_label_header_huge", "inputs", "an APAVA `label.npy` whose header claims 10^11 rows (read whole, not mapped)")
+def _(s: Sweep, d: Path) -> Outcome:
+    root = write_apava(d / "apava")
+    _npy_header(root / "Label" / "label.npy", (10**11, 2), bytes(64))
+    ran, peak = s.run_peak(d, s.argv("fit", "--config", s.bioformer[0], "--config", s.tiny, "--config", s.bioformer[1],
+                                     f"--data.init_args.root={root}", "--trainer.max_epochs=1"))
+    return Outcome(ran, ["label.npy", "header says shape (100000000000, 2)"],
+                   {"no run directory left": not any((d / "runs").rglob("version_*"))},
+                   peak_mb=float("nan") if peak is None else peak)
+
+
+def _report_bad(s: Sweep, d: Path, bad: Any, culprit: str) -> Outcome:
+    text = bad if isinstance(bad, str) else None
+    if text is None:
+        assert s.base is not None
+        res = json.loads((s.base / "results.json").read_text())
+        res.update(bad)
+        text = json.dumps(res)
+    return _report_with_one_bad(s, d, text, extra=[culprit])
+
+
+@case("report_deeply_nested_json", "inputs", "`biosig report` where one `results.json` nests 100,000 lists deep")
+def _(s: Sweep, d: Path) -> Outcome:
+    return _report_bad(s, d, '{"metrics": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply")
+
+
+@case("report_metrics_not_a_mapping", "inputs", "`biosig report` where one run's `metrics` is a list")
+def _(s: Sweep, d: Path) -> Outcome:
+    return _report_bad(s, d, {"metrics": [0.5, 0.7]}, "'metrics' is a list")
+
+
+@case("report_metric_not_a_number", "inputs", "`biosig report` where one run's `metrics[\"test/acc\"]` is a string")
+def _(s: Sweep, d: Path) -> Outcome:
+    return _report_bad(s, d, {"metrics": {"test/acc": "high"}}, "metrics['test/acc'] is a string")
+
+
+@case("report_ragged_confusion_matrix", "inputs", "`biosig report` where one run's `confusion_matrix` is ragged")
+def _(s: Sweep, d: Path) -> Outcome:
+    return _report_bad(s, d, {"confusion_matrix": [[1, 2], [3]]}, "'confusion_matrix' is not a square table")
+
+
+@case("report_many_classes", "inputs", "`biosig report` of a run with 2,000 classes (its confusion matrix figure)")
+def _(s: Sweep, d: Path) -> Outcome:
+    assert s.base is not None
+    run = d / "runs" / "many"
+    shutil.copytree(s.base, run)
+    res = json.loads((run / "results.json").read_text())
+    n = 2000
+    res["confusion_matrix"] = np.eye(n, dtype=int).tolist()
+    res["classes"] = [f"class_{i}" for i in range(n)]
+    (run / "results.json").write_text(json.dumps(res))
+    ran, peak = s.run_peak(d, s.argv("report", "runs", "--figures", "figs"))
+    pngs = sorted((d / "figs").glob("confusion_*.png"))
+    size_ok = False
+    if pngs:
+        from PIL import Image
+
+        with Image.open(pngs[0]) as im:
+            size_ok = max(im.size) <= 12 * 110 + 1
+    return Outcome(ran, None, {"exit 0": ran.rc == 0, "the confusion figure is at most 12 in a side": size_ok,
+                               "no temporary file left in the figures folder": not any(
+                                   p.name.startswith(".") for p in (d / "figs").iterdir()) if (d / "figs").is_dir()
+                               else False},
+                   peak_mb=float("nan") if peak is None else peak)
+
+
+@case("biosig_cache_is_a_file", "inputs", "`BIOSIG_CACHE` naming a file")
+def _(s: Sweep, d: Path) -> Outcome:
+    cache = d / "cache.txt"
+    cache.write_text("a file")
+    env = {**s.env(d), "BIOSIG_CACHE": str(cache)}
+    ran = s.run(d, s.argv("fit", *s.standin), env=env)
+    return Outcome(ran, ["cache.txt", "is a file, not a directory", "BIOSIG_CACHE"],
+                   {"no run directory left": not versions(d / EXP), "the file is untouched": cache.read_text() == "a file"})
+
+
+@case("biosig_cache_below_a_file", "inputs", "`BIOSIG_CACHE` naming a folder below a file")
+def _(s: Sweep, d: Path) -> Outcome:
+    (d / "f").write_text("a file")
+    env = {**s.env(d), "BIOSIG_CACHE": str(d / "f" / "cache")}
+    ran = s.run(d, s.argv("fit", *s.standin), env=env)
+    return Outcome(ran, ["f/cache", "is a file, not a directory"], {"no run directory left": not versions(d / EXP)})
+
+
+@case("fit_seed_too_large", "inputs", "`biosig fit --seed_everything=4294967296`")
+def _(s: Sweep, d: Path) -> Outcome:
+    return _refused(s, d, ["seed_everything", "4294967296"], "--seed_everything=4294967296")
+
+
+@case("fit_seed_negative", "inputs", "`biosig fit --seed_everything=-5`")
+def _(s: Sweep, d: Path) -> Outcome:
+    return _refused(s, d, ["seed_everything", "-5"], "--seed_everything=-5")
+
+
+@case("checkpoint_hparam_model_lost", "inputs", "a checkpoint whose hyper-parameters hold a key the model no longer takes")
+def _(s: Sweep, d: Path) -> Outcome:
+    import torch
+
+    assert s.base is not None
+    state = torch.load(s.base / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    state["hyper_parameters"]["dropped_in_v2"] = 0.5
+    old = d / "old.ckpt"
+    torch.save(state, old)
+    ran = s.run(d, s.argv("test", *s.standin, "--ckpt_path", str(old)))
+    return Outcome(ran, ["old.ckpt", "'dropped_in_v2'"])
+
+
+def _epochs_file(path: Path, codes: list[int], event_id: dict[str, int]) -> Path:
+    import mne
+    import pandas as pd
+
+    n = len(codes)
+    rng = np.random.default_rng(0)
+    events = np.column_stack([np.arange(n) * 200, np.zeros(n, int), codes])
+    mne.EpochsArray(rng.normal(0, 1e-5, (n, 3, 100)), mne.create_info(["C3", "C4", "Cz"], 100.0, "eeg"),
+                    events=events, event_id=event_id,
+                    metadata=pd.DataFrame({"subject": np.repeat(np.arange(1, n // 4 + 1), 4)}),
+                    verbose="error").save(path, verbose="error")
+    return path
+
+
+def _own_config(d: Path, data: dict[str, Any], name: str = "own") -> Path:
+    """A whole config for a user's own data: a tiny CNN1D, one short epoch."""
+    import yaml
+
+    config = {
+        "trainer": {"max_epochs": 1, "limit_train_batches": 2, "limit_val_batches": 2, "limit_test_batches": 2,
+                    "num_sanity_val_steps": 0, "enable_progress_bar": False, "accelerator": "cpu",
+                    "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",
+                               "init_args": {"save_dir": "runs", "name": name}}},
+        "model": {"class_path": "ClassificationTask",
+                  "init_args": {"backbone": {"class_path": "biosig_lightning.models.baselines.CNN1D",
+                                             "init_args": {"width": 8, "n_blocks": 1, "convs_per_block": 1}}}},
+        "data": data,
+    }
+    path = d / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _own_fit(s: Sweep, d: Path, data: dict[str, Any], culprit: list[str], name: str = "own") -> Outcome:
+    ran = s.run(d, s.argv("fit", "--config", str(_own_config(d, data, name))))
+    return Outcome(ran, culprit, {"no run directory left": not any((d / "runs").rglob("version_*"))})
+
+
+@case("epochs_one_class", "inputs", "an Epochs `-epo.fif` file whose events are all one class")
+def _(s: Sweep, d: Path) -> Outcome:
+    path = _epochs_file(d / "mine-epo.fif", [1] * 24, {"left": 1})
+    return _own_fit(s, d, {"class_path": "EpochsDataModule", "init_args": {"epochs": str(path), "batch_size": 4}},
+                    ["mine-epo.fif", "one class only", "left"])
+
+
+@case("epochs_not_a_fif", "inputs", "an Epochs file that is not a FIF file")
+def _(s: Sweep, d: Path) -> Outcome:
+    path = d / "mine-epo.fif"
+    path.write_bytes(b"\0" * 4096)
+    return _own_fit(s, d, {"class_path": "EpochsDataModule", "init_args": {"epochs": str(path), "batch_size": 4}},
+                    ["mine-epo.fif", "cannot read epochs file"])
+
+
+@case("epochs_truncated", "inputs", "an Epochs file cut to half its bytes")
+def _(s: Sweep, d: Path) -> Outcome:
+    path = _epochs_file(d / "mine-epo.fif", [1, 2] * 12, {"left": 1, "right": 2})
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    return _own_fit(s, d, {"class_path": "EpochsDataModule", "init_args": {"epochs": str(path), "batch_size": 4}},
+                    ["mine-epo.fif", "cannot read epochs file"])
+
+
+@case("cv_folds_huge_range", "inputs", "`biosig cv --folds 0-3000000000` (a typo)")
+def _(s: Sweep, d: Path) -> Outcome:
+    ran, peak = s.run_peak(d, s.argv("cv", *s.standin, "--folds", "0-3000000000", "--out", "cvout"))
+    return Outcome(ran, ["--folds", "0-3000000000", "3,000,000,001"], {"no output folder left": not (d / "cvout").exists()},
+                   peak_mb=float("nan") if peak is None else peak)
+
+
+@case("cv_folds_reversed", "inputs", "`biosig cv --folds 5-2`")
+def _(s: Sweep, d: Path) -> Outcome:
+    ran = s.run(d, s.argv("cv", *s.standin, "--folds", "5-2", "--out", "cvout"))
+    return Outcome(ran, ["--folds", "'5-2'"], {"no output folder left": not (d / "cvout").exists()})
+
+
+def _twice(d: Path, text: str) -> Path:
+    path = d / "twice.yaml"
+    path.write_text(text)
+    return path
+
+
+@case("yaml_same_top_level_key_twice", "inputs", "a `--config` with `trainer:` twice (YAML keeps the second silently)")
+def _(s: Sweep, d: Path) -> Outcome:
+    path = _twice(d, "trainer:\n  max_epochs: 3\nmodel:\n  init_args: {lr: 1.0e-3}\ntrainer:\n  max_epochs: 1\n")
+    return _refused(s, d, ["twice.yaml", "'trainer' appears twice", "lines 1 and 5"], "--config", str(path))
+
+
+@case("yaml_same_nested_key_twice", "inputs", "a `--config` with `lr:` twice in one mapping")
+def _(s: Sweep, d: Path) -> Outcome:
+    path = _twice(d, "model:\n  init_args:\n    lr: 1.0e-3\n    lr: 1.0e-2\n")
+    return _refused(s, d, ["twice.yaml", "'lr' appears twice", "lines 3 and 4"], "--config", str(path))
+
+
+@case("grid_same_key_twice", "inputs", "a grid file naming `seeds:` twice")
+def _(s: Sweep, d: Path) -> Outcome:
+    text = (s.exp / "benchmarks" / "smoke.yaml").read_text()
+    path = d / "grid.yaml"
+    path.write_text(text + "\nseeds: [1]\n")
+    ran = s.run(d, s.argv("benchmark", "--grid", str(path), "--out", "bout", "--print-commands"))
+    return Outcome(ran, ["grid.yaml", "'seeds' appears twice"], {"no output folder left": not (d / "bout").exists()})
+
+
+def _ptbxl(root: Path, filename: str | None = None, hea: str | None = None, dat_bytes: int | None = None) -> Path:
+    """A one-patient PTB-XL tree (two 10-s records at 100 Hz, wfdb), its database and statements."""
+    import wfdb
+
+    leads = ["I", "II", "III", "AVR", "AVL", "AVF", "V1", "V2", "V3", "V4", "V5", "V6"]
+    folder = root / "records100" / "00000"
+    folder.mkdir(parents=True)
+    for ecg_id in (1, 2):
+        sig = np.random.default_rng(ecg_id).normal(0, 0.1, (1000, 12))
+        wfdb.wrsamp(f"{ecg_id:05d}_lr", fs=100, units=["mV"] * 12, sig_name=leads, p_signal=sig, fmt=["16"] * 12,
+                    write_dir=str(folder))
+    with open(root / "ptbxl_database.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["ecg_id", "patient_id", "scp_codes", "strat_fold", "filename_lr", "filename_hr"])
+        for ecg_id in (1, 2):
+            name = filename if (filename is not None and ecg_id == 2) else f"records100/00000/{ecg_id:05d}_lr"
+            w.writerow([ecg_id, f"{100 + ecg_id}.0", "{'NORM': 100.0}" if ecg_id == 1 else "{'IMI': 100.0}",
+                        ecg_id, name, f"records500/00000/{ecg_id:05d}_hr"])
+    with open(root / "scp_statements.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["", "description", "diagnostic", "form", "rhythm", "diagnostic_class", "diagnostic_subclass"])
+        w.writerow(["NORM", "normal", "1.0", "", "", "NORM", "NORM"])
+        w.writerow(["IMI", "inferior MI", "1.0", "", "", "MI", "IMI"])
+    if hea is not None:
+        (folder / "00002_lr.hea").write_text(hea)
+    if dat_bytes is not None:
+        dat = folder / "00002_lr.dat"
+        dat.write_bytes(dat.read_bytes()[:dat_bytes])
+    return root
+
+
+def _ptbxl_fit(s: Sweep, d: Path, root: Path, culprit: list[str]) -> Outcome:
+    return _own_fit(s, d, {"class_path": "PTBXLDataModule", "init_args": {"root": str(root), "batch_size": 2}},
+                    culprit, "ptbxl")
+
+
+@case("ptbxl_absolute_filename", "inputs", "PTB-XL's database listing an absolute `filename_lr` (`/etc/hostname`)")
+def _(s: Sweep, d: Path) -> Outcome:
+    root = _ptbxl(d / "ptbxl", filename="/etc/hostname")
+    return _ptbxl_fit(s, d, root, ["ptbxl_database.csv", "row 3", "filename_lr '/etc/hostname' leads outside"])
+
+
+@case("ptbxl_dotdot_filename", "inputs", "PTB-XL's database listing `filename_lr` `records100/../../x`")
+def _(s: Sweep, d: Path) -> Outcome:
+    root = _ptbxl(d / "ptbxl", filename="records100/../../x")
+    return _ptbxl_fit(s, d, root, ["ptbxl_database.csv", "records100/../../x", "leads outside"])
+
+
+@case("ptbxl_garbage_header", "inputs", "a PTB-XL record whose WFDB `.hea` is garbage")
+def _(s: Sweep, d: Path) -> Outcome:
+    root = _ptbxl(d / "ptbxl", hea="this is not a header\n")
+    return _ptbxl_fit(s, d, root, ["00002_lr", "cannot read WFDB record"])
+
+
+@case("ptbxl_truncated_data", "inputs", "a PTB-XL record whose `.dat` lost most of its bytes")
+def _(s: Sweep, d: Path) -> Outcome:
+    root = _ptbxl(d / "ptbxl", dat_bytes=100)
+    return _ptbxl_fit(s, d, root, ["00002_lr"])
+
+
+@case("search_space_dropout_above_one", "inputs", "a search space whose dropout range reaches 1.5")
+def _(s: Sweep, d: Path) -> Outcome:
+    space = d / "space.yaml"
+    space.write_text("model.init_args.backbone.init_args.dropout: {type: float, low: 0.0, high: 1.5}\n")
+    ran = s.run(d, s.argv("tune", *s.standin, "--search-space", str(space), "--study-name", "dr", "--n-trials", "2"))
+    return Outcome(ran, ["model.init_args.backbone.init_args.dropout", "1.5", "probability"],
+                   {"no study left": not (d / "dr.db").exists() or not study_states(d / "dr.db", "dr"),
+                    "no trial directory left": not any((d / "runs").rglob("trial_*"))})
+
+
+@case("search_space_lr_negative", "inputs", "a search space whose learning rate range starts below 0")
+def _(s: Sweep, d: Path) -> Outcome:
+    space = d / "space.yaml"
+    space.write_text("model.init_args.lr: {type: float, low: -0.1, high: 0.01}\n")
+    ran = s.run(d, s.argv("tune", *s.standin, "--search-space", str(space), "--study-name", "lr", "--n-trials", "2"))
+    return Outcome(ran, ["model.init_args.lr", "-0.1"], {"no trial directory left": not any((d / "runs").rglob("trial_*"))})
+
+
+def _grid_recipe(s: Sweep, d: Path, recipe: str) -> Outcome:
+    import yaml
+
+    spec = yaml.safe_load((s.exp / "benchmarks" / "smoke.yaml").read_text())
+    for corpus in spec["corpora"].values():  # the grid's own relative paths, from this folder
+        for key in ("configs", "overlays"):
+            corpus[key] = [str(s.exp / Path(p).relative_to("experiments")) if p.startswith("experiments/") else p
+                           for p in corpus.get(key) or []]
+    name = next(iter(spec["methods"]))
+    spec["methods"][name]["recipe"] = {"class_path": recipe}
+    path = d / "grid.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    ran = s.run(d, s.argv("benchmark", "--grid", str(path), "--out", "bout"))
+    return Outcome(ran, ["grid.yaml", f"methods.{name}.recipe", recipe, "names no task"],
+                   {"no cell ran": not any((d / "bout").rglob("results.json")) and not any((d / "bout").rglob("*.ckpt"))})
+
+
+@case("grid_unknown_recipe", "inputs", "a grid whose method names the recipe `ClasificationTask` (a typo)")
+def _(s: Sweep, d: Path) -> Outcome:
+    return _grid_recipe(s, d, "ClasificationTask")
+
+
+@case("grid_unknown_recipe_dotted", "inputs", "a grid whose method names `biosig_lightning.robust.DGTsk`")
+def _(s: Sweep, d: Path) -> Outcome:
+    return _grid_recipe(s, d, "biosig_lightning.robust.DGTsk")
+
+
+@case("precision_16_mixed_on_cpu", "inputs", "`--trainer.precision 16-mixed` on a CPU (Lightning would run bf16-mixed)")
+def _(s: Sweep, d: Path) -> Outcome:
+    return _refused(s, d, ["trainer.precision", "16-mixed", "bf16-mixed"], "--trainer.accelerator=cpu",
+                    "--trainer.precision=16-mixed")
+
+
+@case("precision_16_on_cpu", "inputs", "`--trainer.precision 16` on a CPU")
+def _(s: Sweep, d: Path) -> Outcome:
+    return _refused(s, d, ["trainer.precision", "16 asked for", "bf16-mixed"], "--trainer.accelerator=cpu",
+                    "--trainer.precision=16")
+
+
+def _bids(root: Path, n_subjects: int = 4) -> Path:
+    """A BIDS dataset written by mne-bids: ``n_subjects`` 16-s BrainVision recordings, events every 2 s."""
+    import mne
+    import mne_bids
+
+    rng = np.random.default_rng(0)
+    for sub in range(1, n_subjects + 1):
+        raw = mne.io.RawArray(rng.normal(0, 1e-5, (3, 1600)), mne.create_info(["C3", "C4", "Cz"], 100.0, "eeg"),
+                              verbose="error")
+        raw.set_annotations(mne.Annotations([2.0 * i for i in range(8)], [1.0] * 8, ["left", "right"] * 4))
+        mne_bids.write_raw_bids(raw, mne_bids.BIDSPath(subject=f"{sub:02d}", task="mi", datatype="eeg", root=root),
+                                format="BrainVision", allow_preload=True, verbose="error")
+    return root
+
+
+def _bids_fit(s: Sweep, d: Path, root: Path, culprit: list[str]) -> Outcome:
+    return _own_fit(s, d, {"class_path": "BIDSDataModule", "init_args": {"root": str(root), "task": "mi",
+                                                                         "window_seconds": 1.0, "batch_size": 4}},
+                    culprit, "bids")
+
+
+@case("bids_channels_tsv_mismatch", "inputs", "a BIDS dataset (mne-bids) whose `channels.tsv` names other channels")
+def _(s: Sweep, d: Path) -> Outcome:
+    root = _bids(d / "bids")
+    tsv = root / "sub-03" / "eeg" / "sub-03_task-mi_channels.tsv"
+    tsv.write_text(tsv.read_text().replace("C3\t", "Fz\t"))
+    return _bids_fit(s, d, root, ["sub-03_task-mi_eeg.vhdr", "Channel mismatch"])
+
+
+@case("bids_empty_data_files", "inputs", "a BIDS dataset (mne-bids) whose `.eeg` data files are empty")
+def _(s: Sweep, d: Path) -> Outcome:
+    root = _bids(d / "bids")
+    for data in root.rglob("*.eeg"):
+        data.write_bytes(b"")
+    return _bids_fit(s, d, root, ["sub-01_task-mi_eeg.vhdr", "sub-01_task-mi_eeg.eeg is empty"])
+
+
+@case("bids_garbage_header", "inputs", "a BIDS dataset (mne-bids) whose first `.vhdr` header is garbage")
+def _(s: Sweep, d: Path) -> Outcome:
+    root = _bids(d / "bids")
+    (root / "sub-01" / "eeg" / "sub-01_task-mi_eeg.vhdr").write_text("not a BrainVision header\n")
+    return _bids_fit(s, d, root, ["sub-01_task-mi_eeg.vhdr", "cannot read the BIDS recording"])
+
+
+@case("bids_sidecar_json_truncated", "inputs", "a BIDS dataset (mne-bids) whose second `_eeg.json` sidecar is cut short")
+def _(s: Sweep, d: Path) -> Outcome:
+    root = _bids(d / "bids")
+    (root / "sub-02" / "eeg" / "sub-02_task-mi_eeg.json").write_text('{"SamplingFrequency": ')
+    return _bids_fit(s, d, root, ["sub-02_task-mi_eeg.vhdr", "cannot read the BIDS recording", "JSONDecodeError"])
+
+
+@case("bids_events_tsv_garbage", "inputs", "a BIDS dataset (mne-bids) whose `events.tsv` onsets are text")
+def _(s: Sweep, d: Path) -> Outcome:
+    root = _bids(d / "bids")
+    events = root / "sub-02" / "eeg" / "sub-02_task-mi_events.tsv"
+    lines = events.read_text().splitlines()
+    events.write_text("\n".join([lines[0], *("soon\t" + ln.split("\t", 1)[1] for ln in lines[1:])]) + "\n")
+    return _bids_fit(s, d, root, ["sub-02_task-mi_eeg.vhdr", "cannot read the BIDS recording"])
+
+
+@case("configs_path_dotdot", "inputs", "`biosig configs path ../pyproject`")
+def _(s: Sweep, d: Path) -> Outcome:
+    ran = s.run(d, s.argv("configs", "path", "../pyproject"))
+    return Outcome(ran, ["../pyproject", "not a packaged config name"], {"prints no path": not ran.out.strip()})
+
+
+@case("configs_copy_absolute", "inputs", "`biosig configs copy /etc/hostname`")
+def _(s: Sweep, d: Path) -> Outcome:
+    ran = s.run(d, s.argv("configs", "copy", "/etc/hostname"))
+    return Outcome(ran, ["/etc/hostname", "not a packaged config name"], {"nothing copied": not any(d.iterdir())})
+
+
+@case("configs_copy_dotdot_inside", "inputs", "`biosig configs copy overlays/../../pyproject`")
+def _(s: Sweep, d: Path) -> Outcome:
+    ran = s.run(d, s.argv("configs", "copy", "overlays/../../pyproject"))
+    return Outcome(ran, ["overlays/../../pyproject", "not a packaged config name"],
+                   {"nothing copied": not any(d.iterdir())})
+
+
 def judge(s: Sweep, c: Case, d: Path) -> dict[str, Any]:
     t0 = time.monotonic()
     try:
@@ -859,6 +1371,10 @@ def judge(s: Sweep, c: Case, d: Path) -> dict[str, Any]:
             checks[f"{which} names " + ", ".join(repr(p) for p in out.culprit)] = row["names_culprit"]
         else:
             checks.setdefault("no traceback", no_traceback(ran))
+    if out.peak_mb is not None:
+        measured = out.peak_mb == out.peak_mb  # not NaN
+        row["peak_rss_mb"] = round(out.peak_mb, 1) if measured else None
+        checks[f"peak memory under {PEAK_LIMIT_MB / 1024:g} GiB (/usr/bin/time -v)"] = measured and out.peak_mb < PEAK_LIMIT_MB
     row["checks"] = checks
     row["result"] = "handled" if checks and all(checks.values()) else "NOT handled"
     if out.note:
@@ -885,20 +1401,21 @@ def write_result(rows: list[dict[str, Any]], out: Path, command: str, dates: lis
     handled = sum(r["result"] == "handled" for r in rows)
     skipped = sum(r["result"] == "skipped" for r in rows)
     machine = (f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs, Python {platform.python_version()}, "
-               f"torch {torch.__version__}; a fresh clone with its own venv")
-    source = {"table": "issue table", "handled": "listed as handled", "added": "added"}
+               f"torch {torch.__version__}; a fresh clone of the branch, its package first on PYTHONPATH")
+    source = {"table": "issue table", "handled": "listed as handled", "added": "added", "inputs": "inputs that expand, one-line errors"}
     table_rows = []
     for k, r in enumerate(rows, 1):
         last = r.get("last_line", "") or ""
         failed = [name for name, ok in r.get("checks", {}).items() if not ok]
         table_rows.append([str(k), f"`{r['case']}`", r["what"], source[r["source"]],
                            str(r.get("exit", "")), str(r.get("stderr_lines", "")),
+                           f"{r['peak_rss_mb']:.0f}" if r.get("peak_rss_mb") is not None else "",
                            ("`" + last.replace("|", "\N{BROKEN BAR}").replace("`", "'") + "`") if last else "",
                            r["result"] + (f" ({r['reason']})" if r.get("reason") else "")
                            + (f" (re-run alone, {r['rerun']})" if r.get("rerun") else "")
                            + ("; failed: " + "; ".join(failed) if failed else "")])
     doc = {
-        "title": "Reliability sweep: 42 faults and bad inputs, run as a new user on a fresh clone",
+        "title": f"Reliability sweep: {len(rows)} faults and bad inputs, run as a new user",
         "page": "run-directory",
         "machine": machine,
         "dates": dates,
@@ -914,10 +1431,13 @@ def write_result(rows: list[dict[str, Any]], out: Path, command: str, dates: lis
                        "`biosig <command>: ...` that names the culprit, with no traceback, and nothing may be lost "
                        "(every checkpoint left loads with `weights_only=True`, `metrics.csv` parses, runs, trial "
                        "directories and other runs' reports kept). *Last stderr line* is the line a user reads; "
-                       "*stderr lines* counts Lightning's own notices too (a `|` in a line is shown as `\N{BROKEN BAR}`). The checks of each case are in "
-                       "`benchmarks/reliability_sweep.py`."},
-            {"table": {"columns": ["#", "case", "what", "from", "exit", "stderr lines", "last stderr line", "result"],
-                       "align": ["right", "left", "left", "left", "right", "right", "left", "left"],
+                       "*stderr lines* counts Lightning's own notices too (a `|` in a line is shown as `\N{BROKEN BAR}`); "
+                       "*peak MiB* is the command's maximum resident memory from `/usr/bin/time -v`, measured for the inputs "
+                       f"that expand (each must stay under {PEAK_LIMIT_MB:.0f} MiB). The checks of each case are in "
+                       "`tools/audits/reliability_sweep.py`."},
+            {"table": {"columns": ["#", "case", "what", "from", "exit", "stderr lines", "peak MiB", "last stderr line",
+                                   "result"],
+                       "align": ["right", "left", "left", "left", "right", "right", "right", "left", "left"],
                        "rows": table_rows}},
         ],
         "rows": rows,
@@ -930,19 +1450,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkout", type=Path, default=HERE, help="repository to test (default: this one)")
     parser.add_argument("--only", nargs="+", default=None, help="run only these cases")
+    parser.add_argument("--source", nargs="+", default=None, choices=("table", "handled", "added", "inputs"),
+                        help="run only the cases of these sources")
     parser.add_argument("--jobs", type=int, default=2, help="cases run at once")
     parser.add_argument("--no-write", action="store_true", help="print only, write no result file")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directories")
     parser.add_argument("--update", action="store_true",
-                        help="with --only: replace only these cases' rows in the existing result file")
+                        help="with --only or --source: replace only these cases' rows in the existing result file "
+                             "(and add the rows of cases it lacks)")
     args = parser.parse_args(argv)
     checkout = args.checkout.resolve()
-    cases = [c for c in CASES if args.only is None or c.name in args.only]
+    cases = [c for c in CASES if (args.only is None or c.name in args.only)
+             and (args.source is None or c.source in args.source)]
     unknown = set(args.only or []) - {c.name for c in CASES}
     if unknown:
         parser.error(f"unknown case(s): {', '.join(sorted(unknown))}")
-    if args.update and not args.only:
-        parser.error("--update re-runs the cases named by --only")
+    if args.update and not (args.only or args.source):
+        parser.error("--update re-runs the cases named by --only or --source")
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         # started in the background by a shell: the children would inherit an ignored Ctrl-C
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -976,7 +1500,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if handled == len(rows) else 1
     given = list(argv if argv is not None else sys.argv[1:])
     shown = [a for k, a in enumerate(given) if not a.startswith("--checkout") and not (k and given[k - 1] == "--checkout")]
-    command = "python benchmarks/reliability_sweep.py" + ("" if not shown else " " + " ".join(shown))
+    command = "python tools/audits/reliability_sweep.py" + ("" if not shown else " " + " ".join(shown))
     today = dt.date.today().isoformat()
     dates, timing = [today], f"the sweep took {minutes:.1f} min"
     out = checkout / OUT_NAME
@@ -985,6 +1509,10 @@ def main(argv: list[str] | None = None) -> int:
         old = json.loads(out.read_text(encoding="utf-8"))
         fresh = {r["case"]: {**r, "rerun": today} for r in rows}
         rows = [fresh.get(r["case"], r) for r in old["rows"]]
+        known = {r["case"] for r in old["rows"]}
+        order = {c.name: k for k, c in enumerate(CASES)}
+        rows += [r for r in fresh.values() if r["case"] not in known]  # cases added since: in the sweep's order
+        rows.sort(key=lambda r: order.get(r["case"], len(order)))
         dates = sorted(set(old["dates"]) | {today})
         command = f"{old['command']}; then {command}"
         before = old.get("timing") or next(iter(re.findall(r"the sweep took [\d.]+ min", old["items"][0]["text"])), "")
