@@ -152,17 +152,36 @@ class BalancedGraphLearning(nn.Module):
         if self.metric != "mahalanobis" or self.q.shape[0] == 1:
             return pg.normalise_edge_distances(*pg.edge_distances(f, self.metric, self.q), spatial_mask)
         m = spatial_mask.to(f.dtype)
-        n_edges = 2 * (h - 1) * c + h * m.sum()  # ordered pairs, as a sum over the N x N edge mask counts them
-        mean_gap = ((gap_s * m).sum((1, 2, 3)) + 2 * gap_t.sum((1, 2))) / n_edges  # (B,)
-        scores = []
-        for k in range(self.q.shape[0]):
-            ds, dt = pg.normalise_edge_distances(*pg.edge_distances(f, "mahalanobis", self.q[k: k + 1]), spatial_mask)
-            aff_s, aff_t = torch.exp(-ds) * m, torch.exp(-dt)
-            smooth = (aff_s * gap_s).sum((1, 2, 3)) + 2 * (aff_t * gap_t).sum((1, 2))
-            mass = aff_s.sum((1, 2, 3)) + 2 * aff_t.sum((1, 2))
-            scores.append(smooth / (mass * mean_gap.clamp_min(1e-12)))
-        mix = torch.softmax(-torch.stack(scores, dim=1) / self.selection_temperature, dim=1)
-        return pg.normalise_edge_distances(*pg.edge_distances(f, "mahalanobis", self.q, mix), spatial_mask)
+        with torch.no_grad():
+            n_edges = 2 * (h - 1) * c + h * m.sum()  # ordered pairs, as a sum over the N x N edge mask counts them
+            mean_gap = ((gap_s * m).sum((1, 2, 3)) + 2 * gap_t.sum((1, 2))) / n_edges  # (B,)
+        # every candidate k at once: raw distances (B, n, H, C, C) / (B, n, H - 1, C), normalised per candidate
+        raw_s, raw_t = pg.edge_distances(f, "mahalanobis", self.q, per_candidate=True)
+        ds, dt = pg.normalise_edge_distances(raw_s, raw_t, spatial_mask)
+        aff_s, aff_t = torch.exp(-ds) * m, torch.exp(-dt)
+        smooth = torch.einsum("bnhij,bhij->bn", aff_s, gap_s) + 2 * torch.einsum("bnhc,bhc->bn", aff_t, gap_t)
+        mass = aff_s.sum((2, 3, 4)) + 2 * aff_t.sum((2, 3))
+        scores = smooth / (mass * mean_gap.clamp_min(1e-12).unsqueeze(1))
+        mix = torch.softmax(-scores / self.selection_temperature, dim=1)
+        mixed = torch.einsum("bn,bnhij->bhij", mix, raw_s), torch.einsum("bn,bnhc->bhc", mix, raw_t)
+        return pg.normalise_edge_distances(*mixed, spatial_mask)
+
+
+    def distances(self, nodes: torch.Tensor, gap: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """:meth:`edge_distances` on the dense ``(N, N)`` edge set: ``(B, N, N)`` normalised distances.
+
+        ``nodes`` ``(B, N, D)``; ``gap`` ``(B, N, N)`` the block input's signal gaps; ``mask`` the float edge set.
+        """
+        f = self.features(nodes)
+        if self.metric != "mahalanobis" or self.q.shape[0] == 1:
+            return sg.normalise_distance(sg.pairwise_distance(f, self.metric, self.q), mask)
+        with torch.no_grad():
+            mean_gap = (gap * mask).sum((1, 2)) / mask.sum()  # (B,)
+        raw = sg.pairwise_distance(f, "mahalanobis", self.q, per_candidate=True)  # (B, n, N, N), every candidate
+        aff = torch.exp(-sg.normalise_distance(raw, mask)) * mask
+        scores = torch.einsum("bnij,bij->bn", aff, gap) / (aff.sum((2, 3)) * mean_gap.clamp_min(1e-12).unsqueeze(1))
+        mix = torch.softmax(-scores / self.selection_temperature, dim=1)
+        return sg.normalise_distance(torch.einsum("bn,bnij->bij", mix, raw), mask)
 
 
 class SignedGraphDenoiser(nn.Module):
@@ -233,6 +252,9 @@ class SignedGraphDenoiser(nn.Module):
         self.polarity_ref, self.d_star = polarity_ref, d_star
         spatial_mask = ~torch.eye(n_chans, dtype=torch.bool) if spatial_mask is None else spatial_mask
         self.register_buffer("spatial_mask", spatial_mask & ~torch.eye(n_chans, dtype=torch.bool), persistent=False)
+        # the (N, N) edge set as weights, for the dense blocks of filter_method="exact"
+        self.register_buffer("node_mask", sg.product_graph_mask(n_chans, n_chunks, self.spatial_mask).float(),
+                             persistent=False)
         self.blocks = nn.ModuleList(
             BalancedGraphLearning(conv_layers, conv_width, feature_dim, metric, n_metric_candidates, metric_rank,
                                   selection_temperature) for _ in range(n_blocks))
@@ -264,6 +286,28 @@ class SignedGraphDenoiser(nn.Module):
         lap_b, _ = pg.edge_laplacian(*pg.normalize_edge_weights(ws, wt)).gershgorin_shift()
         return lap_b.similarity_transform(beta), beta
 
+    def dense_laplacian(self, block: int, nodes: torch.Tensor, beta: torch.Tensor | None, refine: bool = True
+                        ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:meth:`edge_laplacian` built on the dense ``(B, N, N)`` edge set (the ``exact`` filter's path).
+
+        The same equations (6-9, 3, 5) one dense tensor each, instead of a spatial and a temporal one: the dense
+        filter forms the ``N x N`` matrix anyway, and every step is one operation per block.
+        """
+        mask = self.node_mask
+        with torch.no_grad():
+            gap, sum_gap = sg.signal_gaps(nodes)
+        dist = self.blocks[block].distances(nodes, gap, mask)
+        if self.graph != "balanced":
+            w = sg.normalize_weights(sg.signed_weights(dist, mask, self.graph, d_star=self.d_star))
+            return (sg.signed_laplacian(w) if self.graph == "unbalanced" else sg.combinatorial_laplacian(w)), None
+        assert beta is not None
+        if refine:
+            beta = sg.refine_polarity(beta, dist.detach(), gap, sum_gap, mask)
+        node_beta = self.node_polarity(beta, nodes.shape[0])
+        w = sg.signed_weights(dist, mask, "balanced", node_beta, mirror=self.negative_weight == "mirror")
+        lap_b, _ = sg.gershgorin_shift(sg.combinatorial_laplacian(sg.normalize_weights(w)))
+        return sg.similarity_transform(lap_b, node_beta), beta
+
     def laplacian(self, block: int, nodes: torch.Tensor, beta: torch.Tensor | None, refine: bool = True,
                   pool: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         """:meth:`edge_laplacian` as a dense ``(B, N, N)`` matrix, with the node polarities ``(B, N)``.
@@ -278,11 +322,12 @@ class SignedGraphDenoiser(nn.Module):
         """Channel polarities ``(B or 1, C)`` -> node polarities ``(B, N)`` (node ``h*C + c`` takes channel ``c``'s)."""
         return beta.expand(batch, -1).repeat(1, self.n_chunks)
 
-    def lowpass(self, block: int, lap: pg.ProductLaplacian, nodes: torch.Tensor) -> torch.Tensor:
+    def lowpass(self, block: int, lap: pg.ProductLaplacian | torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
         """``g(L) y`` with block ``block``'s cutoff: Lanczos on the edges (eq. 25) or dense eigh (eq. 12)."""
         omega = self.cutoffs[block]
         if self.filter_method == "exact":
-            return sg.exact_filter(lap.dense(), nodes, omega, "sigmoid", self.steepness)
+            return sg.exact_filter(lap if isinstance(lap, torch.Tensor) else lap.dense(), nodes, omega, "sigmoid",
+                                   self.steepness)
         return sg.lanczos_filter(lap, nodes, omega, self.krylov_dim, "sigmoid", self.steepness,
                                  reorth_passes=self.reorth_passes)
 
@@ -332,7 +377,10 @@ class SignedGraphDenoiser(nn.Module):
             nodes = sg.chunk_nodes(x, self.n_chunks)
             if fixed:
                 beta = self.polarity[block].unsqueeze(0)
-            lap, beta = self.edge_laplacian(block, nodes, beta, refine=not fixed)
+            if self.filter_method == "exact":
+                lap, beta = self.dense_laplacian(block, nodes, beta, refine=not fixed)
+            else:
+                lap, beta = self.edge_laplacian(block, nodes, beta, refine=not fixed)
             if beta is not None:  # filter T y on the positive graph, map back with T (Sec. 3.2)
                 node_beta = self.node_polarity(beta, nodes.shape[0])
                 nodes = node_beta.unsqueeze(-1) * self.lowpass(block, lap, node_beta.unsqueeze(-1) * nodes)
