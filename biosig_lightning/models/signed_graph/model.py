@@ -262,6 +262,11 @@ class SignedGraphDenoiser(nn.Module):
         # per-block channel polarities estimated from the class's training windows (fit_polarity)
         self.register_buffer("polarity", torch.ones(n_blocks, n_chans))
         self.register_buffer("polarity_fitted", torch.zeros((), dtype=torch.bool))
+        self._polarity_fitted = False  # the buffer's value on the host: forward reads this, never the buffer
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self._polarity_fitted = bool(self.polarity_fitted)
 
     def edge_laplacian(self, block: int, nodes: torch.Tensor, beta: torch.Tensor | None, refine: bool = True,
                        pool: bool = False) -> tuple[pg.ProductLaplacian, torch.Tensor | None]:
@@ -337,7 +342,7 @@ class SignedGraphDenoiser(nn.Module):
         return sg.product_graph_mask(self.n_chans, self.n_chunks, self.spatial_mask.cpu())
 
     def uses_class_polarity(self) -> bool:
-        return self.graph == "balanced" and self.polarity_source == "class" and bool(self.polarity_fitted)
+        return self.graph == "balanced" and self.polarity_source == "class" and self._polarity_fitted
 
     @torch.no_grad()
     def fit_polarity(self, windows: torch.Tensor) -> torch.Tensor:
@@ -363,6 +368,7 @@ class SignedGraphDenoiser(nn.Module):
             nodes = node_beta.unsqueeze(-1) * self.lowpass(block, lap, node_beta.unsqueeze(-1) * nodes)
             x = sg.unchunk_nodes(nodes, self.n_chans)
         self.polarity_fitted.fill_(True)
+        self._polarity_fitted = True
         self.train(was_training)
         return self.polarity
 
