@@ -72,7 +72,9 @@ Readings of other ambiguities:
   ``O(m |E| D)`` time and ``O(m N D)`` memory per window, and eq. 25 stays accurate without it.
 * The graph is stored by its edges (:mod:`biosig_lightning.features.product_graph`): ``H`` spatial
   ``C x C`` blocks and ``H - 1`` temporal links per channel; no ``N x N`` matrix is formed except for
-  ``filter_method="exact"``.
+  ``filter_method="exact"``, whose blocks build the graph on the dense ``N x N`` edge set
+  (:meth:`SignedGraphDenoiser.dense_laplacian`, the same equations, one tensor per step); the metric
+  candidates are scored together, not one by one.
 * ``filter_method="auto"`` (the shipped configs') filters with whichever of Lanczos and the dense
   eigendecomposition is expected to be faster for the window shape, from both filters' flop counts
   (:func:`~biosig_lightning.features.signed_graph.choose_filter`). App. B's linear cost assumes
@@ -102,6 +104,11 @@ __all__ = ["BalancedGraphLearning", "SignedGraphClassifier", "SignedGraphDenoise
 
 Spatial = Literal["full", "line"]
 FilterMethod = Literal["lanczos", "exact", "auto"]
+
+
+def _float32(t: torch.Tensor) -> torch.autocast:
+    """A region without autocast: the graph and its filter (eigendecomposition, Lanczos) stay float32."""
+    return torch.autocast(t.device.type, enabled=False)
 
 
 class BalancedGraphLearning(nn.Module):
@@ -148,7 +155,13 @@ class BalancedGraphLearning(nn.Module):
         ``(spatial (B, H, C, C), temporal (B, H - 1, C))``.
         """
         b, h, c, d = nodes.shape
-        f = self.features(nodes.reshape(b, h * c, d)).reshape(b, h, c, -1)
+        f = self.features(nodes.reshape(b, h * c, d)).reshape(b, h, c, -1).float()
+        with _float32(f):
+            return self._mixed_edge_distances(f, gap_s, gap_t, spatial_mask)
+
+    def _mixed_edge_distances(self, f: torch.Tensor, gap_s: torch.Tensor, gap_t: torch.Tensor,
+                              spatial_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        b, h, c, _ = f.shape
         if self.metric != "mahalanobis" or self.q.shape[0] == 1:
             return pg.normalise_edge_distances(*pg.edge_distances(f, self.metric, self.q), spatial_mask)
         m = spatial_mask.to(f.dtype)
@@ -172,7 +185,11 @@ class BalancedGraphLearning(nn.Module):
 
         ``nodes`` ``(B, N, D)``; ``gap`` ``(B, N, N)`` the block input's signal gaps; ``mask`` the float edge set.
         """
-        f = self.features(nodes)
+        f = self.features(nodes).float()
+        with _float32(f):
+            return self._mixed_distances(f, gap, mask)
+
+    def _mixed_distances(self, f: torch.Tensor, gap: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         if self.metric != "mahalanobis" or self.q.shape[0] == 1:
             return sg.normalise_distance(sg.pairwise_distance(f, self.metric, self.q), mask)
         with torch.no_grad():
@@ -278,7 +295,7 @@ class SignedGraphDenoiser(nn.Module):
         """
         b, n, d = nodes.shape
         nodes4 = nodes.reshape(b, self.n_chunks, self.n_chans, d)
-        with torch.no_grad():
+        with torch.no_grad(), _float32(nodes):
             gap_s, sum_gap_s, gap_t = pg.edge_gaps(nodes4)
         ds, dt = self.blocks[block].edge_distances(nodes4, gap_s, gap_t, self.spatial_mask)
         if self.graph != "balanced":
@@ -299,7 +316,7 @@ class SignedGraphDenoiser(nn.Module):
         filter forms the ``N x N`` matrix anyway, and every step is one operation per block.
         """
         mask = self.node_mask
-        with torch.no_grad():
+        with torch.no_grad(), _float32(nodes):
             gap, sum_gap = sg.signal_gaps(nodes)
         dist = self.blocks[block].distances(nodes, gap, mask)
         if self.graph != "balanced":
@@ -330,6 +347,11 @@ class SignedGraphDenoiser(nn.Module):
     def lowpass(self, block: int, lap: pg.ProductLaplacian | torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
         """``g(L) y`` with block ``block``'s cutoff: Lanczos on the edges (eq. 25) or dense eigh (eq. 12)."""
         omega = self.cutoffs[block]
+        with _float32(nodes):
+            return self._lowpass(omega, lap, nodes.float())
+
+    def _lowpass(self, omega: torch.Tensor, lap: pg.ProductLaplacian | torch.Tensor, nodes: torch.Tensor
+                 ) -> torch.Tensor:
         if self.filter_method == "exact":
             return sg.exact_filter(lap if isinstance(lap, torch.Tensor) else lap.dense(), nodes, omega, "sigmoid",
                                    self.steepness)

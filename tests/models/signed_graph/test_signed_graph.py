@@ -167,3 +167,18 @@ def test_metric_candidates_scored_together_as_one_by_one() -> None:
     ds, dt = bgl.edge_distances(flat_nodes, *pg.edge_gaps(flat_nodes)[::2], den.spatial_mask)
     edge_view = pg.ProductLaplacian(torch.zeros(2, 3, 5), ds * den.spatial_mask, dt).dense()
     torch.testing.assert_close(edge_view, want * mask)
+
+
+@pytest.mark.parametrize("filter_method", ["exact", "lanczos"])
+def test_graph_and_filter_stay_float32_under_autocast(filter_method: str) -> None:
+    # bf16-mixed training: the CNN may run in bfloat16, the eigendecomposition / Lanczos path must not
+    torch.manual_seed(0)
+    model = SignedGraphClassifier(5, 2, 48, 100.0, **{**TINY, "n_chunks": 3}, filter_method=filter_method)
+    x = torch.randn(3, 5, 48)
+    model.fit_polarity(x, torch.tensor([0, 1, 0]))
+    ref = model(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(x)
+    out.sum().backward()
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, ref, rtol=0.05, atol=0.05 * float(ref.abs().max()))
