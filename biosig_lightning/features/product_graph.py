@@ -125,10 +125,12 @@ def edge_gaps(nodes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Te
 
 
 def edge_distances(f: torch.Tensor, kind: DistanceKind = "mahalanobis", q: torch.Tensor | None = None,
-                   mix: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                   mix: torch.Tensor | None = None, per_candidate: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Feature distances on the edges (eq. 6, Table 6) from node features ``f`` ``(B, H, C, K)``.
 
     Same metrics and arguments as ``pairwise_distance``; returns ``(spatial (B, H, C, C), temporal (B, H-1, C))``.
+    ``per_candidate=True`` (Mahalanobis) returns every candidate ``Q_k``'s distances instead, ``(B, n, H, C, C)``
+    and ``(B, n, H-1, C)``, all computed at once.
     """
     if kind in ("mahalanobis", "euclidean"):
         if kind == "mahalanobis":
@@ -138,11 +140,15 @@ def edge_distances(f: torch.Tensor, kind: DistanceKind = "mahalanobis", q: torch
         else:
             g = f.unsqueeze(1)
         sq = g.square().sum(-1)
-        ds = (sq.unsqueeze(-1) + sq.unsqueeze(-2) - 2 * g @ g.transpose(-1, -2)).clamp_min(0)
+        flat = g.flatten(0, 2)  # (B n H, C, r)
+        ds = torch.baddbmm((sq.unsqueeze(-1) + sq.unsqueeze(-2)).flatten(0, 2), flat, flat.transpose(-1, -2), alpha=-2)
+        ds = ds.reshape(sq.shape + sq.shape[-1:]).clamp_min(0)
         dt = (g[:, :, 1:] - g[:, :, :-1]).square().sum(-1)
+        if per_candidate and kind == "mahalanobis":
+            return ds, dt
         if kind == "euclidean" or mix is None:
             return ds.sum(1), dt.sum(1)
-        return (ds * mix[:, :, None, None, None]).sum(1), (dt * mix[:, :, None, None]).sum(1)
+        return torch.einsum("bn,bnhij->bhij", mix, ds), torch.einsum("bn,bnhc->bhc", mix, dt)
     if kind == "cosine":
         u = f / f.norm(dim=-1, keepdim=True).clamp_min(1e-8)
         return (1 - u @ u.transpose(-1, -2)).clamp_min(0), (1 - (u[:, 1:] * u[:, :-1]).sum(-1)).clamp_min(0)
@@ -153,12 +159,14 @@ def edge_distances(f: torch.Tensor, kind: DistanceKind = "mahalanobis", q: torch
 
 def normalise_edge_distances(ds: torch.Tensor, dt: torch.Tensor, spatial_mask: torch.Tensor
                              ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scale to ``[0, 1]`` per window by the largest distance on the edge set (App. E.2)."""
-    top = (ds * spatial_mask).flatten(1).amax(-1)
-    if dt.shape[1]:
-        top = torch.maximum(top, dt.flatten(1).amax(-1))
-    top = top.clamp_min(1e-8)
-    return ds / top[:, None, None, None], dt / top[:, None, None]
+    """Scale to ``[0, 1]`` per window by the largest distance on the edge set (App. E.2).
+
+    ``ds`` ``(..., H, C, C)`` and ``dt`` ``(..., H - 1, C)``: any leading dimensions (windows, candidates)."""
+    top = (ds * spatial_mask).flatten(-3).amax(-1)
+    if dt.shape[-2]:
+        top = torch.maximum(top, dt.flatten(-2).amax(-1))
+    top = top.clamp_min(1e-8).unsqueeze(-1)
+    return ds / top.unsqueeze(-1).unsqueeze(-1), dt / top.unsqueeze(-1)
 
 
 def edge_weights(ds: torch.Tensor, dt: torch.Tensor, spatial_mask: torch.Tensor, kind: GraphKind = "balanced",

@@ -226,11 +226,12 @@ def greedy_polarity(beta: torch.Tensor, gain: torch.Tensor, max_sweeps: int | No
 
 # ---- distances and weights (eq. 6, 7, 28) ------------------------------------------------------------
 def pairwise_distance(f: torch.Tensor, kind: DistanceKind = "mahalanobis", q: torch.Tensor | None = None,
-                      mix: torch.Tensor | None = None) -> torch.Tensor:
+                      mix: torch.Tensor | None = None, per_candidate: bool = False) -> torch.Tensor:
     """Feature distances ``(B, N, N)`` from node features ``f`` ``(B, N, K)`` (eq. 6 and Table 6).
 
     ``mahalanobis``: ``d_ij = (f_i - f_j)^T M (f_i - f_j)`` with ``M = sum_k mix_k Q_k Q_k^T``, ``q`` of
-    shape ``(n_candidates, K, r)`` and ``mix`` ``(B, n_candidates)`` convex weights (one candidate: no mix).
+    shape ``(n_candidates, K, r)`` and ``mix`` ``(B, n_candidates)`` convex weights (one candidate: no mix);
+    ``per_candidate=True`` returns every candidate's distances, ``(B, n_candidates, N, N)``.
     ``euclidean``: ``M = I``; ``cosine``: ``1 - cos(f_i, f_j)``; ``manhattan``: ``sum |f_i - f_j|``.
     """
     if kind == "mahalanobis":
@@ -238,11 +239,14 @@ def pairwise_distance(f: torch.Tensor, kind: DistanceKind = "mahalanobis", q: to
             raise ValueError("mahalanobis distance needs the metric factors q")
         g = torch.einsum("bnk,ckr->bcnr", f, q)  # project once per candidate: ||Q^T (f_i - f_j)||^2
         sq = (g * g).sum(-1)
-        d = sq.unsqueeze(-1) + sq.unsqueeze(-2) - 2 * g @ g.transpose(-1, -2)  # (B, n_cand, N, N)
-        d = d.clamp_min(0)
+        flat = g.flatten(0, 1)
+        d = torch.baddbmm((sq.unsqueeze(-1) + sq.unsqueeze(-2)).flatten(0, 1), flat, flat.transpose(-1, -2), alpha=-2)
+        d = d.reshape(sq.shape + sq.shape[-1:]).clamp_min(0)  # (B, n_cand, N, N)
+        if per_candidate:
+            return d
         if mix is None:
             return d.sum(1)
-        return (d * mix[:, :, None, None]).sum(1)
+        return torch.einsum("bc,bcij->bij", mix, d)
     if kind == "euclidean":
         sq = (f * f).sum(-1)
         return (sq.unsqueeze(-1) + sq.unsqueeze(-2) - 2 * f @ f.transpose(-1, -2)).clamp_min(0)
@@ -261,11 +265,12 @@ def normalise_distance(d: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def signed_weights(distance: torch.Tensor, mask: torch.Tensor, kind: GraphKind = "balanced",
-                   node_beta: torch.Tensor | None = None, d_star: float = 0.5) -> torch.Tensor:
+                   node_beta: torch.Tensor | None = None, d_star: float = 0.5, mirror: bool = False) -> torch.Tensor:
     """Edge weights ``(B, N, N)`` on ``mask`` from distances.
 
-    ``balanced`` (eq. 7): ``exp(-d)`` between equal polarities, ``exp(-d) - 1`` between opposite ones,
-    so ``sign(w_ij) = beta_i beta_j`` wherever ``w_ij != 0`` and the graph is balanced (eq. 2, CHT).
+    ``balanced`` (eq. 7): ``exp(-d)`` between equal polarities, ``exp(-d) - 1`` between opposite ones
+    (``-exp(-d)`` with ``mirror``, eq. 8's closed form), so ``sign(w_ij) = beta_i beta_j`` wherever
+    ``w_ij != 0`` and the graph is balanced (eq. 2, CHT).
     ``positive``: ``exp(-d)`` (App. C). ``unbalanced``: ``1 - 2 / (1 + exp(-(d - d*)))`` (eq. 28).
     """
     m = mask.to(distance.dtype)
@@ -273,8 +278,8 @@ def signed_weights(distance: torch.Tensor, mask: torch.Tensor, kind: GraphKind =
     if kind == "balanced":
         if node_beta is None:
             raise ValueError("balanced weights need node polarities")
-        agree = node_beta.unsqueeze(-1) * node_beta.unsqueeze(-2) > 0
-        w = torch.where(agree, a, a - 1.0)
+        sign = node_beta.unsqueeze(-1) * node_beta.unsqueeze(-2)
+        w = a * sign if mirror else torch.where(sign > 0, a, a - 1.0)
     elif kind == "positive":
         w = a
     elif kind == "unbalanced":

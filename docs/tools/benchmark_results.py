@@ -96,9 +96,27 @@ def signed_graph(d: dict[str, Any]) -> dict[str, Any]:
                              "rows": rows}}]
     if d.get("analysis"):
         items.append({"text": d["analysis"]})
+    t10 = d.get("table10") or {}
+    if isinstance(t10, dict) and t10.get("per_window"):
+        conv = t10["convergence"]
+        rows = [[name, f"{row['params']:,}", f"{row['train_s_per_window'] * 1000:.1f}",
+                 f"{row['infer_s_per_window'] * 1000:.1f}",
+                 str(conv[name]["epochs_to_criterion"]) if conv[name]["epochs_to_criterion"] is not None
+                 else f"> {conv[name]['epochs_run']}",
+                 _f(conv[name]["train_s_per_epoch"], 1),
+                 _f(conv[name]["time_to_criterion_s"], 1) if conv[name]["time_to_criterion_s"] is not None else "n/a"]
+                for name, row in t10["per_window"].items()]
+        items += [{"text": f"Table 1's EEGNet (braindecode, temporal kernel 254: 9,170 parameters) and the default "
+                           f"one (kernel 64) against the pair, per window and to convergence on the Turkish-epilepsy "
+                           f"stand-in ({t10['criterion']}; {t10['date_utc'][:10]}):"},
+                  {"table": {"columns": ["model", "parameters", "train ms / window", "inference ms / window",
+                                         "epochs to criterion", "s / epoch", "s to criterion"],
+                             "align": ["left"] + ["right"] * 6, "rows": rows}},
+                  {"text": t10["reading"]}]
     return {"title": "Signed-graph denoiser pair: Lanczos against dense filtering",
             "machine": f"{mach['cpu']}, {mach['cpu_count']} cores, torch {mach['torch']}",
-            "dates": [d["date_utc"][:10]], "command": d["command"], "page": "performance", "items": items}
+            "dates": sorted({d["date_utc"][:10], *([t10["date_utc"][:10]] if t10 else [])}),
+            "command": d["command"] + (f"; {t10['command']}" if t10 else ""), "page": "performance", "items": items}
 
 
 def spdtransnet_kernels(d: dict[str, Any]) -> dict[str, Any]:

@@ -40,8 +40,10 @@ Speed (same numerics as the reference, same multiply-adds): diffusion is linear,
 diffusion of ``[x_t, h_t]`` splits into the diffusion of ``x_t`` and of ``h_t``, and the input
 part of both gate and candidate convolutions is computed for all time steps at once before the
 recurrence; (ii) the diffusion terms are matrices ``x_m = P_m x`` (built once per forward pass
-by running the recurrence on the identity, :func:`diffusion_operator`), so each diffusion is one
-matmul with the stacked ``P``; (iii) per-step inputs are taken with ``unbind``/``chunk``, whose
+by running the recurrence on the identity, :func:`diffusion_operator`), so a state's diffusion
+convolution ``sum_m P_m h W_m`` is two products per step, ``h [W_1 ... W_M]`` and the ``P_m`` side
+by side, the second one adding the step's input part in the same call; the update
+``u h + (1 - u) c`` is one ``lerp``; (iii) per-step inputs are taken with ``unbind``/``chunk``, whose
 backward concatenates instead of zero-filling a full-size gradient per step. The gradient of the
 raw input is never formed (the reference's concatenation computes it for every step).
 """
@@ -66,7 +68,8 @@ from biosig_lightning.models.modules.channel_graphs import (
 )
 from biosig_lightning.models.modules.time_steps import step_size
 
-__all__ = ["CHBMIT_BIPOLAR_18", "DCGRUCell", "DCRNN", "NodeMaxHead", "dcgru_encode", "diffusion_operator", "diffusion_terms"]
+__all__ = ["CHBMIT_BIPOLAR_18", "DCGRUCell", "DCRNN", "NodeMaxHead", "dcgru_encode", "diffusion_operator",
+           "diffusion_rows", "diffusion_terms"]
 
 #: the 18 common bipolar channels of CHB-MIT used for STDRO's CHB-MIT runs
 CHBMIT_BIPOLAR_18: tuple[str, ...] = (
@@ -112,17 +115,21 @@ class DCGRUCell(nn.Module):
         return weight[:cut], weight[cut:]
 
     def weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The weights regrouped matrix-major (rows ``m * F + f``): input part of gate+candidate
-        ``(M * F_in, 3U)``, state part of the gate ``(M * U, 2U)`` and of the candidate ``(M * U, U)``, biases."""
+        """The weights regrouped: input part of gate+candidate matrix-major (rows ``m * F + f``) ``(M * F_in, 3U)``;
+        state part of the gate ``(U, M * 2U)`` and of the candidate ``(U, M * U)``, the ``M`` matrices' blocks
+        side by side (a view of the reference layout); biases."""
         m = self.n_matrices
 
         def by_matrix(w: torch.Tensor) -> torch.Tensor:
             return w.reshape(-1, m, w.shape[-1]).transpose(0, 1).reshape(-1, w.shape[-1])
 
+        def side_by_side(w: torch.Tensor) -> torch.Tensor:  # rows u * M + m -> [u, m * out + o]
+            return w.reshape(self.units, m * w.shape[-1])
+
         wg_in, wg_h = self._split(self.gate_weight)
         wc_in, wc_h = self._split(self.cand_weight)
         w_in = torch.cat([by_matrix(wg_in), by_matrix(wc_in)], dim=1)
-        return w_in, by_matrix(wg_h), by_matrix(wc_h), torch.cat([self.gate_bias, self.cand_bias])
+        return w_in, side_by_side(wg_h), side_by_side(wc_h), torch.cat([self.gate_bias, self.cand_bias])
 
     def input_part(self, op: torch.Tensor, x: torch.Tensor, w_in: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """Gate and candidate pre-activations from the input of every step, ``(T, B, N, 3 * units)``.
@@ -138,18 +145,31 @@ class DCGRUCell(nn.Module):
 
     n_matrices_k: int = 2
 
-    def _diffuse(self, op: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-        b, n, f = h.shape
-        return (op @ h).reshape(b, self.n_matrices, n, f).transpose(1, 2).reshape(b, n, self.n_matrices * f)
-
-    def step(self, op: torch.Tensor, pre_gate: torch.Tensor, pre_cand: torch.Tensor, h: torch.Tensor,
+    def step(self, rows: torch.Tensor, pre_gate: torch.Tensor, pre_cand: torch.Tensor, h: torch.Tensor,
              wg_h: torch.Tensor, wc_h: torch.Tensor) -> torch.Tensor:
-        """One recurrence step from the precomputed input parts (``(B, N, 2U)``, ``(B, N, U)``) and state ``h``."""
-        # chunk/unbind instead of slicing: their backward concatenates, slicing's would zero-fill a
-        # full-size gradient per step
-        r, u = torch.sigmoid(pre_gate + self._diffuse(op, h) @ wg_h).chunk(2, dim=-1)
-        c = self.activation(pre_cand + self._diffuse(op, r * h) @ wc_h)
-        return u * h + (1 - u) * c
+        """One recurrence step from the precomputed input parts (``(B, N, 2U)``, ``(B, N, U)``) and state ``h``.
+
+        The state's diffusion convolution ``sum_m P_m z W_m`` is two products: ``z [W_1 ... W_M]`` (one
+        matmul for all ``M`` matrices, :meth:`weights`), then ``rows`` ``(B, N, N * M)``, the ``P_m`` side by
+        side (:func:`diffusion_rows`), added to the input part in the same call (``baddbmm``).
+        """
+        b, n, units = h.shape
+
+        def diffuse_into(pre: torch.Tensor, z: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+            zw = (z.reshape(b * n, units) @ w).reshape(b, n * self.n_matrices, -1)  # rows k * M + m
+            return torch.baddbmm(pre, rows, zw)
+
+        r, u = torch.sigmoid(diffuse_into(pre_gate, h, wg_h)).chunk(2, dim=-1)
+        c = self.activation(diffuse_into(pre_cand, r * h, wc_h))
+        return torch.lerp(c, h, u)  # u * h + (1 - u) * c
+
+
+def diffusion_rows(op: torch.Tensor, n_matrices: int, batch: int) -> torch.Tensor:
+    """The stacked diffusion matrices of :func:`diffusion_operator` side by side, ``(B, N, N * M)``:
+    entry ``[b, n, k * M + m]`` is ``P_m[n, k]`` (for sample ``b``; a fixed graph is expanded, not copied)."""
+    n = op.shape[-1]
+    rows = op.reshape(*op.shape[:-2], n_matrices, n, n).movedim(-3, -1).reshape(*op.shape[:-2], n, n * n_matrices)
+    return rows.expand(batch, n, n * n_matrices) if rows.ndim == 2 else rows
 
 
 def diffusion_operator(supports: Sequence[torch.Tensor], k_max: int) -> torch.Tensor:
@@ -175,16 +195,18 @@ def dcgru_encode(cells: Sequence[DCGRUCell], supports: list[torch.Tensor], seq: 
     """
     finals = []
     op: torch.Tensor | None = None
+    rows: torch.Tensor | None = None
     for i, cell in enumerate(cells):
         if op is None:
             op = diffusion_operator(supports, cell.n_matrices_k)
+            rows = diffusion_rows(op, cell.n_matrices, seq.shape[1])
         w_in, wg_h, wc_h, bias = cell.weights()
         pre = cell.input_part(op, seq, w_in, bias)  # (T, B, N, 3U)
         pre_gate, pre_cand = pre.split([2 * cell.units, cell.units], dim=-1)
         h = initial[i] if initial is not None else seq.new_zeros(*seq.shape[1:3], cell.units)
         outs = []
         for pg, pc in zip(pre_gate.unbind(0), pre_cand.unbind(0), strict=True):
-            h = cell.step(op, pg, pc, h, wg_h, wc_h)
+            h = cell.step(rows, pg, pc, h, wg_h, wc_h)
             outs.append(h)
         seq = torch.stack(outs)
         finals.append(h)

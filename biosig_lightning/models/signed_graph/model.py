@@ -41,6 +41,11 @@ Spatial = Literal["full", "line"]
 FilterMethod = Literal["lanczos", "exact", "auto"]
 
 
+def _float32(t: torch.Tensor) -> torch.autocast:
+    """A region without autocast: the graph and its filter (eigendecomposition, Lanczos) stay float32."""
+    return torch.autocast(t.device.type, enabled=False)
+
+
 class BalancedGraphLearning(nn.Module):
     """Node features (shallow CNN) and the per-block metric of one BGL module (Sec. 4.1, App. E.2)."""
 
@@ -85,21 +90,50 @@ class BalancedGraphLearning(nn.Module):
         ``(spatial (B, H, C, C), temporal (B, H - 1, C))``.
         """
         b, h, c, d = nodes.shape
-        f = self.features(nodes.reshape(b, h * c, d)).reshape(b, h, c, -1)
+        f = self.features(nodes.reshape(b, h * c, d)).reshape(b, h, c, -1).float()
+        with _float32(f):
+            return self._mixed_edge_distances(f, gap_s, gap_t, spatial_mask)
+
+    def _mixed_edge_distances(self, f: torch.Tensor, gap_s: torch.Tensor, gap_t: torch.Tensor,
+                              spatial_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        b, h, c, _ = f.shape
         if self.metric != "mahalanobis" or self.q.shape[0] == 1:
             return pg.normalise_edge_distances(*pg.edge_distances(f, self.metric, self.q), spatial_mask)
         m = spatial_mask.to(f.dtype)
-        n_edges = 2 * (h - 1) * c + h * m.sum()  # ordered pairs, as a sum over the N x N edge mask counts them
-        mean_gap = ((gap_s * m).sum((1, 2, 3)) + 2 * gap_t.sum((1, 2))) / n_edges  # (B,)
-        scores = []
-        for k in range(self.q.shape[0]):
-            ds, dt = pg.normalise_edge_distances(*pg.edge_distances(f, "mahalanobis", self.q[k: k + 1]), spatial_mask)
-            aff_s, aff_t = torch.exp(-ds) * m, torch.exp(-dt)
-            smooth = (aff_s * gap_s).sum((1, 2, 3)) + 2 * (aff_t * gap_t).sum((1, 2))
-            mass = aff_s.sum((1, 2, 3)) + 2 * aff_t.sum((1, 2))
-            scores.append(smooth / (mass * mean_gap.clamp_min(1e-12)))
-        mix = torch.softmax(-torch.stack(scores, dim=1) / self.selection_temperature, dim=1)
-        return pg.normalise_edge_distances(*pg.edge_distances(f, "mahalanobis", self.q, mix), spatial_mask)
+        with torch.no_grad():
+            n_edges = 2 * (h - 1) * c + h * m.sum()  # ordered pairs, as a sum over the N x N edge mask counts them
+            mean_gap = ((gap_s * m).sum((1, 2, 3)) + 2 * gap_t.sum((1, 2))) / n_edges  # (B,)
+        # every candidate k at once: raw distances (B, n, H, C, C) / (B, n, H - 1, C), normalised per candidate
+        raw_s, raw_t = pg.edge_distances(f, "mahalanobis", self.q, per_candidate=True)
+        ds, dt = pg.normalise_edge_distances(raw_s, raw_t, spatial_mask)
+        aff_s, aff_t = torch.exp(-ds) * m, torch.exp(-dt)
+        smooth = torch.einsum("bnhij,bhij->bn", aff_s, gap_s) + 2 * torch.einsum("bnhc,bhc->bn", aff_t, gap_t)
+        mass = aff_s.sum((2, 3, 4)) + 2 * aff_t.sum((2, 3))
+        scores = smooth / (mass * mean_gap.clamp_min(1e-12).unsqueeze(1))
+        mix = torch.softmax(-scores / self.selection_temperature, dim=1)
+        mixed = torch.einsum("bn,bnhij->bhij", mix, raw_s), torch.einsum("bn,bnhc->bhc", mix, raw_t)
+        return pg.normalise_edge_distances(*mixed, spatial_mask)
+
+
+    def distances(self, nodes: torch.Tensor, gap: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """:meth:`edge_distances` on the dense ``(N, N)`` edge set: ``(B, N, N)`` normalised distances.
+
+        ``nodes`` ``(B, N, D)``; ``gap`` ``(B, N, N)`` the block input's signal gaps; ``mask`` the float edge set.
+        """
+        f = self.features(nodes).float()
+        with _float32(f):
+            return self._mixed_distances(f, gap, mask)
+
+    def _mixed_distances(self, f: torch.Tensor, gap: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        if self.metric != "mahalanobis" or self.q.shape[0] == 1:
+            return sg.normalise_distance(sg.pairwise_distance(f, self.metric, self.q), mask)
+        with torch.no_grad():
+            mean_gap = (gap * mask).sum((1, 2)) / mask.sum()  # (B,)
+        raw = sg.pairwise_distance(f, "mahalanobis", self.q, per_candidate=True)  # (B, n, N, N), every candidate
+        aff = torch.exp(-sg.normalise_distance(raw, mask)) * mask
+        scores = torch.einsum("bnij,bij->bn", aff, gap) / (aff.sum((2, 3)) * mean_gap.clamp_min(1e-12).unsqueeze(1))
+        mix = torch.softmax(-scores / self.selection_temperature, dim=1)
+        return sg.normalise_distance(torch.einsum("bn,bnij->bij", mix, raw), mask)
 
 
 class SignedGraphDenoiser(nn.Module):
@@ -190,6 +224,9 @@ class SignedGraphDenoiser(nn.Module):
         self.polarity_ref, self.d_star = polarity_ref, d_star
         spatial_mask = ~torch.eye(n_chans, dtype=torch.bool) if spatial_mask is None else spatial_mask
         self.register_buffer("spatial_mask", spatial_mask & ~torch.eye(n_chans, dtype=torch.bool), persistent=False)
+        # the (N, N) edge set as weights, for the dense blocks of filter_method="exact"
+        self.register_buffer("node_mask", sg.product_graph_mask(n_chans, n_chunks, self.spatial_mask).float(),
+                             persistent=False)
         self.blocks = nn.ModuleList(
             BalancedGraphLearning(conv_layers, conv_width, feature_dim, metric, n_metric_candidates, metric_rank,
                                   selection_temperature) for _ in range(n_blocks))
@@ -197,6 +234,11 @@ class SignedGraphDenoiser(nn.Module):
         # per-block channel polarities estimated from the class's training windows (fit_polarity)
         self.register_buffer("polarity", torch.ones(n_blocks, n_chans))
         self.register_buffer("polarity_fitted", torch.zeros((), dtype=torch.bool))
+        self._polarity_fitted = False  # the buffer's value on the host: forward reads this, never the buffer
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self._polarity_fitted = bool(self.polarity_fitted)
 
     def edge_laplacian(self, block: int, nodes: torch.Tensor, beta: torch.Tensor | None, refine: bool = True,
                        pool: bool = False) -> tuple[pg.ProductLaplacian, torch.Tensor | None]:
@@ -208,7 +250,7 @@ class SignedGraphDenoiser(nn.Module):
         """
         b, n, d = nodes.shape
         nodes4 = nodes.reshape(b, self.n_chunks, self.n_chans, d)
-        with torch.no_grad():
+        with torch.no_grad(), _float32(nodes):
             gap_s, sum_gap_s, gap_t = pg.edge_gaps(nodes4)
         ds, dt = self.blocks[block].edge_distances(nodes4, gap_s, gap_t, self.spatial_mask)
         if self.graph != "balanced":
@@ -220,6 +262,28 @@ class SignedGraphDenoiser(nn.Module):
         ws, wt = pg.edge_weights(ds, dt, self.spatial_mask, "balanced", beta, mirror=self.negative_weight == "mirror")
         lap_b, _ = pg.edge_laplacian(*pg.normalize_edge_weights(ws, wt)).gershgorin_shift()
         return lap_b.similarity_transform(beta), beta
+
+    def dense_laplacian(self, block: int, nodes: torch.Tensor, beta: torch.Tensor | None, refine: bool = True
+                        ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """:meth:`edge_laplacian` built on the dense ``(B, N, N)`` edge set (the ``exact`` filter's path).
+
+        The same equations (6-9, 3, 5) one dense tensor each, instead of a spatial and a temporal one: the dense
+        filter forms the ``N x N`` matrix anyway, and every step is one operation per block.
+        """
+        mask = self.node_mask
+        with torch.no_grad(), _float32(nodes):
+            gap, sum_gap = sg.signal_gaps(nodes)
+        dist = self.blocks[block].distances(nodes, gap, mask)
+        if self.graph != "balanced":
+            w = sg.normalize_weights(sg.signed_weights(dist, mask, self.graph, d_star=self.d_star))
+            return (sg.signed_laplacian(w) if self.graph == "unbalanced" else sg.combinatorial_laplacian(w)), None
+        assert beta is not None
+        if refine:
+            beta = sg.refine_polarity(beta, dist.detach(), gap, sum_gap, mask)
+        node_beta = self.node_polarity(beta, nodes.shape[0])
+        w = sg.signed_weights(dist, mask, "balanced", node_beta, mirror=self.negative_weight == "mirror")
+        lap_b, _ = sg.gershgorin_shift(sg.combinatorial_laplacian(sg.normalize_weights(w)))
+        return sg.similarity_transform(lap_b, node_beta), beta
 
     def laplacian(self, block: int, nodes: torch.Tensor, beta: torch.Tensor | None, refine: bool = True,
                   pool: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
@@ -235,11 +299,17 @@ class SignedGraphDenoiser(nn.Module):
         """Channel polarities ``(B or 1, C)`` -> node polarities ``(B, N)`` (node ``h*C + c`` takes channel ``c``'s)."""
         return beta.expand(batch, -1).repeat(1, self.n_chunks)
 
-    def lowpass(self, block: int, lap: pg.ProductLaplacian, nodes: torch.Tensor) -> torch.Tensor:
+    def lowpass(self, block: int, lap: pg.ProductLaplacian | torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
         """``g(L) y`` with block ``block``'s cutoff: Lanczos on the edges (eq. 25) or dense eigh (eq. 12)."""
         omega = self.cutoffs[block]
+        with _float32(nodes):
+            return self._lowpass(omega, lap, nodes.float())
+
+    def _lowpass(self, omega: torch.Tensor, lap: pg.ProductLaplacian | torch.Tensor, nodes: torch.Tensor
+                 ) -> torch.Tensor:
         if self.filter_method == "exact":
-            return sg.exact_filter(lap.dense(), nodes, omega, "sigmoid", self.steepness)
+            return sg.exact_filter(lap if isinstance(lap, torch.Tensor) else lap.dense(), nodes, omega, "sigmoid",
+                                   self.steepness)
         return sg.lanczos_filter(lap, nodes, omega, self.krylov_dim, "sigmoid", self.steepness,
                                  reorth_passes=self.reorth_passes)
 
@@ -249,7 +319,7 @@ class SignedGraphDenoiser(nn.Module):
         return sg.product_graph_mask(self.n_chans, self.n_chunks, self.spatial_mask.cpu())
 
     def uses_class_polarity(self) -> bool:
-        return self.graph == "balanced" and self.polarity_source == "class" and bool(self.polarity_fitted)
+        return self.graph == "balanced" and self.polarity_source == "class" and self._polarity_fitted
 
     @torch.no_grad()
     def fit_polarity(self, windows: torch.Tensor) -> torch.Tensor:
@@ -275,6 +345,7 @@ class SignedGraphDenoiser(nn.Module):
             nodes = node_beta.unsqueeze(-1) * self.lowpass(block, lap, node_beta.unsqueeze(-1) * nodes)
             x = sg.unchunk_nodes(nodes, self.n_chans)
         self.polarity_fitted.fill_(True)
+        self._polarity_fitted = True
         self.train(was_training)
         return self.polarity
 
@@ -289,7 +360,10 @@ class SignedGraphDenoiser(nn.Module):
             nodes = sg.chunk_nodes(x, self.n_chunks)
             if fixed:
                 beta = self.polarity[block].unsqueeze(0)
-            lap, beta = self.edge_laplacian(block, nodes, beta, refine=not fixed)
+            if self.filter_method == "exact":
+                lap, beta = self.dense_laplacian(block, nodes, beta, refine=not fixed)
+            else:
+                lap, beta = self.edge_laplacian(block, nodes, beta, refine=not fixed)
             if beta is not None:  # filter T y on the positive graph, map back with T (Sec. 3.2)
                 node_beta = self.node_polarity(beta, nodes.shape[0])
                 nodes = node_beta.unsqueeze(-1) * self.lowpass(block, lap, node_beta.unsqueeze(-1) * nodes)
@@ -350,7 +424,9 @@ class SignedGraphClassifier(BiosignalModel):
       ``O(m |E| D)`` time and ``O(m N D)`` memory per window, and eq. 25 stays accurate without it.
     * The graph is stored by its edges (:mod:`biosig_lightning.features.product_graph`): ``H`` spatial
       ``C x C`` blocks and ``H - 1`` temporal links per channel; no ``N x N`` matrix is formed except for
-      ``filter_method="exact"``.
+      ``filter_method="exact"``, whose blocks build the graph on the dense ``N x N`` edge set
+      (:meth:`SignedGraphDenoiser.dense_laplacian`, the same equations, one tensor per step); the metric
+      candidates are scored together, not one by one.
     * ``filter_method="auto"`` (the shipped configs') filters with whichever of Lanczos and the dense
       eigendecomposition is expected to be faster for the window shape, from both filters' flop counts
       (:func:`~biosig_lightning.features.signed_graph.choose_filter`). App. B's linear cost assumes

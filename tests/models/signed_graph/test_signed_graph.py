@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from biosig_lightning.features import product_graph as pg
 from biosig_lightning.features import signed_graph as sg
 from biosig_lightning.models import catalog
 from biosig_lightning.models.signed_graph import SignedGraphClassifier, SignedGraphDenoiser
@@ -129,3 +130,55 @@ def test_auto_filter_takes_the_dense_one_until_lanczos_needs_far_fewer_flops() -
     flops = sg.filter_flops(35, 6, 1000, 20)
     assert flops["exact"] == 11 * 210 ** 3 + 2 * 210 ** 2 * 1000
     assert flops["lanczos"] == 1000 * (20 * (2 * (6 * 35 ** 2 + 2 * 5 * 35) + 10 * 210) + 9 * 20 ** 3)
+
+
+@pytest.mark.parametrize(("graph", "refine"), [("balanced", True), ("balanced", False), ("positive", False),
+                                               ("unbalanced", False)])
+def test_dense_blocks_build_the_edge_blocks_laplacian(graph: str, refine: bool) -> None:
+    # the exact filter's dense path and the edge-stored path are one graph (eqs. 6-9, 3, 5)
+    torch.manual_seed(0)
+    den = SignedGraphDenoiser(5, 48, graph=graph, **{**TINY, "n_chunks": 3}).eval()
+    nodes = sg.chunk_nodes(torch.randn(3, 5, 48), 3)
+    beta = torch.tensor([[1.0, -1, 1, 1, -1]]).expand(3, 5) if graph == "balanced" else None
+    dense, beta_dense = den.dense_laplacian(1, nodes, beta, refine=refine)
+    edges, beta_edges = den.edge_laplacian(1, nodes, beta, refine=refine)
+    torch.testing.assert_close(dense, edges.dense(), atol=1e-5, rtol=1e-5)
+    if graph == "balanced":
+        assert torch.equal(beta_dense, beta_edges)
+
+
+def test_metric_candidates_scored_together_as_one_by_one() -> None:
+    # App. E.2's candidate set: the soft choice scores each Q_k by the GLR of the block input on its graph
+    torch.manual_seed(0)
+    den = SignedGraphDenoiser(5, 48, **{**TINY, "n_chunks": 3, "n_metric_candidates": 3}).eval()
+    bgl, mask = den.blocks[0], den.node_mask
+    nodes = sg.chunk_nodes(torch.randn(2, 5, 48), 3)
+    gap, _ = sg.signal_gaps(nodes)
+    f = bgl.features(nodes)
+    mean_gap = (gap * mask).sum((1, 2)) / mask.sum()
+    scores = []
+    for k in range(3):
+        aff = torch.exp(-sg.normalise_distance(sg.pairwise_distance(f, "mahalanobis", bgl.q[k: k + 1]), mask)) * mask
+        scores.append((aff * gap).sum((1, 2)) / (aff.sum((1, 2)) * mean_gap))
+    mix = torch.softmax(-torch.stack(scores, 1) / bgl.selection_temperature, 1)
+    want = sg.normalise_distance(sg.pairwise_distance(f, "mahalanobis", bgl.q, mix), mask)
+    torch.testing.assert_close(bgl.distances(nodes, gap, mask), want)
+    flat_nodes = nodes.reshape(2, 3, 5, -1)
+    ds, dt = bgl.edge_distances(flat_nodes, *pg.edge_gaps(flat_nodes)[::2], den.spatial_mask)
+    edge_view = pg.ProductLaplacian(torch.zeros(2, 3, 5), ds * den.spatial_mask, dt).dense()
+    torch.testing.assert_close(edge_view, want * mask)
+
+
+@pytest.mark.parametrize("filter_method", ["exact", "lanczos"])
+def test_graph_and_filter_stay_float32_under_autocast(filter_method: str) -> None:
+    # bf16-mixed training: the CNN may run in bfloat16, the eigendecomposition / Lanczos path must not
+    torch.manual_seed(0)
+    model = SignedGraphClassifier(5, 2, 48, 100.0, **{**TINY, "n_chunks": 3}, filter_method=filter_method)
+    x = torch.randn(3, 5, 48)
+    model.fit_polarity(x, torch.tensor([0, 1, 0]))
+    ref = model(x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(x)
+    out.sum().backward()
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out, ref, rtol=0.05, atol=0.05 * float(ref.abs().max()))
