@@ -54,12 +54,12 @@ def check_alias_expansion(text: str, budget: int = ALIAS_BUDGET) -> None:
     """Raise a ``yaml.MarkedYAMLError`` at the alias where the nodes added by aliases pass ``budget``.
 
     Each anchored node's size (its nodes, aliases inside counted expanded) is known when the node
-    ends; an alias adds its anchor's size. Nothing is built, so a bomb costs its events, not its expansion.
+    ends; an alias adds the size of the node it names. Nothing is built, so a bomb costs its events, not its expansion.
     """
     if "*" not in text:
         return
     sizes: dict[str, int] = {}
-    opened: list[tuple[str | None, int]] = []  # (anchor, node count when the collection started)
+    opened: list[tuple[str | None, int]] = []  # (the collection's name, node count at its start)
     count = added = 0
     for event in yaml.parse(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
         if isinstance(event, yaml.AliasEvent):
@@ -77,9 +77,9 @@ def check_alias_expansion(text: str, budget: int = ALIAS_BUDGET) -> None:
             count += 1
             opened.append((event.anchor, count))
         elif isinstance(event, yaml.CollectionEndEvent) and opened:
-            anchor, start = opened.pop()
-            if anchor:
-                sizes[anchor] = count - start + 1
+            name, start = opened.pop()
+            if name:
+                sizes[name] = count - start + 1
 
 
 def parse_yaml(text: str) -> Any:

@@ -28,7 +28,7 @@ SUFFIXES = {".py", ".md", ".yaml", ".yml", ".json", ".csv", ".cfg", ".toml", ""}
 PAPER_TEXTS = ("bioformer", "sdformer", "spdtransnet", "stdro", "signed_graph_unrolling", "signed_graph")
 UNSHIPPED = [
     (re.compile(r"ARCHITECTURE\.md"), "a design note the repository does not ship (use docs/architecture.md)"),
-    (re.compile(r"\banchors?\b", re.I), "an anchor note the repository does not ship"),
+    (re.compile(r"(?<!\.)\banchors?\b", re.I), "an anchor note the repository does not ship"),
     (re.compile(r"\b(?:" + "|".join(PAPER_TEXTS) + r")\.txt\b"), "a paper's text file the repository does not ship"),
     (re.compile(r"(?:/work|\.\.)/shared\b|\bshared/(?:guide|papers|anchors)"), "a folder outside the repository"),
     (re.compile(r"\b[Ii]ssue #?\d+"), "an issue number (restate the fact instead)"),
