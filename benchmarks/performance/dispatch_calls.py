@@ -61,6 +61,8 @@ PAPER_MODELS: list[tuple[str, str]] = [
     ("STDRO-DCRNN", "stdro_tusz.yaml"),
 ]
 PHASES = ("forward", "backward", "optimizer")
+#: windows per subject of the synthetic stand-in (enough for one batch at every paper batch size)
+STANDIN_WINDOWS = 48
 
 
 # ---------------------------------------------------------------- worker (one checkout, one model)
@@ -69,7 +71,9 @@ def _build(yaml_name: str) -> tuple[Any, dict[str, Any], float | None]:
     from biosig_lightning.runs.biosig_cli import BiosigCLI  # noqa: PLC0415
 
     args = ["--config", str(EXP / yaml_name), "--config", str(EXP / "overlays" / "synthetic.yaml"),
-            "--trainer.logger=false", "--trainer.enable_progress_bar=false", "--trainer.accelerator=cpu"]
+            "--trainer.logger=false", "--trainer.enable_progress_bar=false", "--trainer.accelerator=cpu",
+            # a small stand-in: one batch at the YAML's batch size is all a count needs
+            f"--data.init_args.synthetic_options={{windows_per_subject: {STANDIN_WINDOWS}}}"]
     cli = BiosigCLI(args=args, run=False, save_config_callback=None)
     dm = cli.datamodule
     dm.setup("fit")

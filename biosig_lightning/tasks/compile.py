@@ -41,12 +41,15 @@ def wants_compile(setting: CompileSetting, device: torch.device) -> bool:
     return device.type == "cuda" if setting == "auto" else bool(setting)
 
 
-def compile_backbone(backbone: nn.Module, setting: CompileSetting, mode: str | None, device: torch.device) -> bool:
-    """Compile ``backbone`` in place when ``setting`` asks for it on ``device``; returns whether it did."""
+def compile_backbone(backbone: nn.Module, setting: CompileSetting, mode: str | None, device: torch.device,
+                     backend: str = "inductor") -> bool:
+    """Compile ``backbone`` in place when ``setting`` asks for it on ``device``; returns whether it did.
+    ``backend``: ``torch.compile``'s (benchmarks check the plumbing on a CPU with ``aot_eager``)."""
     if not wants_compile(setting, device) or getattr(backbone, "_compiled_call_impl", None) is not None:
         return False
-    backbone.compile(mode=mode, dynamic=False)
+    options = {"mode": mode} if backend == "inductor" else {}
+    backbone.compile(backend=backend, dynamic=False, **options)
     aux = getattr(backbone, "forward_with_aux", None)
     if callable(aux):
-        backbone.forward_with_aux = torch.compile(aux, mode=mode, dynamic=False)
+        backbone.forward_with_aux = torch.compile(aux, backend=backend, dynamic=False, **options)
     return True
