@@ -279,6 +279,28 @@ def _git_head(root: Path) -> str:
     return proc.stdout.strip() or "unknown"
 
 
+def add_rows(args: argparse.Namespace) -> int:
+    """``--add``: worker outputs measured separately (one side at a time) merged into ``--out``."""
+    from biosig_lightning.atomic_io import atomic_write_json  # noqa: PLC0415
+
+    result = json.loads(args.out.read_text()) if args.out.is_file() else {"meta": {}, "models": []}
+    rows = {r["model"]: r for r in result["models"]}
+    for name, side, path in args.add:
+        if name not in dict(PAPER_MODELS) or side not in ("before", "after"):
+            print(f"dispatch_calls: --add {name} {side}: unknown model or side", file=sys.stderr)
+            return 2
+        text = Path(path).read_text().strip().splitlines()
+        row = rows.setdefault(name, {"model": name, "config": f"experiments/{dict(PAPER_MODELS)[name]}"})
+        row[side] = json.loads(text[-1]) if text else {"error": f"no output in {path}"}
+        if "before" in row and "after" in row:
+            row["ratios"] = compare(row["before"], row["after"])
+    result["models"] = [rows[n] for n, _ in PAPER_MODELS if n in rows]
+    atomic_write_json(args.out, result)
+    if str(args.docs_out):
+        atomic_write_json(args.docs_out, docs_page(result))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", type=Path, default=None, help="a checkout of the base commit (its 'before' counts)")
@@ -291,11 +313,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="the Performance page's rendering ('' to skip)")
     ap.add_argument("--sides", nargs="+", choices=("before", "after"), default=["before", "after"],
                     help="which checkouts to measure now (default both; a side not measured keeps its earlier row)")
+    ap.add_argument("--add", nargs=3, action="append", metavar=("MODEL", "SIDE", "WORKER_JSON"), default=[],
+                    help="put a worker's JSON output (--worker MODEL > FILE) into --out as MODEL's SIDE, measure nothing")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(args.worker, args.steps, args.threads)))
         return 0
+    if args.add:
+        return add_rows(args)
     names = [n for n, _ in PAPER_MODELS if not args.only or n in args.only]
     unknown = sorted(set(args.only or []) - {n for n, _ in PAPER_MODELS})
     if unknown:
