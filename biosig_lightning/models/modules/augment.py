@@ -70,8 +70,10 @@ def augment_each(e: torch.Tensor, n_copies: int, ops: Sequence[tuple[str, float]
     copies = e.unsqueeze(0).expand(n_copies, *e.shape)
     if len(ops) == 1:
         return augment(copies, *ops[0], lead=3)
-    pick = F.one_hot(torch.randint(len(ops), (n_copies,), device=e.device), len(ops)).to(e.dtype)
-    pick = pick.t().reshape(len(ops), n_copies, *([1] * e.ndim))
+    choice = torch.randint(len(ops), (n_copies,), device=e.device)
+    # one-hot by comparison (F.one_hot reads the indices back to check their range)
+    pick = (torch.arange(len(ops), device=e.device).unsqueeze(1) == choice).to(e.dtype)
+    pick = pick.reshape(len(ops), n_copies, *([1] * e.ndim))
     out = pick[0] * augment(copies, *ops[0], lead=3)
     for k in range(1, len(ops)):
         out = out + pick[k] * augment(copies, *ops[k], lead=3)
