@@ -17,7 +17,8 @@ A step is what ``biosig fit`` runs (as in ``gpu_steps.py``): the recipe's ``trai
 (STDRO with its inner maximisation), backward, the YAML's gradient-norm clip, the recipe's
 optimiser. The optimiser and the clip run with ``foreach=True``, the implementation PyTorch picks on
 CUDA (on the CPU it would loop over the parameters): the count is a GPU's, measured anywhere. Each
-model runs at its paper batch on its YAML's synthetic stand-in, in a fresh subprocess per checkout.
+model runs at its paper batch on its YAML's synthetic stand-in (SPDTransNet: a random batch of its
+shape, :data:`RANDOM_BATCH`), in a fresh subprocess per checkout.
 
 The CPU step time (median of ``--steps`` timed steps after one warm-up, ``--threads`` threads) of
 both checkouts is measured in the same run, checkouts taking turns model by model.
@@ -63,6 +64,10 @@ PAPER_MODELS: list[tuple[str, str]] = [
 PHASES = ("forward", "backward", "optimizer")
 #: windows per subject of the synthetic stand-in (enough for one batch at every paper batch size)
 STANDIN_WINDOWS = 48
+#: YAMLs whose step is counted on a random batch of the DataModule's shape: building the SPD stand-in
+#: (21-epoch contexts of SPD matrices) takes more memory than a small runner has, and a count does
+#: not depend on the values
+RANDOM_BATCH = {"spdtransnet_sleepedf.yaml"}
 
 
 # ---------------------------------------------------------------- worker (one checkout, one model)
@@ -76,6 +81,12 @@ def _build(yaml_name: str) -> tuple[Any, dict[str, Any], float | None]:
             f"--data.init_args.synthetic_options={{windows_per_subject: {STANDIN_WINDOWS}}}"]
     cli = BiosigCLI(args=args, run=False, save_config_callback=None)
     dm = cli.datamodule
+    if yaml_name in RANDOM_BATCH:
+        import torch  # noqa: PLC0415
+
+        size = int(dm.batch_size)
+        x = torch.randn(size, int(dm.n_chans), int(dm.n_times), generator=torch.Generator().manual_seed(0))
+        return cli.model, {"x": x, "y": torch.arange(size) % int(dm.n_outputs)}, cli.trainer.gradient_clip_val
     dm.setup("fit")
     batch = next(iter(dm.train_dataloader()))
     return cli.model, batch, cli.trainer.gradient_clip_val
@@ -269,6 +280,7 @@ def docs_page(result: dict[str, Any]) -> dict[str, Any]:
                 "align": ["left"] + ["right"] * 9,
                 "rows": rows,
             }},
+            *([{"text": meta["note"]}] if meta.get("note") else []),
         ],
     }
 
