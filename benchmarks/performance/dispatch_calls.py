@@ -257,7 +257,7 @@ def docs_page(result: dict[str, Any]) -> dict[str, Any]:
     for row in result["models"]:
         b, a, r = row.get("before", {}), row.get("after", {}), row.get("ratios", {})
         rows.append([
-            row["model"], a.get("batch", ""), b.get("calls", b.get("error", "")), a.get("calls", a.get("error", "")),
+            row["model"], a.get("batch", b.get("batch", "")), b.get("calls", b.get("error", "")), a.get("calls", a.get("error", "")),
             r.get("calls_ratio", ""), b.get("views", ""), a.get("views", ""),
             b.get("step_ms_median", ""), a.get("step_ms_median", ""), r.get("cpu_step_time_ratio", ""),
         ])
@@ -272,8 +272,9 @@ def docs_page(result: dict[str, Any]) -> dict[str, Any]:
                 "with `foreach=True` as on CUDA), counted with a `TorchDispatchMode` below autograd, views "
                 f"apart, at each model's paper batch on its YAML's stand-in: *before* is the package at "
                 f"`{meta['base']}`, *after* this checkout (`{meta['head']}`). Each non-view call is one kernel "
-                "launch on a GPU. The CPU step times (median ms, "
-                f"{meta['threads']} threads) of both were measured in the same run, the two taking turns.")},
+                "launch on a GPU. CPU step times: median ms, "
+                f"{meta['threads']} threads" + ("." if meta.get("note") else
+                                               "; both checkouts measured in the same run, model by model."))},
             {"table": {
                 "columns": ["model", "batch", "calls before", "calls after", "fewer calls (x)", "views before",
                             "views after", "CPU ms before", "CPU ms after", "CPU time after / before"],
