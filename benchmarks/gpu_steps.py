@@ -377,7 +377,10 @@ def measure(name: str, yaml_name: str, args: argparse.Namespace, device: Any) ->
                 elif kind != "eager" and time.perf_counter() - args.t0 > args.time_limit:
                     runs.append({**entry, "skipped": f"past --time-limit {args.time_limit:.0f} s"})
                 else:
-                    runs.append(_run(task, clip, b, device, args, which, kind, precision, flops, init))
+                    try:
+                        runs.append(_run(task, clip, b, device, args, which, kind, precision, flops, init))
+                    except Exception as err:  # one execution failing (a compile error) keeps the others' numbers
+                        runs.append({**entry, "error": f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"})
                 print("   " + json.dumps(runs[-1]), flush=True)
                 rate = row["loader"]["windows_per_s"]
                 if which == "paper" and kind == "eager" and "samples_per_s" in runs[-1]:
