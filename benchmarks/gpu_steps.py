@@ -358,7 +358,10 @@ def measure(name: str, yaml_name: str, args: argparse.Namespace, device: Any) ->
     task.to(device).train()
     prepare_stdro(task, batch)
     init = {k: v.detach().clone() for k, v in task.state_dict().items()}
-    flops = step_flops(task, batch)
+    try:
+        flops = step_flops(task, batch)
+    except RuntimeError as err:  # the counter's module hooks refuse STDRO's autograd.grad on the input
+        flops, row["flops_error"] = None, str(err).splitlines()[0][:300]
     row["gflop_per_sample"] = round(flops / row["batch"] / 1e9, 4) if flops else None
     task.load_state_dict(init)
     row.update(largest_batch(task, clip, batch, device, args.max_batch, args.budget))
