@@ -12,8 +12,7 @@ device; eager on a CPU, where compiling costs minutes for a step that is compute
 ``compile_mode``: ``torch.compile``'s ``mode`` (``null`` = its default, ``reduce-overhead``,
 ``max-autotune``, ``max-autotune-no-cudagraphs``). Every paper model compiles as one graph
 (``tests/models/test_compile_fullgraph.py``); a fit does not insist on it (``fullgraph=False``), so a
-user's own backbone with a graph break still trains. Not for STDRO: its inner maximisation's
-``torch.autograd.grad`` with respect to the input fails through a compiled backbone (torch 2.13).
+user's own backbone with a graph break still trains.
 """
 
 from __future__ import annotations
