@@ -1,12 +1,19 @@
-"""Every paper model's training step on one accelerator, at its paper batch, float32 and bf16-mixed.
+"""Every paper model's training step on one accelerator: eager, compiled and CUDA-graphed, float32 and bf16-mixed.
 
 For each paper model (its experiment YAML on the YAML's synthetic stand-in, which has the real
 corpus's channels, rate and window) this measures, in one run on one device:
 
-* ``step_ms`` / ``samples_per_s``: the median of ``--steps`` timed training steps (fewer past
-  ``--budget`` seconds) after ``--warmup`` untimed ones, at the YAML's batch size, in ``float32`` and in ``bf16-mixed``
+* ``runs``: one entry per (batch, execution, precision): ``step_ms`` / ``samples_per_s``, the median
+  of ``--steps`` timed training steps (fewer past ``--budget`` seconds) after ``--warmup`` untimed ones
+  (the first of which compiles: ``first_step_s``), at the YAML's batch (``paper``) and at the largest
+  batch that fits (``fill``, below); executions ``eager``, ``compiled`` (the task's ``compile`` option:
+  ``torch.compile`` of the backbone, default mode) and ``cudagraphs`` (``compile_mode:
+  reduce-overhead``, CUDA graphs); precisions ``float32`` and ``bf16-mixed``
   (``torch.autocast(dtype=torch.bfloat16)`` around forward and loss, float32 weights and
-  optimiser, as Lightning's ``precision="bf16-mixed"``). A step is what ``biosig fit`` runs:
+  optimiser, as Lightning's ``precision="bf16-mixed"``). ``tflops`` is the step's FLOPs
+  (``torch.utils.flop_counter``, forward and backward, counted once per model in float32 eager) over
+  its time, ``peak_fraction`` that over the card's dense peak for the precision (:data:`PEAK_TFLOPS`;
+  float32 without TF32, which this script turns off). A step is what ``biosig fit`` runs:
   the recipe's loss (``training_loss``: SD-Former's auxiliary terms, the signed-graph pair's
   denoising objective), backward, the YAML's gradient clip, the recipe's optimiser; for STDRO
   also its inner maximisation (``ascent_steps`` input-gradient steps) before the theta step.
@@ -19,12 +26,16 @@ corpus's channels, rate and window) this measures, in one run on one device:
 
 Usage (one line on a GPU machine; CUDA is required unless ``--smoke``)::
 
-    python benchmarks/performance/gpu_steps.py --out $OUT/gpu_steps.json
+    python benchmarks/performance/gpu_steps.py --quick --out $OUT/gpu_steps.json   # well inside 8 minutes on an H100
+    python benchmarks/performance/gpu_steps.py --out $OUT/gpu_steps.json           # every batch x execution x precision
     python benchmarks/performance/gpu_steps.py --smoke --out /tmp/gpu_steps_smoke.json   # CPU, tiny models
 
-``--smoke`` shrinks every backbone to the catalog's test size, the stand-ins to a few windows per
-subject and the batch to 4, and runs on the CPU (unless ``--device`` says otherwise), so the script itself can be checked
-without an accelerator; its numbers mean nothing.
+``--quick``: 5 timed steps, compiled executions at the paper batch only (the fill batch eager), and
+``--time-limit`` 420 s (``--smoke`` too: compiled runs at the paper batch only): a compiled run that would start past it is recorded as skipped, so the script
+ends in time whatever the compile times. ``--smoke`` shrinks every backbone to the catalog's test
+size, the stand-ins to a few windows per subject and the batch to 4, and runs on the CPU (unless
+``--device`` says otherwise) with the ``aot_eager`` compile backend (no CUDA graphs there), so the
+script itself can be checked without an accelerator; its numbers mean nothing.
 
 Needs the project's import-time dependencies; of those, ``jsonargparse`` (with ``docstring-parser`` and
 ``typeshed-client``, its ``[signatures]`` extra) is not in a bare PyTorch + Lightning image: the script
@@ -53,6 +64,8 @@ if str(REPO) not in sys.path:  # run from a plain checkout (no pip install -e) o
     sys.path.insert(0, str(REPO))
 
 #: (name, experiment YAML) of every paper model; the batch is the YAML's
+#: how the step runs: eager, torch.compile of the backbone, and that with CUDA graphs (mode reduce-overhead)
+EXECUTIONS = ("eager", "compiled", "cudagraphs")
 PAPER_MODELS: list[tuple[str, str]] = [
     ("BioFormer", "bioformer_apava.yaml"),
     ("SD-Former", "sdformer_sleepedf.yaml"),
@@ -124,27 +137,35 @@ def loader_rate(dm: Any, max_batches: int) -> dict[str, Any]:
     return {"windows": n, "seconds": round(wall, 4), "windows_per_s": round(n / wall, 1) if wall > 0 else None}
 
 
-def make_step(task: Any, clip: float | None, device: Any, bf16: bool) -> tuple[Callable[[dict], None], Any]:
-    """One training step of ``task`` on a batch dict (and the optimiser it updates)."""
-    import torch  # noqa: PLC0415
-
+def training_objective(task: Any, batch: dict[str, Any]) -> Any:
+    """The recipe's training loss of ``batch`` (STDRO: with its inner maximisation first)."""
     from biosig_lightning.robust.stdro import STDROTask  # noqa: PLC0415
+
+    if isinstance(task, STDROTask) and int(task.hparams.ascent_steps) > 0:
+        x_adv, _ = task.inner_maximisation(batch["x"], batch["y"])
+        loss = task.training_loss({**batch, "x": x_adv})[0]
+        if task.hparams.clean_weight > 0:
+            loss = loss + task.hparams.clean_weight * task.training_loss(batch)[0]
+        return loss
+    return task.training_loss(batch)[0]
+
+
+def make_step(task: Any, clip: float | None, device: Any, bf16: bool,
+              cudagraphs: bool = False) -> tuple[Callable[[dict], None], Any]:
+    """One training step of ``task`` on a batch dict (and the optimiser it updates). ``cudagraphs``: each
+    step starts a new CUDA-graph generation (``torch.compile(mode="reduce-overhead")`` replays)."""
+    import torch  # noqa: PLC0415
 
     opt = task.build_optimizer()
     params = [p for p in task.parameters() if p.requires_grad]
     autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
-    adversarial = isinstance(task, STDROTask) and int(task.hparams.ascent_steps) > 0
 
     def step(batch: dict[str, torch.Tensor]) -> None:
+        if cudagraphs:
+            torch.compiler.cudagraph_mark_step_begin()
         opt.zero_grad(set_to_none=True)
         with autocast():
-            if adversarial:
-                x_adv, _ = task.inner_maximisation(batch["x"], batch["y"])
-                loss = task.training_loss({**batch, "x": x_adv})[0]
-                if task.hparams.clean_weight > 0:
-                    loss = loss + task.hparams.clean_weight * task.training_loss(batch)[0]
-            else:
-                loss = task.training_loss(batch)[0]
+            loss = training_objective(task, batch)
         loss.backward()
         limit = clip if clip is not None else getattr(task.hparams, "grad_clip", None)
         if limit:
@@ -152,6 +173,60 @@ def make_step(task: Any, clip: float | None, device: Any, bf16: bool) -> tuple[C
         opt.step()
 
     return step, opt
+
+
+@contextlib.contextmanager
+def execution(task: Any, kind: str, backend: str, device: Any) -> Any:
+    """The backbone eager, compiled (the tasks' ``compile`` option) or compiled with CUDA graphs, for the block."""
+    import torch  # noqa: PLC0415
+
+    from biosig_lightning.tasks.compile import compile_backbone  # noqa: PLC0415
+
+    if kind == "eager":
+        yield
+        return
+    torch._dynamo.reset()
+    bb = task.backbone
+    compile_backbone(bb, True, "reduce-overhead" if kind == "cudagraphs" else None, device, backend=backend)
+    try:
+        yield
+    finally:
+        bb._compiled_call_impl = None  # back to eager: nn.Module.compile's own attribute
+        bb.__dict__.pop("forward_with_aux", None)
+        torch._dynamo.reset()
+
+
+def step_flops(task: Any, batch: dict[str, Any]) -> int | None:
+    """FLOPs of one training step's forward and backward (``torch.utils.flop_counter``; attention through
+    the math SDPA kernel, which the counter sees), float32 eager."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: PLC0415
+    from torch.utils.flop_counter import FlopCounterMode  # noqa: PLC0415
+
+    try:
+        with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+            training_objective(task, batch).backward()
+    finally:
+        task.zero_grad(set_to_none=True)
+    return int(counter.get_total_flops())
+
+
+#: dense peak TFLOP/s (NVIDIA datasheets): float32 on the CUDA cores (TF32 is off here), bf16 on the tensor cores;
+#: the first name contained in the device's name applies
+PEAK_TFLOPS: dict[str, dict[str, float]] = {
+    "H100 PCIe": {"float32": 51.2, "bf16-mixed": 756.0},
+    "H100 NVL": {"float32": 60.0, "bf16-mixed": 835.0},
+    "H100": {"float32": 66.9, "bf16-mixed": 989.4},
+    "H200": {"float32": 66.9, "bf16-mixed": 989.4},
+    "A100": {"float32": 19.5, "bf16-mixed": 312.0},
+}
+
+
+def peak_tflops(device_name: str, precision: str) -> float | None:
+    """The card's dense peak for ``precision``, or None for a card not in :data:`PEAK_TFLOPS`."""
+    for name, peaks in PEAK_TFLOPS.items():
+        if name in device_name:
+            return peaks[precision]
+    return None
 
 
 def prepare_stdro(task: Any, batch: dict[str, Any]) -> None:
@@ -170,20 +245,24 @@ def prepare_stdro(task: Any, batch: dict[str, Any]) -> None:
 
 
 def time_steps(step: Callable[[dict], None], batch: dict[str, Any], device: Any, warmup: int, steps: int,
-               budget_s: float) -> list[float]:
-    """Wall seconds of ``steps`` steps after ``warmup`` untimed ones (fewer, at least one, past ``budget_s``)."""
+               budget_s: float) -> tuple[list[float], float]:
+    """Wall seconds of ``steps`` steps after ``warmup`` untimed ones (fewer, at least one, past ``budget_s``),
+    and of the first step (which compiles, for a compiled backbone)."""
     out: list[float] = []
+    first = 0.0
     start = time.perf_counter()
     for i in range(warmup + steps):
         _sync(device)
         t0 = time.perf_counter()
         step(batch)
         _sync(device)
+        if i == 0:
+            first = time.perf_counter() - t0
         if i >= warmup:
             out.append(time.perf_counter() - t0)
-            if time.perf_counter() - start > budget_s:
+            if time.perf_counter() - start - first > budget_s:
                 break
-    return out
+    return out, first
 
 
 def _is_oom(err: BaseException) -> bool:
@@ -230,9 +309,41 @@ def largest_batch(task: Any, clip: float | None, batch: dict[str, Any], device: 
     return {"max_batch": fits, "stopped_by": reason}
 
 
-def measure(name: str, yaml_name: str, args: argparse.Namespace, device: Any) -> dict[str, Any]:
+def _run(task: Any, clip: float | None, batch: dict[str, Any], device: Any, args: argparse.Namespace, which: str,
+         kind: str, precision: str, flops: int | None, init: dict[str, Any]) -> dict[str, Any]:
+    """One (batch, execution, precision) measurement."""
     import torch  # noqa: PLC0415
 
+    size = int(batch["y"].shape[0])
+    entry: dict[str, Any] = {"batch_kind": which, "batch": size, "execution": kind, "precision": precision}
+    task.load_state_dict(init)  # every run starts from the same weights
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    try:
+        with execution(task, kind, args.backend, device):
+            step, _ = make_step(task, clip, device, bf16=precision != "float32", cudagraphs=kind == "cudagraphs")
+            times, first = time_steps(step, batch, device, args.warmup, args.steps, args.budget)
+    except RuntimeError as err:
+        if not _is_oom(err):
+            raise
+        return {**entry, "error": "out of memory"}
+    finally:
+        task.zero_grad(set_to_none=True)
+    med = statistics.median(times)
+    entry.update(step_ms=round(med * 1000, 3), samples_per_s=round(size / med, 1), steps_timed=len(times),
+                 first_step_s=round(first, 2))
+    if flops:
+        achieved = flops * size / med
+        entry["tflops"] = round(achieved / 1e12, 6)
+        peak = peak_tflops(args.device_name, precision)
+        entry["peak_fraction"] = round(achieved / (peak * 1e12), 5) if peak else None
+    if device.type == "cuda":
+        entry["peak_mib"] = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
+    return entry
+
+
+def measure(name: str, yaml_name: str, args: argparse.Namespace, device: Any) -> dict[str, Any]:
     t_build = time.perf_counter()
     task, dm, clip = build(yaml_name, args.smoke)
     row: dict[str, Any] = {"model": name, "config": f"experiments/{yaml_name}",
@@ -247,30 +358,39 @@ def measure(name: str, yaml_name: str, args: argparse.Namespace, device: Any) ->
     task.to(device).train()
     prepare_stdro(task, batch)
     init = {k: v.detach().clone() for k, v in task.state_dict().items()}
-    for mode in ("float32", "bf16-mixed"):
-        task.load_state_dict(init)  # both modes start from the same weights
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(device)
-        step, _ = make_step(task, clip, device, bf16=mode != "float32")
-        try:
-            times = time_steps(step, batch, device, args.warmup, args.steps, args.budget)
-        except RuntimeError as err:
-            if not _is_oom(err):
-                raise
-            row[mode] = {"error": "out of memory at the paper batch"}
-            continue
-        med = statistics.median(times)
-        entry = {"step_ms": round(med * 1000, 3), "samples_per_s": round(row["batch"] / med, 1),
-                 "steps_timed": len(times)}
-        if device.type == "cuda":
-            entry["peak_mib"] = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
-        rate = row["loader"]["windows_per_s"]
-        entry["loader_over_step"] = round(rate / entry["samples_per_s"], 2) if rate else None
-        row[mode] = entry
-        task.zero_grad(set_to_none=True)
+    try:
+        flops = step_flops(task, batch)
+    except RuntimeError as err:  # the counter's module hooks refuse STDRO's autograd.grad on the input
+        flops, row["flops_error"] = None, str(err).splitlines()[0][:300]
+    row["gflop_per_sample"] = round(flops / row["batch"] / 1e9, 4) if flops else None
     task.load_state_dict(init)
     row.update(largest_batch(task, clip, batch, device, args.max_batch, args.budget))
+    batches = [("paper", batch)]
+    if row["max_batch"] and row["max_batch"] > row["batch"]:
+        batches.append(("fill", _repeat(batch, row["max_batch"])))
+    runs = []
+    for which, b in batches:
+        for kind in args.executions:
+            if which == "fill" and kind != "eager" and (args.quick or args.smoke):
+                continue
+            for precision in ("float32", "bf16-mixed"):
+                entry = {"batch_kind": which, "batch": int(b["y"].shape[0]), "execution": kind, "precision": precision}
+                if kind == "cudagraphs" and device.type != "cuda":
+                    runs.append({**entry, "skipped": "CUDA graphs need a CUDA device"})
+                elif kind != "eager" and time.perf_counter() - args.t0 > args.time_limit:
+                    runs.append({**entry, "skipped": f"past --time-limit {args.time_limit:.0f} s"})
+                else:
+                    try:
+                        runs.append(_run(task, clip, b, device, args, which, kind, precision, flops, init))
+                    except Exception as err:  # one execution failing (a compile error) keeps the others' numbers
+                        runs.append({**entry, "error": f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"})
+                print("   " + json.dumps(runs[-1]), flush=True)
+                rate = row["loader"]["windows_per_s"]
+                if which == "paper" and kind == "eager" and "samples_per_s" in runs[-1]:
+                    runs[-1]["loader_over_step"] = round(rate / runs[-1]["samples_per_s"], 2) if rate else None
+                    row[precision] = runs[-1]  # the earlier files' keys: eager at the paper batch
+    row["runs"] = runs
+    task.load_state_dict(init)
     row["total_s"] = round(time.perf_counter() - t_build, 2)
     return row
 
@@ -287,10 +407,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds per timed mode and per batch search (default 15; smoke 30)")
     ap.add_argument("--max-batch", type=int, default=None, help="cap of the batch doubling (default 4096; smoke 8)")
     ap.add_argument("--loader-batches", type=int, default=None, help="batches read for the loader rate (default 200)")
+    ap.add_argument("--quick", action="store_true",
+                    help="5 timed steps, compiled runs at the paper batch only, --time-limit 420 s")
+    ap.add_argument("--executions", nargs="+", choices=EXECUTIONS, default=list(EXECUTIONS),
+                    help="eager, compiled (torch.compile), cudagraphs (mode reduce-overhead); default all")
+    ap.add_argument("--backend", default=None, help="torch.compile backend (default inductor; smoke aot_eager)")
+    ap.add_argument("--time-limit", type=float, default=None,
+                    help="seconds after which no further compiled run starts (default: none; quick 420)")
     args = ap.parse_args(argv)
-    args.steps = args.steps or (1 if args.smoke else 10)
-    args.warmup = args.warmup if args.warmup is not None else (0 if args.smoke else 3)
-    args.budget = args.budget or (30.0 if args.smoke else 15.0)
+    args.steps = args.steps or (1 if args.smoke else 5 if args.quick else 10)
+    args.warmup = args.warmup if args.warmup is not None else (1 if args.smoke else 2 if args.quick else 3)
+    args.budget = args.budget or (30.0 if args.smoke else 8.0 if args.quick else 15.0)
+    args.backend = args.backend or ("aot_eager" if args.smoke else "inductor")
+    args.time_limit = args.time_limit or (420.0 if args.quick else float("inf"))
     args.max_batch = args.max_batch or (2 * SMOKE_BATCH if args.smoke else 4096)
     args.loader_batches = args.loader_batches or (2 if args.smoke else 200)
 
@@ -308,12 +437,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     torch.backends.cuda.matmul.allow_tf32 = False  # float32 means float32
     torch.backends.cudnn.allow_tf32 = False
+    args.device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    args.t0 = time.perf_counter()
     meta = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join([Path(sys.executable).name, *sys.argv]),
             "device": torch.cuda.get_device_name(device) if device.type == "cuda" else
             f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)",
             "torch": torch.__version__, "python": platform.python_version(), "host": platform.node(),
-            "smoke": args.smoke, "steps": args.steps, "warmup": args.warmup, "tf32": False,
+            "smoke": args.smoke, "quick": args.quick, "steps": args.steps, "warmup": args.warmup, "tf32": False,
+            "executions": args.executions, "backend": args.backend, "peak_tflops": PEAK_TFLOPS,
             "loadavg_start": os.getloadavg()[0]}
     rows, t0 = [], time.perf_counter()
     for name, yaml_name in PAPER_MODELS:
@@ -324,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
             row = measure(name, yaml_name, args, device)
         except Exception as err:  # one model failing must not lose the others' numbers
             row = {"model": name, "config": f"experiments/{yaml_name}", "error": f"{type(err).__name__}: {err}"}
-        print("   " + json.dumps({k: row.get(k) for k in ("batch", "float32", "bf16-mixed", "max_batch", "error")
+        print("   " + json.dumps({k: row.get(k) for k in ("batch", "max_batch", "gflop_per_sample", "error")
                                   if k in row}), flush=True)
         rows.append(row)
         if device.type == "cuda":

@@ -30,6 +30,7 @@ from biosig_lightning.metrics import (
     build_metrics,
     threshold_metrics,
 )
+from biosig_lightning.tasks.compile import CompileSetting, check_compile_options, compile_backbone
 
 
 def warmup_cosine(step: int, warmup_steps: int, total_steps: int, min_ratio: float = 0.0) -> float:
@@ -78,6 +79,9 @@ class ClassificationTask(LightningModule):
             adds none.
         early_stopping_min_delta: the least change of ``monitor`` that counts as an
             improvement for early stopping (BioFormer's authors' code: 1e-5).
+        compile, compile_mode: ``torch.compile`` the backbone when the fit starts (``false``,
+            ``true``, or ``auto`` = on CUDA devices only), with ``torch.compile``'s ``mode``
+            (``reduce-overhead`` adds CUDA graphs); see :mod:`biosig_lightning.tasks.compile`.
     """
 
     #: a recipe that is its own method around any backbone names itself here, so ``biosig report`` keeps
@@ -101,8 +105,11 @@ class ClassificationTask(LightningModule):
         early_stopping_patience: int | None = 10,
         eval_metrics: Literal["default", "detection", "classification", "sleep"] = "default",
         early_stopping_min_delta: float = 0.0,
+        compile: CompileSetting = False,  # noqa: A002 (the option's name in YAMLs)
+        compile_mode: str | None = None,
     ) -> None:
         super().__init__()
+        check_compile_options(compile, compile_mode)
         if early_stopping_min_delta < 0:
             raise ValueError(f"model.init_args.early_stopping_min_delta must be >= 0, got {early_stopping_min_delta}")
         if mode not in ("max", "min"):
@@ -127,6 +134,11 @@ class ClassificationTask(LightningModule):
             self.val_scores, self.test_scores = PositiveScores(sync_on_compute=False), PositiveScores(sync_on_compute=False)
             # part of the state dict, so the best checkpoint carries the threshold of its own validation
             self.register_buffer("decision_threshold", torch.tensor(DEFAULT_THRESHOLD, dtype=torch.float64))
+
+    def on_fit_start(self) -> None:
+        """Compile the backbone when ``compile`` asks for it on this device (the model is on it now)."""
+        super().on_fit_start()
+        compile_backbone(self.backbone, self.hparams.get("compile", False), self.hparams.get("compile_mode"), self.device)
 
     # ---- forward and loss ------------------------------------------------------------------
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -19,22 +19,29 @@ from lightning.pytorch import LightningModule
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 
 from biosig_lightning.models.dcrnn.ssl import DCRNNNextClip
+from biosig_lightning.tasks.compile import CompileSetting, check_compile_options, compile_backbone
 
 __all__ = ["NextClipTask"]
 
 
 class NextClipTask(LightningModule):
     """Args: ``backbone`` (a :class:`DCRNNNextClip`); ``n_outputs`` (linked from the data, unused);
-    ``lr``, ``weight_decay``; ``monitor``/``mode`` (``val/loss``, ``min``); ``early_stopping_patience``."""
+    ``lr``, ``weight_decay``; ``monitor``/``mode`` (``val/loss``, ``min``); ``early_stopping_patience``;
+    ``compile``/``compile_mode`` (:mod:`biosig_lightning.tasks.compile`)."""
 
     def __init__(self, backbone: DCRNNNextClip, n_outputs: int = 2, lr: float = 5e-4, weight_decay: float = 5e-4,
                  monitor: str = "val/loss", mode: Literal["min", "max"] = "min",
-                 early_stopping_patience: int | None = None) -> None:
+                 early_stopping_patience: int | None = None, compile: CompileSetting = False,  # noqa: A002
+                 compile_mode: str | None = None) -> None:
         super().__init__()
+        check_compile_options(compile, compile_mode)
         if not isinstance(backbone, DCRNNNextClip):
             raise TypeError(f"NextClipTask needs a DCRNNNextClip backbone, got {type(backbone).__name__}")
         self.save_hyperparameters(ignore=["backbone"])
         self.backbone = backbone
+
+    def on_fit_start(self) -> None:
+        compile_backbone(self.backbone, self.hparams.compile, self.hparams.compile_mode, self.device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.backbone(x)

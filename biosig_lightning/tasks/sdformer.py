@@ -383,6 +383,7 @@ class SDFormerTask(ClassificationTask):
                        f"{int(graph.sum())} edges on {bb.n_nodes} nodes")
 
     def on_fit_start(self) -> None:
+        super().on_fit_start()
         budget = self.hparams.phase1_epochs + self.hparams.phase2_epochs
         max_epochs = self.trainer.max_epochs
         if max_epochs is not None and 0 <= max_epochs < budget:

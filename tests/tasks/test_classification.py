@@ -59,3 +59,18 @@ def test_training_loss_is_cross_entropy() -> None:
     loss, logits, extra = task.training_loss(batch)
     assert torch.allclose(loss, torch.nn.functional.cross_entropy(logits, batch["y"]))
     assert extra == {}
+
+
+def test_compile_option_compiles_the_backbone_in_place_where_it_asks() -> None:
+    with pytest.raises(ValueError, match="model.init_args.compile must be"):
+        _task(compile="yes")
+    with pytest.raises(ValueError, match="model.init_args.compile_mode must be"):
+        _task(compile=True, compile_mode="fastest")
+    auto = _task(compile="auto")
+    auto.on_fit_start()  # on a CPU: stays eager
+    assert auto.backbone._compiled_call_impl is None
+    task = _task(compile=True, compile_mode="reduce-overhead")
+    keys = list(task.state_dict())
+    task.on_fit_start()  # nn.Module.compile: lazy, nothing is compiled before the first call
+    assert task.backbone._compiled_call_impl is not None
+    assert list(task.state_dict()) == keys  # checkpoints keep their keys (no "_orig_mod." prefix)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from biosig_lightning.models.modules.augment import augment, parse_augmentation
+from biosig_lightning.models.modules.augment import augment_each, parse_augmentation
 from biosig_lightning.models.modules.encodings import SinusoidalPositionalEncoding
 
 __all__ = ["PyramidConvEmbedding"]
@@ -23,9 +23,10 @@ class PyramidConvEmbedding(nn.Module):
 
     Augmentation (B.1, and the authors' code): in training mode every branch draws one
     operator uniformly from ``augmentations`` (per forward pass, the whole batch gets the
-    same operator) and applies it to the embedding ``E`` before its convolutions. Draws
-    use torch's RNG, so ``seed_everything`` makes them reproducible. Eval mode never
-    augments.
+    same operator) and applies it to the embedding ``E`` before its convolutions
+    (:func:`~biosig_lightning.models.modules.augment.augment_each`: the draws stay on the
+    device). Draws use torch's RNG, so ``seed_everything`` makes them reproducible. Eval
+    mode never augments.
 
     Output: the branch token sequences laid end to end, ``(B, sum_j ceil(T / f_j), D)``;
     :attr:`seq_lens` gives the lengths.
@@ -62,14 +63,11 @@ class PyramidConvEmbedding(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Tokens ``(B, N, D)`` for ``x`` ``(B, C, T)``."""
         e = self.positions(self.token(x).transpose(1, 2)).transpose(1, 2)  # (B, D, T)
-        choices: list[int | None] = [None] * len(self.branches)
         if self.training and self.augmentations:
-            choices = torch.randint(len(self.augmentations), (len(self.branches),)).tolist()
-        outs = []
-        for branch, choice in zip(self.branches, choices, strict=True):
-            inp = e if choice is None else augment(e, *self.augmentations[choice])
-            outs.append(branch(inp))
-        return torch.cat(outs, dim=2).transpose(1, 2)
+            inputs = augment_each(e, len(self.branches), self.augmentations).unbind(0)
+        else:
+            inputs = (e,) * len(self.branches)
+        return torch.cat([branch(inp) for branch, inp in zip(self.branches, inputs, strict=True)], dim=2).transpose(1, 2)
 
 
 def _downsampled(n: int, factor: int) -> int:

@@ -37,7 +37,7 @@ class SPMultiheadAttention(nn.Module):
 
     Computed in one of three ways (``impl``), equal up to round-off:
 
-    * ``fused`` (``auto``'s choice): :class:`~.recompute.SPAttention`, the combined map
+    * ``fused`` (``auto``'s choice in eager mode): :class:`~.recompute.SPAttention`, the combined map
       ``sum_h w_h A_h`` formed and applied to V once per chunk of sequences (one full-width product
       instead of h), keeping only ``q, k, x``, ``w`` and a dropout seed; backward recomputes the maps
       chunk by chunk. Of the three, the leanest in memory.
@@ -46,7 +46,8 @@ class SPMultiheadAttention(nn.Module):
       ``V`` (shared, expanded without a copy), and the h outputs are summed with ``w``. With a value
       width unlike the key width (351 against 39) torch falls back to its math kernel, which keeps the
       h maps and h full-width outputs for backward (more time and memory than ``fused`` on a GPU,
-      docs/performance.md).
+      docs/performance.md). ``auto``'s choice under ``torch.compile``: ``fused`` draws its dropout
+      seed on the host (``.item()``), a graph break, while this is one graph that Inductor fuses.
     * ``recompute``: the combined map formed by plain autograd ops inside ``torch.utils.checkpoint``
       (the forward is run twice, so its dropout masks are drawn twice); kept as a reference.
 
@@ -136,7 +137,10 @@ class SPMultiheadAttention(nn.Module):
         first intra-epoch layer's input is the embedding of 45-number tokens plus the positional
         encoding, so its q and k maps cost 45/351 of theirs in both passes.
         """
-        impl = "fused" if self.impl == "auto" else self.impl
+        if self.impl == "auto":
+            impl = "sdpa" if torch.compiler.is_compiling() else "fused"
+        else:
+            impl = self.impl
         if impl == "fused":
             return self._fused(x, factors, x.shape[-1] // self.heads)
         q, k = self._qk(x, factors)

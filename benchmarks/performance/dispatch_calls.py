@@ -1,0 +1,386 @@
+"""Dispatched aten calls per training step of every paper model, beside a base checkout's counts.
+
+A training step on a GPU is as many kernel launches as the step dispatches operators; a step bound
+by launches shows up as a high count on any machine, so the count is measured here on the CPU and
+compared between two checkouts of the package in one run.
+
+How the calls are counted: a ``TorchDispatchMode`` (``torch.utils._python_dispatch``) sees every
+operator at the Python dispatch key, below autograd and after the ``CompositeImplicitAutograd``
+decompositions, and it does not see the calls an operator makes itself; so each counted call is
+one backend kernel (a launch on a GPU), forward, backward (the autograd engine's calls) and the
+optimiser alike. ``torch.profiler`` counts every nested ``aten::`` frame as well (``aten::linear``
+and the ``aten::addmm`` inside it), which double-counts and depends on the profiler's settings.
+Views (``OpOverload.is_view``: ``view``, ``transpose``, ``split``, ``expand``, ``detach``...) move
+no data and launch nothing; they are counted apart and left out of ``calls``.
+
+A step is what ``biosig fit`` runs (as in ``gpu_steps.py``): the recipe's ``training_loss``
+(STDRO with its inner maximisation), backward, the YAML's gradient-norm clip, the recipe's
+optimiser. The optimiser and the clip run with ``foreach=True``, the implementation PyTorch picks on
+CUDA (on the CPU it would loop over the parameters): the count is a GPU's, measured anywhere. Each
+model runs at its paper batch on its YAML's synthetic stand-in (SPDTransNet: a random batch of its
+shape and of 8 windows, :data:`RANDOM_BATCH`), in a fresh subprocess per checkout.
+
+The CPU step time (median of ``--steps`` timed steps after one warm-up, ``--threads`` threads) of
+both checkouts is measured in the same run, checkouts taking turns model by model.
+
+Usage::
+
+    git worktree add /tmp/base e583385
+    python benchmarks/performance/dispatch_calls.py --base /tmp/base            # all five models
+    python benchmarks/performance/dispatch_calls.py --only BioFormer --steps 3  # one model
+    python benchmarks/performance/dispatch_calls.py --worker BioFormer          # one checkout, JSON to stdout
+
+Writes ``benchmarks/results/dispatch_calls.json`` (every number) and
+``docs/results/perf_dispatch_calls.json`` (the Performance page's table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+EXP = REPO / "experiments"
+
+#: (name, experiment YAML) of every paper model; the batch is the YAML's
+PAPER_MODELS: list[tuple[str, str]] = [
+    ("BioFormer", "bioformer_apava.yaml"),
+    ("SD-Former", "sdformer_sleepedf.yaml"),
+    ("SPDTransNet", "spdtransnet_sleepedf.yaml"),
+    ("SignedGraphPair", "signed_graph_turkish.yaml"),
+    ("STDRO-DCRNN", "stdro_tusz.yaml"),
+]
+PHASES = ("forward", "backward", "optimizer")
+#: windows per subject of the synthetic stand-in (enough for one batch at every paper batch size)
+STANDIN_WINDOWS = 48
+#: YAMLs whose step is counted on a random batch of the DataModule's shape, and its size: building the
+#: SPD stand-in (21-epoch contexts of SPD matrices) takes more memory than a small runner has, and a
+#: count does not depend on the values. SPDTransNet's step at its paper batch (32) holds about 15 GB on
+#: a CPU; at 8 its attention is still cut into 4 chunks per intra-epoch layer before this change.
+RANDOM_BATCH = {"spdtransnet_sleepedf.yaml": 8}
+
+
+# ---------------------------------------------------------------- worker (one checkout, one model)
+def _build(yaml_name: str) -> tuple[Any, dict[str, Any], float | None]:
+    """The task, one training batch at the YAML's batch size, and the YAML's gradient clip."""
+    from biosig_lightning.runs.biosig_cli import BiosigCLI  # noqa: PLC0415
+
+    args = ["--config", str(EXP / yaml_name), "--config", str(EXP / "overlays" / "synthetic.yaml"),
+            "--trainer.logger=false", "--trainer.enable_progress_bar=false", "--trainer.accelerator=cpu",
+            # a small stand-in: one batch at the YAML's batch size is all a count needs
+            f"--data.init_args.synthetic_options={{windows_per_subject: {STANDIN_WINDOWS}}}"]
+    cli = BiosigCLI(args=args, run=False, save_config_callback=None)
+    dm = cli.datamodule
+    if yaml_name in RANDOM_BATCH:
+        import torch  # noqa: PLC0415
+
+        size = RANDOM_BATCH[yaml_name]
+        x = torch.randn(size, int(dm.n_chans), int(dm.n_times), generator=torch.Generator().manual_seed(0))
+        return cli.model, {"x": x, "y": torch.arange(size) % int(dm.n_outputs)}, cli.trainer.gradient_clip_val
+    dm.setup("fit")
+    batch = next(iter(dm.train_dataloader()))
+    return cli.model, batch, cli.trainer.gradient_clip_val
+
+
+def _prepare_stdro(task: Any, batch: dict[str, Any]) -> None:
+    """STDRO's cost weights (built by ``setup('fit')`` under a Trainer): the identity per period."""
+    import torch  # noqa: PLC0415
+
+    try:
+        from biosig_lightning.robust.stdro import STDROTask, period_bounds  # noqa: PLC0415
+    except ImportError:
+        return
+    if not isinstance(task, STDROTask) or task.w_graph.numel() > 0:
+        return
+    x = batch["x"]
+    bounds = period_bounds(int(x.shape[-1]), int(task.hparams.n_periods), task._step_bins())
+    c = int(x.shape[-2])
+    task.init_cost(torch.eye(c).expand(len(bounds), c, c).clone(), bounds)
+
+
+def _loss(task: Any, batch: dict[str, Any]) -> Any:
+    """The recipe's training loss, STDRO's adversarial objective included (as ``gpu_steps.py``)."""
+    from biosig_lightning.robust.stdro import STDROTask  # noqa: PLC0415
+
+    if isinstance(task, STDROTask) and int(task.hparams.ascent_steps) > 0:
+        x_adv, _ = task.inner_maximisation(batch["x"], batch["y"])
+        loss = task.training_loss({**batch, "x": x_adv})[0]
+        if task.hparams.clean_weight > 0:
+            loss = loss + task.hparams.clean_weight * task.training_loss(batch)[0]
+        return loss
+    return task.training_loss(batch)[0]
+
+
+def _foreach_optimizer(task: Any) -> Any:
+    """The recipe's optimiser, set to ``foreach=True`` (what PyTorch picks on CUDA) unless it is fused."""
+    opt = task.build_optimizer()
+    for group in opt.param_groups:
+        if not group.get("fused"):
+            group["foreach"] = True
+    return opt
+
+
+def _step_fn(task: Any, batch: dict[str, Any], clip: float | None, counter: Any) -> Any:
+    """One training step; its phases are attributed to ``counter`` while the counter is active."""
+    import torch  # noqa: PLC0415
+
+    opt = _foreach_optimizer(task)
+    params = [p for p in task.parameters() if p.requires_grad]
+    limit = clip if clip is not None else getattr(task.hparams, "grad_clip", None)
+
+    def step() -> None:
+        with counter.phase("optimizer"):
+            opt.zero_grad(set_to_none=True)
+        with counter.phase("forward"):
+            loss = _loss(task, batch)
+        with counter.phase("backward"):
+            loss.backward()
+        with counter.phase("optimizer"):
+            if limit:
+                torch.nn.utils.clip_grad_norm_(params, float(limit), foreach=True)
+            opt.step()
+
+    return step
+
+
+def _counting_mode() -> Any:
+    from torch.utils._python_dispatch import TorchDispatchMode  # noqa: PLC0415
+
+    class CountCalls(TorchDispatchMode):
+        """Counts every dispatched operator, by phase, views apart."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.current = "forward"
+            self.calls: Counter[str] = Counter()
+            self.views: Counter[str] = Counter()
+            self.ops: Counter[str] = Counter()
+
+        @contextlib.contextmanager
+        def phase(self, name: str) -> Any:
+            before, self.current = self.current, name
+            try:
+                yield
+            finally:
+                self.current = before
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            if getattr(func, "is_view", False):
+                self.views[self.current] += 1
+            else:
+                self.calls[self.current] += 1
+                self.ops[str(func.overloadpacket.__name__)] += 1
+            return func(*args, **(kwargs or {}))
+
+    return CountCalls()
+
+
+def worker(name: str, steps: int, threads: int) -> dict[str, Any]:
+    """Counts and CPU step times of ``name`` in the checkout that ``biosig_lightning`` imports from."""
+    import torch  # noqa: PLC0415
+    from lightning.pytorch import seed_everything  # noqa: PLC0415
+
+    import biosig_lightning  # noqa: PLC0415
+
+    torch.set_num_threads(threads)
+    yaml_name = dict(PAPER_MODELS)[name]
+    seed_everything(0, verbose=False)
+    task, batch, clip = _build(yaml_name)
+    task.train()
+    _prepare_stdro(task, batch)
+    counter = _counting_mode()
+    step = _step_fn(task, batch, clip, counter)
+    step()  # uncounted: lazily built state (optimiser moments, caches) is not the steady state
+    with counter:
+        step()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    return {
+        "package": str(Path(biosig_lightning.__file__).resolve().parents[1]),
+        "batch": int(batch["y"].shape[0]), "input_shape": list(batch["x"].shape[1:]),
+        "params": sum(p.numel() for p in task.parameters() if p.requires_grad),
+        "param_tensors": sum(1 for p in task.parameters() if p.requires_grad),
+        "calls": sum(counter.calls.values()), "views": sum(counter.views.values()),
+        "calls_by_phase": {p: counter.calls[p] for p in PHASES},
+        "views_by_phase": {p: counter.views[p] for p in PHASES},
+        "top_ops": dict(counter.ops.most_common(12)),
+        "step_ms": [round(t * 1000, 2) for t in times],
+        "step_ms_median": round(statistics.median(times) * 1000, 2) if times else None,
+    }
+
+
+# ---------------------------------------------------------------- driver (both checkouts, all models)
+def run_worker(root: Path, name: str, steps: int, threads: int, timeout: float) -> dict[str, Any]:
+    """``worker`` in a subprocess that imports the package from ``root``."""
+    env = {**os.environ, "PYTHONPATH": str(root), "WANDB_MODE": "offline"}
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--steps", str(steps),
+           "--threads", str(threads)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=root, check=False)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        return {"error": f"exit {proc.returncode}: {tail[0]}"}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 2) if a and b else None
+
+
+def compare(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The ratios of one model: calls before / after (higher is better), step time after / before."""
+    if "error" in before or "error" in after:
+        return {}
+    return {
+        "calls_ratio": _ratio(before["calls"], after["calls"]),
+        "calls_ratio_by_phase": {p: _ratio(before["calls_by_phase"][p], after["calls_by_phase"][p]) for p in PHASES},
+        "cpu_step_time_ratio": _ratio(after["step_ms_median"], before["step_ms_median"]),
+    }
+
+
+def docs_page(result: dict[str, Any]) -> dict[str, Any]:
+    """The Performance page's rendering of ``result`` (the docs hook's results-file format)."""
+    meta = result["meta"]
+    rows = []
+    for row in result["models"]:
+        b, a, r = row.get("before", {}), row.get("after", {}), row.get("ratios", {})
+        rows.append([
+            row["model"], a.get("batch", b.get("batch", "")), b.get("calls", b.get("error", "")), a.get("calls", a.get("error", "")),
+            r.get("calls_ratio", ""), b.get("views", ""), a.get("views", ""),
+            b.get("step_ms_median", ""), a.get("step_ms_median", ""), r.get("cpu_step_time_ratio", ""),
+        ])
+    return {
+        "title": "Dispatched aten calls per training step (device-independent)",
+        "machine": meta["machine"], "dates": [meta["date"][:10]], "command": meta["command"],
+        "source": "`benchmarks/results/dispatch_calls.json` (per phase, top operators, every step time)",
+        "page": "performance",
+        "items": [
+            {"text": (
+                "Operators one training step dispatches (forward + loss, backward, gradient clip + optimiser "
+                "with `foreach=True` as on CUDA), counted with a `TorchDispatchMode` below autograd, views "
+                f"apart, at each model's paper batch on its YAML's stand-in: *before* is the package at "
+                f"`{meta['base']}`, *after* this checkout (`{meta['head']}`). Each non-view call is one kernel "
+                "launch on a GPU. CPU step times: median ms, "
+                f"{meta['threads']} threads" + ("." if meta.get("note") else
+                                               "; both checkouts measured in the same run, model by model."))},
+            {"table": {
+                "columns": ["model", "batch", "calls before", "calls after", "fewer calls (x)", "views before",
+                            "views after", "CPU ms before", "CPU ms after", "CPU time after / before"],
+                "align": ["left"] + ["right"] * 9,
+                "rows": rows,
+            }},
+            *([{"text": meta["note"]}] if meta.get("note") else []),
+        ],
+    }
+
+
+def _git_head(root: Path) -> str:
+    proc = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                          check=False)
+    return proc.stdout.strip() or "unknown"
+
+
+def add_rows(args: argparse.Namespace) -> int:
+    """``--add``: worker outputs measured separately (one side at a time) merged into ``--out``."""
+    from biosig_lightning.atomic_io import atomic_write_json  # noqa: PLC0415
+
+    result = json.loads(args.out.read_text()) if args.out.is_file() else {"meta": {}, "models": []}
+    rows = {r["model"]: r for r in result["models"]}
+    for name, side, path in args.add:
+        if name not in dict(PAPER_MODELS) or side not in ("before", "after"):
+            print(f"dispatch_calls: --add {name} {side}: unknown model or side", file=sys.stderr)
+            return 2
+        text = Path(path).read_text().strip().splitlines()
+        row = rows.setdefault(name, {"model": name, "config": f"experiments/{dict(PAPER_MODELS)[name]}"})
+        row[side] = json.loads(text[-1]) if text else {"error": f"no output in {path}"}
+        if "before" in row and "after" in row:
+            row["ratios"] = compare(row["before"], row["after"])
+    result["models"] = [rows[n] for n, _ in PAPER_MODELS if n in rows]
+    atomic_write_json(args.out, result)
+    if str(args.docs_out):
+        atomic_write_json(args.docs_out, docs_page(result))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--base", type=Path, default=None, help="a checkout of the base commit (its 'before' counts)")
+    ap.add_argument("--only", nargs="*", default=None, help="model names (default: all five)")
+    ap.add_argument("--steps", type=int, default=5, help="timed CPU steps per model and checkout (default 5)")
+    ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per model and checkout")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "dispatch_calls.json")
+    ap.add_argument("--docs-out", type=Path, default=REPO / "docs" / "results" / "perf_dispatch_calls.json",
+                    help="the Performance page's rendering ('' to skip)")
+    ap.add_argument("--sides", nargs="+", choices=("before", "after"), default=["before", "after"],
+                    help="which checkouts to measure now (default both; a side not measured keeps its earlier row)")
+    ap.add_argument("--add", nargs=3, action="append", metavar=("MODEL", "SIDE", "WORKER_JSON"), default=[],
+                    help="put a worker's JSON output (--worker MODEL > FILE) into --out as MODEL's SIDE, measure nothing")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        print(json.dumps(worker(args.worker, args.steps, args.threads)))
+        return 0
+    if args.add:
+        return add_rows(args)
+    names = [n for n, _ in PAPER_MODELS if not args.only or n in args.only]
+    unknown = sorted(set(args.only or []) - {n for n, _ in PAPER_MODELS})
+    if unknown:
+        print(f"dispatch_calls: unknown model(s) {unknown}; choose from {[n for n, _ in PAPER_MODELS]}",
+              file=sys.stderr)
+        return 2
+    if args.base is not None and not (args.base / "biosig_lightning").is_dir():
+        print(f"dispatch_calls: --base {args.base} holds no biosig_lightning package", file=sys.stderr)
+        return 2
+    # keep the earlier rows of models not run now
+    previous = json.loads(args.out.read_text()) if args.out.is_file() else {"models": []}
+    rows = {r["model"]: r for r in previous.get("models", [])}
+    t0 = time.perf_counter()
+    for name in names:
+        row: dict[str, Any] = {**rows.get(name, {}), "model": name, "config": f"experiments/{dict(PAPER_MODELS)[name]}"}
+        if args.base is not None and "before" in args.sides:
+            row["before"] = run_worker(args.base, name, args.steps, args.threads, args.timeout)
+        if "after" in args.sides:
+            row["after"] = run_worker(REPO, name, args.steps, args.threads, args.timeout)
+        if "before" in row and "after" in row:
+            row["ratios"] = compare(row["before"], row["after"])
+        rows[name] = row
+        print(f"[{time.perf_counter() - t0:7.1f} s] {name}: "
+              + json.dumps({k: row.get(k) for k in ("ratios",)} | {
+                  side: {k: row[side].get(k) for k in ("calls", "views", "step_ms_median", "error") if k in row[side]}
+                  for side in ("before", "after") if side in row}), flush=True)
+    import torch  # noqa: PLC0415
+
+    from biosig_lightning.atomic_io import atomic_write_json  # noqa: PLC0415
+
+    meta = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join(["python", "benchmarks/performance/dispatch_calls.py", *(argv or sys.argv[1:])]),
+            "machine": f"cpu ({platform.processor() or platform.machine()}), torch {torch.__version__}, "
+                       f"Python {platform.python_version()}",
+            "threads": args.threads, "steps": args.steps, "head": _git_head(REPO), "sides_measured": args.sides,
+            "base": _git_head(args.base) if args.base is not None else previous.get("meta", {}).get("base"),
+            "loadavg": os.getloadavg()[0]}
+    result = {"meta": meta, "models": [rows[n] for n, _ in PAPER_MODELS if n in rows]}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(args.out, result)
+    if str(args.docs_out):
+        atomic_write_json(args.docs_out, docs_page(result))
+    print(f"wrote {args.out} ({time.perf_counter() - t0:.0f} s)")
+    return 1 if any("error" in r.get(s, {}) for r in result["models"] for s in ("before", "after")) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
