@@ -47,6 +47,16 @@ def _attention_dropout_on(model: BiosignalModel) -> None:
 
 #: changes to the test-size model before compiling
 COMPILE_SETUP = {"SPDTransNet": _attention_dropout_on}
+
+
+def _class_polarities(model: BiosignalModel, x: torch.Tensor, y: torch.Tensor) -> None:
+    """The signed-graph pair's class polarities (Sec. 3.1, eq. 5), which its task fits from training
+    windows before the epoch's steps: a discrete search outside the step, as in training."""
+    model.fit_polarity(x, y)  # type: ignore[operator]
+
+
+#: what training does to a model before its steps, outside them
+BEFORE_STEPS = {"SignedGraphClassifier": _class_polarities}
 BATCH = 2
 #: Dynamo's capture (where graph breaks arise) and AOTAutograd's forward and backward graphs, run
 #: eagerly: Inductor's C++ code generation would take minutes on a CI runner and finds no graph break
@@ -93,6 +103,8 @@ def test_training_forward_compiles_fullgraph_and_matches_eager(name: str, corpus
     x = torch.randn(BATCH, shape.n_chans, shape.n_times, generator=torch.Generator().manual_seed(1))
     y = torch.arange(BATCH) % shape.n_outputs
 
+    if name in BEFORE_STEPS:
+        BEFORE_STEPS[name](model, x, y)
     model.train()
     with HostSyncWatch() as watch:  # eager, at the catalog's test size
         _objective(model, x, y).backward()
