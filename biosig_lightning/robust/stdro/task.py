@@ -232,6 +232,21 @@ class STDROTask(DGTask):
         self._block_steps = 0
         self.m_history: list[dict[str, Any]] = []
 
+    def configure_callbacks(self) -> Any:
+        """The parent's callbacks; a ``trainer.gradient_clip_val`` becomes the theta step's ``grad_clip``.
+
+        Manual optimisation cannot use the Trainer's clipping, so a config written for the plain
+        recipe (which clips through the Trainer) would fail to start; its clipping value is moved to
+        the theta step here (``grad_clip``, if not given), before Lightning checks the configuration.
+        """
+        trainer = self._trainer
+        clip = getattr(trainer, "gradient_clip_val", None) if trainer is not None else None
+        if clip:
+            if self.hparams.grad_clip is None:
+                self.hparams.grad_clip = float(clip)
+            trainer.gradient_clip_val = None
+        return super().configure_callbacks()
+
     # ---- state ---------------------------------------------------------------------------------
     def covariate_weight(self) -> torch.Tensor:
         """``A_t = W_t M_t`` for every period, ``(N, C, C)``."""
