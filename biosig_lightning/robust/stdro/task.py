@@ -456,21 +456,28 @@ class STDROTask(DGTask):
                              "have no environment (not training patients?)")
         return self.env_ids[pos]
 
-    def environment_objective(self, records: list[dict[str, torch.Tensor]]) -> tuple[torch.Tensor, dict[str, float]]:
-        """Differentiable surrogate whose theta-gradient is ``grad_theta A`` (eq. 5 without the smoothness).
+    def environment_objective(self, records: list[dict[str, torch.Tensor]], params: list[torch.Tensor],
+                              ) -> tuple[list[torch.Tensor], dict[str, float]]:
+        """``grad_theta A`` (eq. 5 without the smoothness) over ``params``, and the environment statistics.
 
-        Environment sums and counts are all-reduced, so under DDP the sum over ranks of the
-        surrogates' gradients is the gradient of the global ``A``.
+        ``A``'s gradient is that of a surrogate ``sum_e w_e l^e`` whose weights ``w_e`` (the mean's
+        ``1 / |E|`` plus ``alpha`` on the worst and minus ``alpha`` on the best environment) come from a
+        first, gradient-free pass over the records; the second pass backpropagates one record at a
+        time. One forward graph at a time: a backbone that writes its weights in its forward (EEGNet's
+        max-norm projection) would invalidate the graphs of the other records. Environment sums and
+        counts are all-reduced, so under DDP the sum over ranks of the gradients is the gradient of
+        the global ``A``.
         """
         n_env = int(self.env_ids.max()) + 1
         local = torch.zeros(n_env, device=self.device)
         counts = torch.zeros(n_env, device=self.device)
-        for rec in records:
-            per = F.cross_entropy(self.backbone(rec["x"]), rec["y"], reduction="none")
-            env = self._environment_of(rec["subject"])
-            local = local.index_add(0, env, per)
-            counts = counts.index_add(0, env, torch.ones_like(per))
-        sums = _all_reduce(local.detach().clone())
+        with torch.no_grad():
+            for rec in records:
+                per = F.cross_entropy(self.backbone(rec["x"]), rec["y"], reduction="none")
+                env = self._environment_of(rec["subject"])
+                local = local.index_add(0, env, per)
+                counts = counts.index_add(0, env, torch.ones_like(per))
+        sums = _all_reduce(local.clone())
         counts = _all_reduce(counts)
         present = counts > 0
         losses = torch.where(present, sums / counts.clamp_min(1), torch.zeros_like(sums))
@@ -483,9 +490,17 @@ class STDROTask(DGTask):
         else:
             gap = losses[hi] - losses[present].mean()
             weights = weights + self.hparams.alpha * (F.one_hot(hi, n_env).float() - present.float() / present.sum())
-        surrogate = (weights * local / counts.clamp_min(1)).sum()
+        scale = weights / counts.clamp_min(1)
+        grads = [torch.zeros_like(p) for p in params]
+        with torch.enable_grad():
+            for rec in records:
+                per = F.cross_entropy(self.backbone(rec["x"]), rec["y"], reduction="none")
+                part = (scale[self._environment_of(rec["subject"])] * per).sum()
+                for total, gi in zip(grads, torch.autograd.grad(part, params, allow_unused=True), strict=True):
+                    if gi is not None:
+                        total += gi
         stats = {"env_mean": float(losses[present].mean()), "env_gap": float(gap)}
-        return surrogate, stats
+        return grads, stats
 
     def _input_hvp(self, params: list[torch.Tensor], g: list[torch.Tensor], rec: dict[str, torch.Tensor],
                    ) -> torch.Tensor:
@@ -529,11 +544,8 @@ class STDROTask(DGTask):
         was_training = self.backbone.training
         self.backbone.eval()
         try:
-            with torch.enable_grad():
-                surrogate, stats = self.environment_objective(records)
-                grads = torch.autograd.grad(surrogate, params, allow_unused=True)
-            g = [_all_reduce(gi.detach().clone()) if gi is not None else torch.zeros_like(p)
-                 for gi, p in zip(grads, params, strict=True)]
+            grads, stats = self.environment_objective(records, params)
+            g = [_all_reduce(gi.detach().clone()) for gi in grads]
             w = self.w_graph
             n_periods, c = w.shape[0], w.shape[1]
             g_a = torch.zeros(n_periods, c, c, device=w.device, dtype=torch.float64)
