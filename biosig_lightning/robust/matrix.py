@@ -46,6 +46,10 @@ CH_NAMES: tuple[str, ...] = ("Fp1", "Fp2", "C3", "C4", "P3", "P4", "O1", "O2")
 NOT_WINDOW = ("SPDTransNet",)
 #: per-backbone window lengths where the default is shorter than what the backbone pools
 N_TIMES = {"DenseCNN": 704}
+#: token sizes for the 64-sample windows (the catalog's test sizes are for longer windows: one 64-sample patch,
+#: or one token per sample, which the transformers do not learn from in a few steps)
+KWARGS: dict[str, dict[str, Any]] = {"PatchTST": {"patch_len": 8, "stride": 8},
+                                     "TransformerClassifier": {"patch_len": 16}}
 
 
 @dataclass(frozen=True)
@@ -117,9 +121,12 @@ def window_backbones() -> list[str]:
 
 def _backbone(name: str, data: MatrixData) -> nn.Module:
     entry = catalog.get(name)
-    kwargs = dict(entry.test_kwargs)
-    if "chs_info" in inspect.signature(entry.cls).parameters:
+    kwargs = {**dict(entry.test_kwargs), **KWARGS.get(name, {})}
+    params = inspect.signature(entry.cls).parameters
+    if "chs_info" in params:
         kwargs["chs_info"] = [{"ch_name": n} for n in CH_NAMES]
+    elif "ch_names" in params:
+        kwargs["ch_names"] = list(CH_NAMES)
     return entry.cls(n_chans=data.x.shape[1], n_outputs=2, n_times=data.x.shape[2], sfreq=data.sfreq, **kwargs)
 
 
