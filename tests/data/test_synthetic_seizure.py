@@ -13,7 +13,6 @@ from sklearn.preprocessing import StandardScaler
 from biosig_lightning.data.corpora.chb_mit import CHBMIT
 from biosig_lightning.data.corpora.dodh import DODH
 from biosig_lightning.data.corpora.tusz import TUSZ
-from biosig_lightning.data.datamodules import SyntheticDataModule, TUSZDataModule
 from biosig_lightning.data.spec import CorpusSpec
 from biosig_lightning.data.synthetic import SyntheticReader
 
