@@ -85,7 +85,6 @@ def test_an_epochs_file_and_an_array_file_are_grid_corpora(tmp_path: Path) -> No
         assert args.index(f"--data.init_args.{key}={path.resolve()}") < \
             args.index(f"--data.init_args.split={json.dumps(SPLIT)}")
     from biosig_lightning.data.datamodules import ArrayFileDataModule
-
     from biosig_lightning.data.splits import SplitConfig
 
     dm = ArrayFileDataModule(str(npz), split=SplitConfig(strategy="ratio", ratios=(0.5, 0.17, 0.33), seed=0),
