@@ -46,6 +46,7 @@ each folder above it (so a grid under ``experiments/benchmarks/`` finds ``experi
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -173,7 +174,7 @@ class Grid:
         c, m = self.corpora[cell.corpus], self.methods[cell.method]
         args = [a for p in c.configs for a in ("--config", str(p))]
         if c.data is not None:
-            args += _swap("data", c.data)
+            args += _own_data_args(c, m)
         args += [a for p in m.configs.get(c.name, ()) for a in ("--config", str(p))]
         if m.recipe is not None:
             args += _swap("model", m.recipe)
@@ -196,6 +197,24 @@ class Grid:
         return [*self.base_args(cell), "--seed_everything", str(cell.seed), "--run.save_dir",
                 str(run_dir.parent.parent), "--run.name", run_dir.parent.name, "--run.version", run_dir.name,
                 "--run.group", f"{cell.corpus}/{cell.method}"]
+
+
+def _own_data_args(c: Corpus, m: Method) -> list[str]:
+    """The own-data DataModule swapped in, or, where the method trains on a DataModule that wraps a corpus's
+    (one with a ``corpus`` argument, e.g. SPD tokens of the windows; its ``data.class_path`` in the method's
+    overrides), that wrapper with the own-data DataModule as its ``corpus`` and its arguments as ``corpus_args``
+    (``root`` and the shared DataModule arguments stay the wrapper's)."""
+    assert c.data is not None
+    wrapper = {**m.overrides, **m.corpus_overrides.get(c.name, {})}.get("data.class_path")
+    if wrapper is None:
+        return _swap("data", c.data)
+    from biosig_lightning.data.module import BiosignalDataModule
+
+    shared = set(inspect.signature(BiosignalDataModule.__init__).parameters)
+    own = {k: v for k, v in c.data["init_args"].items() if k not in shared}
+    outer = {k: v for k, v in c.data["init_args"].items() if k in shared}
+    return _swap("data", {"class_path": str(wrapper), "init_args": {"corpus": c.data["class_path"],
+                                                                    "corpus_args": own, **outer}})
 
 
 def _value(v: Any) -> str:
@@ -268,8 +287,6 @@ def _class_spec(value: Any, where: str, grid: Path, catalog_name: bool = False) 
 def _own_data(value: Any, where: str, grid: Path) -> dict[str, Any]:
     """``{"class_path", "init_args"}`` of a corpus's ``data``: exactly one key of :data:`OWN_DATA` naming an
     existing path, the other keys the DataModule's arguments (checked against its signature)."""
-    import inspect
-
     from biosig_lightning.data import datamodules
     from biosig_lightning.data.module import BiosignalDataModule
 
