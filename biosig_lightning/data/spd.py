@@ -100,11 +100,15 @@ class CovarianceStage:
             yield WindowBlock(subject=block.subject, recording=block.recording, x=rows, y=y, start=t)
 
 
-def _unpack(cache: WindowCache, rows: np.ndarray, n: int, c: int, s: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _unpack(cache: WindowCache, rows: np.ndarray, n: int, c: int, s: int,
+            shrinkage: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     arr = torch.from_numpy(np.asarray(cache.signals[rows], dtype=np.float64))
     e = arr.shape[0]
     cov = arr[..., : n * n].reshape(e, c, s, n, n)
     cov = 0.5 * (cov + cov.transpose(-1, -2))
+    if shrinkage > 0:  # (1 - g) C + g tr(C)/n I: same trace, smallest eigenvalue >= g tr(C)/n
+        scale = cov.diagonal(dim1=-2, dim2=-1).mean(-1)[..., None, None]
+        cov = (1 - shrinkage) * cov + shrinkage * scale * torch.eye(n, dtype=cov.dtype)
     psd = arr[..., n * n:].reshape(e, c, s, n)
     return cov, psd
 
@@ -114,7 +118,7 @@ class TokenStage:
 
     def __init__(self, covariances: WindowCache, n_electrodes: int, n_subwindows: int, alpha: float, beta: float,
                  eps: float | None, reference: Reference = "augmented", scope: Scope = "recording",
-                 sqrt2: bool = True, train_recordings: Sequence[str] | None = None) -> None:
+                 sqrt2: bool = True, train_recordings: Sequence[str] | None = None, shrinkage: float = 0.0) -> None:
         if scope not in ("recording", "train"):
             raise ValueError(f"whitening scope must be 'recording' or 'train', got {scope!r}")
         if scope == "train" and not train_recordings:
@@ -126,6 +130,9 @@ class TokenStage:
         self.c = covariances.spec.n_chans // n_subwindows
         self.alpha, self.beta, self.eps = float(alpha), float(beta), eps
         self.reference, self.scope, self.sqrt2 = reference, scope, sqrt2
+        if not 0.0 <= shrinkage < 1.0:
+            raise ValueError(f"data.shrinkage must lie in [0, 1), got {shrinkage}")
+        self.shrinkage = float(shrinkage)
         self.train_recordings = sorted(train_recordings) if scope == "train" and train_recordings else None
         base = covariances.spec.name.removesuffix("-spdcov")
         self.spec = CorpusSpec(name=base, ch_names=covariances.spec.ch_names, sfreq=covariances.spec.sfreq,
@@ -134,7 +141,8 @@ class TokenStage:
     def config(self) -> dict[str, Any]:
         return {"stage": "spd_tokens", "version": STAGE_VERSION, "covariances": self.cov.manifest["key"],
                 "alpha": self.alpha, "beta": self.beta, "eps": self.eps, "reference": self.reference,
-                "scope": self.scope, "sqrt2": self.sqrt2, "train_recordings": self.train_recordings}
+                "scope": self.scope, "sqrt2": self.sqrt2, "train_recordings": self.train_recordings,
+                **({"shrinkage": self.shrinkage} if self.shrinkage else {})}
 
     def _rows(self, rec: int) -> np.ndarray:
         rows = np.flatnonzero(self.cov.recordings == rec)
@@ -147,7 +155,7 @@ class TokenStage:
             if name not in names:
                 raise DataError(f"training recording {name!r} is not in the covariance cache {self.cov.dir}")
             rows = self._rows(names.index(name))
-            cov, psd = _unpack(self.cov, rows, self.n, self.c, self.s)
+            cov, psd = _unpack(self.cov, rows, self.n, self.c, self.s, self.shrinkage)
             refs.append(whitening_reference(cov, psd, self.alpha, self.reference))
             weights.append(float(len(rows)))
         stack = torch.stack(refs, dim=1)  # (C, R, n+1, n+1)
@@ -160,7 +168,7 @@ class TokenStage:
             rows = self._rows(rec)
             if not len(rows):
                 continue
-            cov, psd = _unpack(self.cov, rows, self.n, self.c, self.s)
+            cov, psd = _unpack(self.cov, rows, self.n, self.c, self.s, self.shrinkage)
             if shared is None:
                 tok, _ = recording_tokens(cov, psd, self.alpha, self.beta, self.eps, self.reference, self.sqrt2)
             else:
@@ -268,6 +276,10 @@ class SPDDataModule(BiosignalDataModule):
             sets are never rebalanced.
         trim: centres dropped at each recording end for train/val (``None``: ``(L - 1) / 2``).
         test_trim: centres dropped at each end of test recordings (paper: 24).
+        shrinkage: ``g`` of ``(1 - g) C + g tr(C)/n I`` applied to every subwindow covariance before
+            the tokens (0: none, the paper's). Short subwindows leave band-passed covariances nearly
+            singular (a 1-s delta-band signal has few degrees of freedom for many electrodes), which the
+            affine-invariant mean cannot average.
         **kwargs: :class:`BiosignalDataModule`'s (``root``, ``synthetic``, ``split``, ``batch_size``...);
             ``normalization`` is ``none`` (the tokens are already whitened) and its ``context``,
             ``balanced_sampler``, ``augment`` and ``group_by`` do not apply.
@@ -277,7 +289,7 @@ class SPDDataModule(BiosignalDataModule):
                  eps: float | Literal["by_beta"] | None = 0.01,
                  reference: Reference = "augmented", whitening: Scope = "recording", sqrt2: bool = True,
                  causal: bool = False, zscore: bool = True, n_subwindows: int = 30, oversample: bool = True,
-                 trim: int | None = None, test_trim: int = 24, **kwargs: Any) -> None:
+                 trim: int | None = None, test_trim: int = 24, shrinkage: float = 0.0, **kwargs: Any) -> None:
         if context < 1 or context % 2 == 0:
             raise ValueError(f"data.context is L, the odd number of epochs per sequence (13, 21, 29), got {context}")
         if whitening not in ("recording", "train"):
@@ -297,6 +309,7 @@ class SPDDataModule(BiosignalDataModule):
         self.oversample = oversample
         self.trim = (context - 1) // 2 if trim is None else int(trim)
         self.test_trim = int(test_trim)
+        self.shrinkage = float(shrinkage)
         super().__init__(**kwargs)
         self.n_bands = 1 + len(SPD_BANDS)
 
@@ -345,7 +358,7 @@ class SPDDataModule(BiosignalDataModule):
                 keep = np.isin(cov.subjects, subjects["train"])
                 train = sorted({cov.recording_names[r] for r in np.unique(cov.recordings[keep])})
             stage = TokenStage(cov, self.raw_spec().n_chans, self.n_subwindows, self.alpha, self.beta, self.eps,
-                               self.reference, self.whitening, self.sqrt2, train)
+                               self.reference, self.whitening, self.sqrt2, train, self.shrinkage)
             self._cache = load_or_build(stage, self.cache_dir, rebuild=self.rebuild_cache, progress=False)
             self.rebuild_cache = False
         return self._cache
@@ -378,6 +391,6 @@ class SPDDataModule(BiosignalDataModule):
         out["spd"] = {"context": self.seq_len, "alpha": self.alpha, "beta": self.beta, "eps": self.eps,
                       "reference": self.reference, "whitening": self.whitening, "sqrt2": self.sqrt2,
                       "causal": self.causal, "oversample": self.oversample, "trim": self.trim,
-                      "test_trim": self.test_trim}
+                      "test_trim": self.test_trim, "shrinkage": self.shrinkage}
         return out
 

@@ -25,6 +25,11 @@ Each channel is additionally joined to its nearest neighbour, so no channel is i
 (with only two channels, as in Sleep-EDF's Fpz-Cz / Pz-Oz, the graph is that one edge).
 Edge weights are the kernel values; the diagonal is zero (models add self-loops).
 
+Spatial graphs of graph-signal models (:func:`spatial_graph_mask`): the distance graph above where
+every channel name is placed on the 10-20 template (or the lead graph below for ECG leads); for any
+other name list a ring over the channel order (each channel joined to the one before and after it),
+a graph that assumes nothing about where unnamed channels are beyond their listed order.
+
 ECG leads. Standard 12-lead names (``I, II, III, aVR, aVL, aVF, V1..V6``, case-insensitive)
 have no scalp coordinates; :func:`ecg_lead_adjacency` gives a fixed, unweighted graph built
 from how the leads are formed and where they look:
@@ -54,6 +59,7 @@ __all__ = [
     "electrode_positions",
     "gaussian_distance_adjacency",
     "is_ecg_lead_set",
+    "spatial_graph_mask",
 ]
 
 ECG_LEADS: tuple[str, ...] = ("I", "II", "III", "AVR", "AVL", "AVF", "V1", "V2", "V3", "V4", "V5", "V6")
@@ -231,3 +237,25 @@ def channel_adjacency(
             raise
         warnings.warn(f"{error}; using a fully connected graph (fallback_full=True)", stacklevel=2)
         return np.ones((n, n)) - np.eye(n)
+
+
+def spatial_graph_mask(ch_names: Sequence[str] | None, n_chans: int) -> tuple[np.ndarray, str]:
+    """Boolean ``(n, n)`` spatial graph (no self-loops) of a corpus's channels, and the rule that built it.
+
+    ``"10-20 distance"`` (or ``"ECG leads"``) where every name can be placed (:func:`channel_adjacency`),
+    else ``"ring over channel order"``; one channel gives an empty graph, two channels one edge.
+    """
+    if ch_names is not None and len(ch_names) != n_chans:
+        raise ValueError(f"{len(ch_names)} channel names given for n_chans={n_chans}: {list(ch_names)}")
+    if ch_names is not None:
+        try:
+            adjacency = channel_adjacency(ch_names, n_chans=n_chans)
+            return adjacency > 0, "ECG leads" if is_ecg_lead_set(ch_names) else "10-20 distance"
+        except ValueError:
+            pass
+    idx = np.arange(n_chans)
+    mask = np.zeros((n_chans, n_chans), dtype=bool)
+    if n_chans > 1:
+        mask[idx, (idx + 1) % n_chans] = mask[(idx + 1) % n_chans, idx] = True
+    np.fill_diagonal(mask, False)
+    return mask, "ring over channel order"

@@ -31,6 +31,11 @@ Readings:
   the windows) and are re-estimated at every epoch start (``polarity_windows``); at evaluation every
   input is filtered on its denoiser's class graph signs. This is what lets the two denoisers differ
   in the sign structure they keep (Table 2's point).
+* Any corpus (``spatial_graph: montage``): each denoiser's spatial graph is set from the DataModule's
+  channel names at ``setup`` (:func:`~biosig_lightning.features.montage.spatial_graph_mask`: 10-20
+  distances where the names are placed, a ring over the channel order otherwise), in place of the
+  backbone's own (``full`` or the bipolar line graph of App. E.1); there is one denoiser per class,
+  the paper's pair being the two-class case, and eq. 22's smallest error picks among them.
 * App. E.4's schedule: Adam, lr 1e-3, cosine annealing with warm restarts (``restart_period = T_0 = 5``
   epochs, ``T_mult = 1``, ``min_lr = 1e-5``), stepped per epoch; ``restart_period: null`` falls back to
   :class:`ClassificationTask`'s own ``scheduler``.
@@ -43,6 +48,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from biosig_lightning.features.montage import spatial_graph_mask
 from biosig_lightning.tasks.classification import ClassificationTask
 
 __all__ = ["DenoiserPairTask", "contrastive_pairs"]
@@ -71,13 +77,16 @@ class DenoiserPairTask(ClassificationTask):
         polarity_windows: at the start of every training epoch each denoiser re-estimates its per-block
             polarities (eq. 5) from up to this many clean training windows of its class, taken from the
             start of the (seeded, shuffled) training loader; 0 leaves them to the backbone (per input).
+        spatial_graph: ``backbone`` (the backbone's own spatial edges) or ``montage`` (from the
+            corpus's channel names at setup, see the module docstring).
         **kwargs: everything :class:`ClassificationTask` takes (``n_outputs``, ``optimizer``, ``lr``,
             ``monitor``, ...).
     """
 
     def __init__(self, backbone: nn.Module, loss: Literal["contrastive", "mse"] = "contrastive",
                  margin: float = 1.0, restart_period: int | None = 5, restart_mult: int = 1,
-                 min_lr: float = 1e-5, val_noise_seed: int = 0, polarity_windows: int = 32, **kwargs: Any) -> None:
+                 min_lr: float = 1e-5, val_noise_seed: int = 0, polarity_windows: int = 32,
+                 spatial_graph: Literal["backbone", "montage"] = "backbone", **kwargs: Any) -> None:
         super().__init__(backbone=backbone, **kwargs)
         denoisers = getattr(backbone, "denoisers", None)
         if not isinstance(denoisers, nn.ModuleList) or not hasattr(backbone, "noise_std"):
@@ -101,6 +110,27 @@ class DenoiserPairTask(ClassificationTask):
         if polarity_windows < 0:
             raise ValueError(f"model.init_args.polarity_windows must be >= 0, got {polarity_windows}")
         self.polarity_windows = polarity_windows
+        if spatial_graph not in ("backbone", "montage"):
+            raise ValueError(f"model.init_args.spatial_graph must be 'backbone' or 'montage', got {spatial_graph!r}")
+        self.spatial_graph = spatial_graph
+        self.spatial_rule = "backbone"
+
+    # ---- the corpus's spatial graph ----------------------------------------------------------
+    def setup(self, stage: str) -> None:
+        super().setup(stage)
+        if self.spatial_graph == "montage":
+            dm = getattr(self._trainer, "datamodule", None) if self._trainer is not None else None
+            names = getattr(dm, "ch_names", None) or getattr(self.backbone, "ch_names", None)
+            self.use_channel_graph(names)
+
+    def use_channel_graph(self, ch_names: list[str] | None) -> str:
+        """Set every denoiser's spatial edges from ``ch_names`` (see the module docstring); returns the rule."""
+        n = int(self.backbone.denoisers[0].spatial_mask.shape[0])
+        mask, rule = spatial_graph_mask(list(ch_names) if ch_names else None, n)
+        for den in self.backbone.denoisers:
+            den.spatial_mask.copy_(torch.from_numpy(mask).to(den.spatial_mask.device))
+        self.spatial_rule = rule
+        return rule
 
     # ---- class polarities (Sec. 3.1, eq. 5) ---------------------------------------------------------
     def on_train_epoch_start(self) -> None:

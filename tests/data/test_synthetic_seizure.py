@@ -1,6 +1,6 @@
 """The STDRO stand-ins (TUSZ, CHB-MIT, DOD-H) are learnable across patients by a band-power baseline,
-and carry nothing learnable once the class signal is switched off; environments of training patients; SD-Former's
-CHB-MIT stand-in leaves band powers below ceiling on held-out subjects."""
+and carry nothing learnable once the class signal is switched off; SD-Former's CHB-MIT stand-in leaves band powers
+below ceiling on held-out subjects."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from sklearn.preprocessing import StandardScaler
 from biosig_lightning.data.corpora.chb_mit import CHBMIT
 from biosig_lightning.data.corpora.dodh import DODH
 from biosig_lightning.data.corpora.tusz import TUSZ
-from biosig_lightning.data.datamodules import SyntheticDataModule, TUSZDataModule
 from biosig_lightning.data.spec import CorpusSpec
 from biosig_lightning.data.synthetic import SyntheticReader
 
@@ -82,40 +81,6 @@ def test_seizures_spread_from_the_focus() -> None:
     assert np.median(np.asarray(later) - np.asarray(first)) > spec.sfreq  # reaches far channels > 1 s later
 
 
-def test_environments_training_patients_only_deterministic(tmp_path) -> None:
-    def make() -> TUSZDataModule:
-        return TUSZDataModule(synthetic=True, features="fft", cache_dir=str(tmp_path),
-                              synthetic_options={"n_subjects": 14, "dev_subjects": 3, "windows_per_subject": 7})
-
-    dm = make()
-    dm.setup()
-    env = dm.environments(4, seed=0)
-    assert sorted(env) == sorted(dm.subjects["train"])  # never val or test patients
-    assert sorted(set(env.values())) == [0, 1, 2, 3]
-    assert make().environments(4, seed=0) == env  # deterministic per seed, on a fresh module
-    assert len(set(dm.environments(6, seed=0).values())) == 6
-    calls = []
-    original = dm.environment_descriptor
-    dm.environment_descriptor = lambda x: calls.append(1) or original(x)  # type: ignore[method-assign]
-    assert dm.environments(4, seed=0) == env and not calls  # cached
-    with pytest.raises(ValueError, match="exceeds the"):
-        dm.environments(50, seed=0)
-
-
-def test_environments_cluster_per_patient_means(tmp_path) -> None:
-    dm = SyntheticDataModule(n_subjects=12, windows_per_subject=4, label_level="window", cache_dir=str(tmp_path))
-    dm.setup()
-    # a descriptor that only sees which half of the id range a window's patient is in
-    ds = dm.datasets["train"]
-    subject_of = dict(zip(ds.indices.tolist(), np.asarray(dm.cache.subjects[ds.indices]).tolist(), strict=True))
-    order = iter(ds.indices.tolist())
-    dm.environment_descriptor = lambda x: np.array(  # type: ignore[method-assign]
-        [[float(subject_of[next(order)] > 6), 0.0] for _ in range(len(x))])
-    env = dm.environments(2, seed=3)
-    groups = {v: sorted(s for s in env if env[s] == v) for v in set(env.values())}
-    assert sorted(groups.values()) == [[s for s in sorted(env) if s <= 6], [s for s in sorted(env) if s > 6]]
-
-
 def test_the_chbmit_stand_in_leaves_band_powers_below_ceiling_on_held_out_subjects() -> None:
     # SD-Former's CHB-MIT stand-in must rank methods: with spike-and-wave bursts (kind "spikes") a band-power
     # regression read every held-out subject at AUROC ~1.0 (0.991-1.0 at these seeds) and every method tied at 1.
@@ -138,3 +103,4 @@ def test_the_chbmit_stand_in_leaves_band_powers_below_ceiling_on_held_out_subjec
         scores.append(roc_auc_score(y[~train], clf.predict_proba(x[~train])[:, 1]))
     # measured: 0.927, 0.740, 0.777 (mean 0.81)
     assert 0.65 < np.mean(scores) < 0.9, scores
+

@@ -11,6 +11,7 @@ from biosig_lightning.robust.stdro.cost import (
     smoothness,
     transport_cost,
 )
+from biosig_lightning.robust.stdro.environments import environment_descriptor, patient_environments
 from biosig_lightning.robust.stdro.task import VARIANTS, STDROTask, weights_npz
 
 __all__ = [
@@ -18,8 +19,10 @@ __all__ = [
     "STDROTask",
     "clip_spd",
     "correlation_graphs",
+    "environment_descriptor",
     "cost_gradient",
     "in_feasible_set",
+    "patient_environments",
     "period_bounds",
     "period_columns",
     "project_m",

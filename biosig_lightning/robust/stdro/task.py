@@ -62,10 +62,11 @@ second derivative ``V`` is a Hessian-vector product: by central finite differenc
 for backbones without double backward such as cuDNN RNNs) or exactly by double backward
 (``hvp: exact``). The smoothness term's gradient is exact (autograd).
 
-Reading (environments): ``datamodule.environments(k, seed)`` maps every *training* patient to
-one of ``K`` environments (k-means over per-patient mean signals, computed by the
-DataModule); batches carry ``subject``. An environment absent from the buffered batches is
-left out of that M step's mean and gap.
+Reading (environments): every *training* patient is mapped to an environment by
+:func:`.environments.patient_environments` (``environments: kmeans``: ``K`` groups by k-means over
+per-patient mean spectra; ``subject``: one per patient), or by the DataModule's own
+``environments(k, seed)`` where it defines one; batches carry ``subject``. An environment absent
+from the buffered batches is left out of that M step's mean and gap.
 
 Reading (ascent): the per-sample suprema ``S_lambda(theta; (X, y))`` are independent, so the
 ascent climbs the *sum* over the batch of ``l - lambda c_w`` (each sample its own gradient,
@@ -107,6 +108,7 @@ from biosig_lightning.robust.stdro.cost import (
     smoothness,
     transport_cost,
 )
+from biosig_lightning.robust.stdro.environments import EnvironmentKind, patient_environments
 
 __all__ = ["VARIANTS", "STDROTask", "Variant"]
 
@@ -139,6 +141,8 @@ class STDROTask(DGTask):
         beta: weight of temporal smoothness in eq. 5 (Table 10; 2e-4 best).
         n_environments: ``K`` patient groups (Table 7: 4 or 6).
         env_seed: seed of the k-means that forms the environments.
+        environments: ``kmeans`` (the paper's patient groups) or ``subject`` (one environment per
+            training patient; ``n_environments`` is then unused).
         gap: ``max_min`` (eq. 5, ``max_{p,q} l^p - l^q``) or ``max_mean``.
         smooth: ``squared`` (eq. 3, Algorithm 1) or ``frobenius`` (eq. 5).
         m_lr: ``eps_M``, Adam's learning rate for ``M``.
@@ -186,6 +190,7 @@ class STDROTask(DGTask):
         clean_weight: float = 0.0,
         grad_clip: float | None = None,
         graph_max_windows: int | None = None,
+        environments: EnvironmentKind = "kmeans",
         **kwargs: Any,
     ) -> None:
         if variant not in VARIANTS:
@@ -207,6 +212,8 @@ class STDROTask(DGTask):
             raise ValueError(f"model.init_args.n_theta_unit must be 'epoch' or 'step', got {n_theta_unit!r}")
         if hvp not in ("finite_difference", "exact"):
             raise ValueError(f"model.init_args.hvp must be 'finite_difference' or 'exact', got {hvp!r}")
+        if environments not in ("kmeans", "subject"):
+            raise ValueError(f"model.init_args.environments must be 'kmeans' or 'subject', got {environments!r}")
         if projection not in ("psd", "diag"):
             raise ValueError(f"model.init_args.projection must be 'psd' or 'diag', got {projection!r}")
         super().__init__(backbone, **kwargs)
@@ -224,6 +231,21 @@ class STDROTask(DGTask):
         self._buffer: deque[dict[str, torch.Tensor]] = deque(maxlen=hyper_buffer)
         self._block_steps = 0
         self.m_history: list[dict[str, Any]] = []
+
+    def configure_callbacks(self) -> Any:
+        """The parent's callbacks; a ``trainer.gradient_clip_val`` becomes the theta step's ``grad_clip``.
+
+        Manual optimisation cannot use the Trainer's clipping, so a config written for the plain
+        recipe (which clips through the Trainer) would fail to start; its clipping value is moved to
+        the theta step here (``grad_clip``, if not given), before Lightning checks the configuration.
+        """
+        trainer = self._trainer
+        clip = getattr(trainer, "gradient_clip_val", None) if trainer is not None else None
+        if clip:
+            if self.hparams.grad_clip is None:
+                self.hparams.grad_clip = float(clip)
+            trainer.gradient_clip_val = None
+        return super().configure_callbacks()
 
     # ---- state ---------------------------------------------------------------------------------
     def covariate_weight(self) -> torch.Tensor:
@@ -282,11 +304,14 @@ class STDROTask(DGTask):
             w = torch.eye(c).expand(len(bounds), c, c).clone()
         self.init_cost(w, bounds)
         if self.learn_m:
-            envs = getattr(dm, "environments", None)
-            if not callable(envs):
-                raise ValueError(f"STDROTask(variant={self.variant!r}) learns M from patient environments, but "
-                                 f"{type(dm).__name__} has no environments(k, seed)")
-            self.set_environments(envs(self.hparams.n_environments, self.hparams.env_seed))
+            hp = self.hparams
+            own = getattr(dm, "environments", None)
+            if callable(own) and hp.environments == "kmeans":
+                mapping = own(hp.n_environments, hp.env_seed)
+            else:
+                mapping = patient_environments(dm, hp.n_environments, hp.env_seed, hp.environments,
+                                               self._step_bins())
+            self.set_environments(mapping)
 
     def _windows(self, dataset: Any) -> Any:
         limit = self.hparams.graph_max_windows

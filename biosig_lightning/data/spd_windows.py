@@ -1,0 +1,116 @@
+"""SPDTransNet's tokens from the raw windows of any corpus (its DataModule named by ``corpus``).
+
+:class:`SPDWindowsDataModule` is :class:`~biosig_lightning.data.spd.SPDDataModule` over another corpus
+DataModule's reader: the same windows (real files under ``root`` or the stand-in), the same subject split
+(the corpus's default, or ``split``), cut once into the two SPD caches like the windows are.
+
+* Subwindows: ``n_subwindows=None`` gives 1-s subwindows (the paper's 30 per 30-s epoch, Sec. 3.3), i.e.
+  ``S`` = the window's length in seconds, when that is a whole number dividing the samples; otherwise one
+  subwindow per window (a covariance over the whole window).
+* Context: the ``L`` epochs around each centre are the neighbouring windows of the same recording where
+  the windows are consecutive (one window length apart); where they are not (isolated windows, a gap, a
+  recording end) the positions outside the centre's run repeat its edge window, so an isolated window is
+  classified from its own tokens repeated ``L`` times (:func:`~biosig_lightning.data.spd.segment_neighbours`).
+* Borders: ``trim`` and ``test_trim`` default to 0 here, so every window of every split is classified
+  (the same test windows as every other method on the corpus); the paper's 24-epoch test trim is for
+  whole-night recordings.
+* A corpus needs at least two channels: an SPD covariance of one electrode is a number, not a matrix.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from biosig_lightning.data.cache import WindowCache
+from biosig_lightning.data.module import BiosignalDataModule, merge_groups
+from biosig_lightning.data.spd import SPDDataModule
+from biosig_lightning.data.spec import CorpusReader, CorpusSpec
+from biosig_lightning.data.splits import SplitConfig, split_subjects
+
+__all__ = ["SPDWindowsDataModule", "subwindows_for"]
+
+
+def subwindows_for(spec: CorpusSpec) -> int:
+    """1-s subwindows (the paper's) where the window is a whole number of seconds dividing its samples, else 1."""
+    seconds = spec.window_seconds
+    s = int(round(seconds))
+    return s if s >= 1 and abs(seconds - s) < 1e-9 and spec.n_times % s == 0 else 1
+
+
+def _corpus_class(path: str) -> type[BiosignalDataModule]:
+    module, _, name = path.rpartition(".")
+    if not module:
+        raise ValueError(f"data.init_args.corpus must be a dotted class path such as "
+                         f"biosig_lightning.data.datamodules.APAVADataModule, got {path!r}")
+    try:
+        cls = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"data.init_args.corpus: cannot import {path!r} ({err})") from err
+    if not (isinstance(cls, type) and issubclass(cls, BiosignalDataModule)) or issubclass(cls, SPDDataModule):
+        raise ValueError(f"data.init_args.corpus: {path} is not a raw-window corpus DataModule")
+    return cls
+
+
+class SPDWindowsDataModule(SPDDataModule):
+    """SPD token sequences of any raw-window corpus (module docstring).
+
+    Args:
+        corpus: dotted class path of the corpus's DataModule (e.g.
+            ``biosig_lightning.data.datamodules.CHBMITDataModule``).
+        corpus_args: that DataModule's own arguments (``montage``, ``channels``, ...); ``root``,
+            ``synthetic`` and ``synthetic_options`` are this module's and passed on.
+        n_subwindows: ``S``; ``None``: 1-s subwindows (:func:`subwindows_for`).
+        shrinkage: towards the scaled identity (``SPDDataModule``); 0.01 by default here, since windows of a
+            few seconds give few samples per band-passed subwindow.
+        context, trim, test_trim, **kwargs: :class:`~biosig_lightning.data.spd.SPDDataModule`'s.
+    """
+
+    def __init__(self, corpus: str, corpus_args: dict[str, Any] | None = None, n_subwindows: int | None = None,
+                 context: int = 3, trim: int | None = 0, test_trim: int = 0, shrinkage: float = 0.01,
+                 **kwargs: Any) -> None:
+        cls = _corpus_class(corpus)
+        self.corpus_name = corpus
+        self.corpus_args = dict(corpus_args or {})
+        self.corpus = cls(root=kwargs.get("root"), synthetic=bool(kwargs.get("synthetic", False)),
+                          synthetic_options=kwargs.get("synthetic_options"), **self.corpus_args)
+        raw = self.corpus.spec
+        if raw.n_chans < 2:
+            raise ValueError(f"SPDWindowsDataModule: {raw.name} has {raw.n_chans} channel; SPD tokens need a "
+                             "covariance matrix of at least two channels")
+        s = subwindows_for(raw) if n_subwindows is None else int(n_subwindows)
+        if s < 1 or raw.n_times % s:
+            raise ValueError(f"data.init_args.n_subwindows={s} does not divide the {raw.n_times}-sample windows "
+                             f"of {raw.name}")
+        self.subject_groups = self.corpus.subject_groups
+        super().__init__(context=context, n_subwindows=s, trim=trim, test_trim=test_trim, shrinkage=shrinkage,
+                         **kwargs)
+
+    def raw_spec(self) -> CorpusSpec:
+        return self.corpus.spec
+
+    def make_reader(self, root: Path) -> CorpusReader:
+        return self.corpus.make_reader(root)
+
+    def default_split(self) -> SplitConfig:
+        return self.corpus.default_split()
+
+    def synthetic_defaults(self) -> dict[str, Any]:
+        return self.corpus.synthetic_defaults()
+
+    def _split(self, ids: Sequence[int], cache: WindowCache) -> dict[str, list[int]]:
+        """The corpus's own split rule (its subject groups, stratified by subject labels where it has them),
+        so every method on the corpus is tested on the same subjects."""
+        cfg = self.split_config or self.default_split()
+        if self.subject_groups:
+            cfg = replace(cfg, groups=merge_groups(cfg.groups or [], self.subject_groups))
+        labels = cache.subject_labels() if self.corpus.spec.label_level == "subject" else None
+        return split_subjects(list(ids), cfg, labels)
+
+    def describe(self) -> dict[str, Any]:
+        out = super().describe()
+        out["spd"].update(corpus=self.corpus_name, n_subwindows=self.n_subwindows)
+        return out
