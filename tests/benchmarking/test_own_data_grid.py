@@ -24,6 +24,22 @@ METHODS: dict[str, dict] = {
     "sdformer": {"backbone": {"class_path": "SDFormer", "init_args": {"d_model": 16, "n_layers": 1, "n_heads": 2,
                                                                       "d_ff": 32}},
                  "recipe": {"class_path": "SDFormerTask", "init_args": {"phase1_epochs": 1, "phase2_epochs": 0}}},
+    "stdro": {"backbone": {"class_path": "CNN1D", "init_args": {"width": 8, "n_blocks": 2}},
+              "recipe": {"class_path": "biosig_lightning.robust.STDROTask",
+                         "init_args": {"variant": "stdro", "n_periods": 4, "ascent_steps": 2, "n_environments": 2}}},
+    "spdtransnet": {"backbone": {"class_path": "SPDTransNet",
+                                 "init_args": {"n_bands": 7, "d_model": 45, "tokens_per_epoch": 7, "intra_heads": 3,
+                                               "intra_layers": 1, "inter_heads": 3, "inter_layers": 1, "d_ff": 45,
+                                               "fc_width": 16, "n_subwindows": 1}},
+                    "recipe": {"class_path": "biosig_lightning.tasks.SPDTransNetTask"},
+                    # SPD tokens of the BIDS windows: the grid puts the BIDS DataModule inside as its corpus
+                    "overrides": {"data.class_path": "biosig_lightning.data.spd_windows.SPDWindowsDataModule",
+                                  "data.init_args.context": 1, "data.init_args.n_subwindows": 1,
+                                  "data.init_args.whitening": "train"}},
+    "signed_graph": {"backbone": {"class_path": "SignedGraphClassifier",
+                                  "init_args": {"n_blocks": 1, "feature_dim": 8, "metric_rank": 2, "n_chunks": 4}},
+                     "recipe": {"class_path": "biosig_lightning.tasks.DenoiserPairTask",
+                                "init_args": {"spatial_graph": "montage"}}},
     "cnn1d": {"backbone": {"class_path": "CNN1D", "init_args": {"width": 8, "n_blocks": 2}},
               "recipe": {"class_path": "ClassificationTask"}},
     "eegnet": {"backbone": {"class_path": "EEGNet"}, "recipe": {"class_path": "ClassificationTask"}},
@@ -36,7 +52,9 @@ def _grid(tmp_path: Path, data: dict, methods: dict | None = None) -> Path:
         "fit_args": {"trainer.enable_progress_bar": False, "trainer.enable_model_summary": False,
                      "trainer.max_epochs": 1},
         "corpora": {"mine": {"task": "window_classification", "data": data, "protocol": {"split": SPLIT},
-                             "overrides": {"data.init_args.batch_size": 16}, "metrics": ["f1", "acc"]}},
+                             # the budget every method shares (the denoisers' own warm restarts are their schedule)
+                             "overrides": {"data.init_args.batch_size": 16, "model.init_args.scheduler": "none"},
+                             "metrics": ["f1", "acc"]}},
         "methods": {n: {"tasks": ["window_classification"], **m} for n, m in (methods or METHODS).items()},
     }
     path = tmp_path / "own.yaml"
