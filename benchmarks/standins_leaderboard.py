@@ -38,7 +38,8 @@ from biosig_lightning.atomic_io import atomic_write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the grid's rows that are a paper's method; every other row is a baseline
-PAPER_METHODS = {"bioformer": "BioFormer", "sdformer": "SD-Former"}
+PAPER_METHODS = {"bioformer": "BioFormer", "sdformer": "SD-Former", "stdro": "STDRO", "spdtransnet": "SPDTransNet",
+                 "signed_graph": "the signed-graph denoiser pair"}
 COMMAND = ("biosig benchmark --grid experiments/benchmarks/standins.yaml --out DIR --workers 2 --inline; "
            "python benchmarks/standins_leaderboard.py DIR")
 
