@@ -95,8 +95,8 @@ def _train_acc(run: Path) -> float | None:
     return acc[-1] if acc else None
 
 
-def runs_rows(folders: list[Path]) -> list[list[str]]:
-    """One row per finished run of the diagnosis grids."""
+def runs_rows(folders: list[Path], notes: dict[str, str]) -> list[list[str]]:
+    """One row per finished run of the diagnosis grids (``notes``: ``FOLDER/CORPUS`` -> what else differed)."""
     rows = []
     for folder in folders:
         for res_path in sorted(folder.glob("*/*/seed_*/results.json")):
@@ -107,7 +107,9 @@ def runs_rows(folders: list[Path]) -> list[list[str]]:
             options = res["config"].get("data", {}).get("init_args", {}).get("synthetic_options", {})
             opt = res["config"].get("model", {}).get("init_args", {})
             train = _train_acc(run)
-            rows.append([f"{folder.name}/{corpus}", method, str(res["seed"]), json.dumps(options, sort_keys=True),
+            where = f"{folder.name}/{corpus}"
+            note = f"; {notes[where]}" if where in notes else ""
+            rows.append([where, method, str(res["seed"]), json.dumps(options, sort_keys=True) + note,
                          f"{opt.get('optimizer', '-')} {opt.get('lr', '-')}", str(res.get("epochs", "-")),
                          f"{res['metrics'].get(f'test/{metric}', float('nan')):.3f} ({metric})",
                          f"{res.get('best_val', float('nan')):.3f}", "-" if train is None else f"{train:.3f}"])
@@ -117,6 +119,8 @@ def runs_rows(folders: list[Path]) -> list[list[str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=Path, nargs="*", default=[], help="finished diagnosis grid folders")
+    parser.add_argument("--note", action="append", default=[], metavar="FOLDER/CORPUS=TEXT",
+                        help="what else differed in a diagnosis corpus's runs (e.g. the generator kind of the time)")
     parser.add_argument("--results", type=Path,
                         default=ROOT / "docs" / "results" / "benchmark_standins_diagnosis.json")
     args = parser.parse_args()
@@ -134,7 +138,7 @@ def main() -> None:
                                "val", "test"], "rows": rows,
                    "align": ["left", "left", "left", "right", "left", "right", "right", "right"]}},
     ]
-    run_rows = runs_rows(args.runs)
+    run_rows = runs_rows(args.runs, dict(n.split("=", 1) for n in args.note))
     if run_rows:
         items.append({"text": "Diagnosis runs: cells of the stand-in grid with one corpus or budget option changed "
                               "(`biosig benchmark` on a copy of the grid), each run's test score, its best validation "
@@ -148,7 +152,8 @@ def main() -> None:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs; Python "
                    f"{platform.python_version()}",
         "dates": sorted({time.strftime("%Y-%m-%d", time.gmtime(t)) for t in [*stamps, time.time()]}),
-        "command": "python benchmarks/standins_diagnosis.py --runs " + " ".join(str(f) for f in args.runs),
+        "command": "python benchmarks/standins_diagnosis.py --runs " + " ".join(str(f) for f in args.runs)
+                   + "".join(f" --note '{n}'" for n in args.note),
         "items": items,
     }
     atomic_write_json(args.results, doc)
