@@ -233,7 +233,8 @@ def main() -> None:
                  "held-out test subjects; average rank over the corpora (1 = best); wins = corpora ranked first."},
         {"table": {"columns": header, "rows": rows}},
         {"text": "n/a (listed by the grid, not run):\n\n" + "\n".join(
-            f"- {m} on {c}: {r}" for (c, m), r in sorted(board.not_applicable.items()))},
+            f"- {m} on {c}: {r}" for (c, m), r in sorted(board.not_applicable.items()))
+            if board.not_applicable else "n/a: none (every method ran on every corpus)."},
     ]
     if "skipped" in fr:
         items.append({"text": f"Friedman test skipped: {fr['skipped']}."})
