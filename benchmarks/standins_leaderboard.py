@@ -4,8 +4,10 @@ Reads a finished ``biosig benchmark --grid experiments/benchmarks/standins.yaml 
 writes, for the Benchmark page: the leaderboard (:mod:`biosig_lightning.analysis.leaderboard`, the same
 numbers as ``DIR/leaderboard.md``), every run with its training curve's end points, and, for each
 corpus where a paper's method trails a baseline, both methods' runs side by side with their accuracy
-on each test subject (and every method's accuracy per test subject, corpus by corpus). The
-critical-difference diagram is copied next to the page::
+on each test subject (and every method's accuracy per test subject, corpus by corpus), and the log
+band-power regression on each corpus's same split (the floor every method should reach). A grid not run in
+full is marked partial with the cells it lacks. The critical-difference diagram is copied next to the page,
+the raw leaderboard files to ``--raw``::
 
     python benchmarks/standins_leaderboard.py DIR
 """
@@ -36,7 +38,8 @@ from biosig_lightning.atomic_io import atomic_write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the grid's rows that are a paper's method; every other row is a baseline
-PAPER_METHODS = {"bioformer": "BioFormer", "sdformer": "SD-Former"}
+PAPER_METHODS = {"bioformer": "BioFormer", "sdformer": "SD-Former", "stdro": "STDRO", "spdtransnet": "SPDTransNet",
+                 "signed_graph": "the signed-graph denoiser pair"}
 COMMAND = ("biosig benchmark --grid experiments/benchmarks/standins.yaml --out DIR --workers 2 --inline; "
            "python benchmarks/standins_leaderboard.py DIR")
 
@@ -69,6 +72,41 @@ def _per_subject(run: Path) -> dict[int, float]:
 
 def _f(v: float | None, digits: int = 3) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
+
+
+def band_power_items(out: Path, board: Leaderboard) -> list[dict[str, Any]]:
+    """The band-power regression on each corpus's split (fitted on the training windows of a finished run's
+    DataModule, rebuilt from its ``results.json``), and the methods whose mean stays below it."""
+    from biosig_lightning.analysis.band_power_baseline import datamodule_baseline
+    from biosig_lightning.runs.load import load_run
+
+    rows = []
+    for c in board.corpora:
+        metric = board.primary(c)
+        run = next((r for m in board.methods for r in _runs(out, c, m)), None)
+        if run is None:
+            continue
+        score = datamodule_baseline(load_run(run).datamodule, "test").get(metric)
+        if score is None:
+            continue
+        means = {m: board.mean(c, m, metric) for m in board.methods}
+        below = sorted(m for m, v in means.items() if v is not None and round(v, 3) < round(score, 3))
+        rows.append([c, metric, _f(score), ", ".join(below) or "none"])
+    if not rows:
+        return []
+    return [{"text": "The log band-power logistic regression (`biosig_lightning.analysis.band_power_baseline`) on "
+                     "each corpus's split: fitted on the training subjects' windows, scored on the test subjects' (the "
+                     "methods' split and normalisation), and the methods whose mean is below it:"},
+            {"table": {"columns": ["corpus", "metric", "band-power regression, test", "methods below it"],
+                       "rows": rows}}]
+
+
+def missing_cells(out: Path) -> list[str]:
+    """Cells of the grid (``DIR/grid.json``: corpora, methods, seeds, n/a pairs) with no ``results.json``."""
+    grid = json.loads((out / "grid.json").read_text())
+    na = {(d["corpus"], d["method"]) for d in grid.get("not_applicable", [])}
+    return [f"{c}/{m}/seed_{s}" for c in grid["corpora"] for m in grid["methods"] for s in grid["seeds"]
+            if (c, m) not in na and not (out / c / m / f"seed_{s}" / "results.json").is_file()]
 
 
 def runs_table(out: Path, board: Leaderboard) -> dict[str, Any]:
@@ -179,16 +217,24 @@ def main() -> None:
     parser.add_argument("--variant", action="append", default=[], metavar="LABEL=CORPUS/METHOD=DIR",
                         help="cells of one method rerun with one switch into DIR/<method>/seed_<s>/")
     parser.add_argument("--figure", type=Path, default=ROOT / "docs" / "assets" / "benchmark_standins_cd.png")
+    parser.add_argument("--raw", type=Path, default=ROOT / "docs" / "results" / "benchmarks" / "standins",
+                        help="where the run's leaderboard.md/.csv/.tex/.json and cd_diagram.png/.pdf are copied")
     args = parser.parse_args()
     board = build(args.out)
     header, rows = main_rows(board)
     fr = board.friedman
-    items: list[dict[str, Any]] = [
+    missing = missing_cells(args.out)
+    items: list[dict[str, Any]] = []
+    if missing:
+        items.append({"text": f"**Partial**: the grid did not finish; {len(missing)} of its cells have no run yet "
+                              f"(every number below is from the cells that finished): {', '.join(missing)}."})
+    items += [
         {"text": f"Mean ± std over the seeds ({', '.join(_seeds(args.out))}) of each corpus's first metric on its "
                  "held-out test subjects; average rank over the corpora (1 = best); wins = corpora ranked first."},
         {"table": {"columns": header, "rows": rows}},
         {"text": "n/a (listed by the grid, not run):\n\n" + "\n".join(
-            f"- {m} on {c}: {r}" for (c, m), r in sorted(board.not_applicable.items()))},
+            f"- {m} on {c}: {r}" for (c, m), r in sorted(board.not_applicable.items()))
+            if board.not_applicable else "n/a: none (every method ran on every corpus)."},
     ]
     if "skipped" in fr:
         items.append({"text": f"Friedman test skipped: {fr['skipped']}."})
@@ -210,6 +256,7 @@ def main() -> None:
             if subjects:
                 items.append({"text": f"{c}: accuracy on each held-out test subject, mean over the seeds"})
                 items.append({"table": subjects})
+    items += band_power_items(args.out, board)
     items += trailing(args.out, board)
     items += variants_table(args.variant, board)
     seconds = [v for c in board.runs.values() for m in c.values() for v in m["fit_seconds"]]
@@ -220,7 +267,7 @@ def main() -> None:
     stamps = [p.stat().st_mtime for p in args.out.glob("*/*/seed_*/results.json")]
     dates = sorted({time.strftime("%Y-%m-%d", time.gmtime(t)) for t in stamps})
     doc = {
-        "title": "The stand-in leaderboard (experiments/benchmarks/standins.yaml)",
+        "title": "The stand-in leaderboard (experiments/benchmarks/standins.yaml)" + (" (partial)" if missing else ""),
         "page": "benchmark",
         "machine": f"{_cpu()}, {os.cpu_count()} cores, two workers with one torch thread each; "
                    f"Python {platform.python_version()}",
@@ -230,6 +277,11 @@ def main() -> None:
         "items": items,
     }
     atomic_write_json(args.results, doc)
+    args.raw.mkdir(parents=True, exist_ok=True)
+    for name in ("leaderboard.md", "leaderboard.csv", "leaderboard.tex", "leaderboard.json", "cd_diagram.png",
+                 "cd_diagram.pdf"):
+        if (args.out / name).is_file():
+            shutil.copyfile(args.out / name, args.raw / name)
     print(args.results)
 
 

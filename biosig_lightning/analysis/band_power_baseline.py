@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import accuracy_score, f1_score
+from sklearn.metrics import accuracy_score, f1_score, roc_auc_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
@@ -61,11 +61,16 @@ def band_power_baseline(
     x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray, sfreq: float,
     bands: Sequence[tuple[float, float]] = EEG_BANDS, seed: int = 0,
 ) -> dict[str, float]:
-    """Fit on the training windows, score on the test windows: ``{"acc": ..., "f1": ...}`` (macro F1)."""
+    """Fit on the training windows, score on the test windows: ``{"acc": ..., "f1": ...}`` (macro F1), and
+    ``"auroc"`` of the positive class's probability for a two-class task whose test windows hold both."""
     clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000, random_state=seed))
     clf.fit(log_band_powers(x_train, sfreq, bands), y_train)
-    pred = clf.predict(log_band_powers(x_test, sfreq, bands))
-    return {"acc": float(accuracy_score(y_test, pred)), "f1": float(f1_score(y_test, pred, average="macro"))}
+    features = log_band_powers(x_test, sfreq, bands)
+    pred = clf.predict(features)
+    out = {"acc": float(accuracy_score(y_test, pred)), "f1": float(f1_score(y_test, pred, average="macro"))}
+    if len(clf.classes_) == 2 and len(np.unique(y_test)) == 2:
+        out["auroc"] = float(roc_auc_score(y_test, clf.predict_proba(features)[:, 1]))
+    return out
 
 
 def _split_arrays(datamodule: Any, split: str) -> tuple[np.ndarray, np.ndarray]:

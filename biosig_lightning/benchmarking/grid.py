@@ -16,6 +16,11 @@ A grid file holds::
           folds: [0, 1, 2]                              # optional: the kfold/loso folds run
           fold_key: data.init_args.fold                 # the key set to the fold (this is the default)
         metrics: [f1, acc, auroc]                       # first: the one methods are ranked by
+      mine:                                             # the user's own data instead of a corpus config
+        task: window_classification
+        data: {bids: /data/my_bids, task: rest, window_seconds: 2.0}   # or {epochs: mine-epo.fif},
+                                                        # or {arrays: mine.npz} (x, y, subjects[, sfreq])
+        protocol: {split: {strategy: kfold, n_folds: 5}, folds: [0, 1, 2, 3, 4]}
     methods:
       cnn1d:
         tasks: [window_classification]
@@ -27,7 +32,10 @@ A grid file holds::
           sleepedf: {model.init_args.backbone.init_args.patch_len: 16}
         not_applicable: {tusz: "needs the step-major FFT features"}
 
-A cell is one ``biosig fit``: the corpus's ``configs``, then the method's configs for that corpus,
+A corpus's ``data`` swaps in the DataModule of a user's own data (:data:`OWN_DATA`: a BIDS root, an
+``mne.Epochs`` file or an ``.npz`` array file with subject ids, its path relative to the current directory or
+the grid file; the other keys are the DataModule's arguments); ``configs`` are then optional (model and trainer
+settings shared by every method). A cell is one ``biosig fit``: the corpus's ``configs`` and ``data``, then the method's configs for that corpus,
 backbone and recipe swaps, overrides and ``corpus_overrides`` for that corpus, then the corpus's ``overlays``, ``overrides`` and split
 (given last, so every method on a corpus trains under the same data, budget and subjects), then
 the grid's ``fit_args``. A method whose ``tasks`` do not include the corpus's ``task``, or which
@@ -38,6 +46,7 @@ each folder above it (so a grid under ``experiments/benchmarks/`` finds ``experi
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from collections.abc import Mapping
@@ -50,6 +59,12 @@ from biosig_lightning.yaml_io import load_yaml
 __all__ = ["Cell", "Corpus", "Grid", "GridError", "Method", "NotApplicable", "load_grid", "run_placement"]
 
 DEFAULT_METRICS = ("f1", "acc", "auroc")
+#: a corpus's ``data`` kinds: the key naming the data, its DataModule and the argument the path goes to
+OWN_DATA: dict[str, tuple[str, str]] = {
+    "bids": ("biosig_lightning.data.datamodules.BIDSDataModule", "root"),
+    "epochs": ("biosig_lightning.data.datamodules.EpochsDataModule", "epochs"),
+    "arrays": ("biosig_lightning.data.datamodules.ArrayFileDataModule", "file"),
+}
 #: the config key a fold index goes to (every DataModule's ``fold``: the test fold of a loso/kfold split)
 FOLD_KEY = "data.init_args.fold"
 #: the fold key of older grids and commands, still accepted with one deprecation line
@@ -81,6 +96,7 @@ class Corpus:
     folds: tuple[int, ...] = ()
     metrics: tuple[str, ...] = DEFAULT_METRICS
     fold_key: str = FOLD_KEY
+    data: Mapping[str, Any] | None = None  # own data: {"class_path": ..., "init_args": {...}}
 
 
 @dataclass(frozen=True)
@@ -169,6 +185,8 @@ class Grid:
         """The ``biosig fit`` arguments of ``cell`` without its seed and run placement."""
         c, m = self.corpora[cell.corpus], self.methods[cell.method]
         args = [a for p in c.configs for a in ("--config", str(p))]
+        if c.data is not None:
+            args += _own_data_args(c, m)
         args += [a for p in m.configs.get(c.name, ()) for a in ("--config", str(p))]
         if m.recipe is not None:
             args += _swap("model", m.recipe)
@@ -196,6 +214,24 @@ def run_placement(run_dir: Path, group: str) -> list[str]:
     run grouped under ``group``."""
     return ["--run.save_dir", str(run_dir.parent.parent), "--run.name", run_dir.parent.name,
             "--run.version", run_dir.name, "--run.group", group]
+
+
+def _own_data_args(c: Corpus, m: Method) -> list[str]:
+    """The own-data DataModule swapped in, or, where the method trains on a DataModule that wraps a corpus's
+    (one with a ``corpus`` argument, e.g. SPD tokens of the windows; its ``data.class_path`` in the method's
+    overrides), that wrapper with the own-data DataModule as its ``corpus`` and its arguments as ``corpus_args``
+    (``root`` and the shared DataModule arguments stay the wrapper's)."""
+    assert c.data is not None
+    wrapper = {**m.overrides, **m.corpus_overrides.get(c.name, {})}.get("data.class_path")
+    if wrapper is None:
+        return _swap("data", c.data)
+    from biosig_lightning.data.module import BiosignalDataModule
+
+    shared = set(inspect.signature(BiosignalDataModule.__init__).parameters)
+    own = {k: v for k, v in c.data["init_args"].items() if k not in shared}
+    outer = {k: v for k, v in c.data["init_args"].items() if k in shared}
+    return _swap("data", {"class_path": str(wrapper), "init_args": {"corpus": c.data["class_path"],
+                                                                    "corpus_args": own, **outer}})
 
 
 def _value(v: Any) -> str:
@@ -292,6 +328,33 @@ def _recipe_exists(class_path: str) -> bool:
     return class_path in seen
 
 
+def _own_data(value: Any, where: str, grid: Path) -> dict[str, Any]:
+    """``{"class_path", "init_args"}`` of a corpus's ``data``: exactly one key of :data:`OWN_DATA` naming an
+    existing path, the other keys the DataModule's arguments (checked against its signature)."""
+    from biosig_lightning.data import datamodules
+    from biosig_lightning.data.module import BiosignalDataModule
+
+    spec = dict(_mapping(value, where, grid))
+    kinds = [k for k in OWN_DATA if k in spec]
+    if len(kinds) != 1:
+        raise GridError(f"{grid}: {where} needs exactly one of {', '.join(OWN_DATA)} (the data's path), "
+                        f"got keys {sorted(spec)}")
+    class_path, path_arg = OWN_DATA[kinds[0]]
+    raw = Path(str(spec.pop(kinds[0]))).expanduser()
+    candidates = [raw] if raw.is_absolute() else [Path.cwd() / raw, grid.resolve().parent / raw]
+    found = next((p for p in candidates if p.exists()), None)
+    if found is None:
+        raise GridError(f"{grid}: {where}.{kinds[0]}: {str(raw)!r} not found (looked in the current directory and "
+                        "the grid file's folder)")
+    cls = getattr(datamodules, class_path.rsplit(".", 1)[1])
+    allowed = {p for c in (cls, BiosignalDataModule) for p in inspect.signature(c.__init__).parameters} - {
+        "self", "kwargs", "root", path_arg}
+    unknown = sorted(set(spec) - allowed)
+    if unknown:
+        raise GridError(f"{grid}: {where}: {cls.__name__} has no argument(s) {unknown} (it takes {sorted(allowed)})")
+    return {"class_path": class_path, "init_args": {path_arg: str(found.resolve()), **spec}}
+
+
 def _ints(value: Any, where: str, grid: Path) -> tuple[int, ...]:
     if not isinstance(value, list) or not value or not all(isinstance(v, int) and not isinstance(v, bool)
                                                            for v in value):
@@ -316,7 +379,7 @@ def load_grid(path: str | Path) -> Grid:
     for name, spec in _mapping(raw.get("corpora"), "corpora", path).items():
         where = f"corpora.{name}"
         spec = _mapping(spec, where, path)
-        _known(spec, {"task", "configs", "overlays", "overrides", "protocol", "metrics"}, where, path)
+        _known(spec, {"task", "configs", "data", "overlays", "overrides", "protocol", "metrics"}, where, path)
         if not isinstance(spec.get("task"), str):
             raise GridError(f"{path}: {where}.task must name the corpus's task (e.g. window_classification)")
         protocol = _mapping(spec.get("protocol"), f"{where}.protocol", path)
@@ -329,12 +392,14 @@ def load_grid(path: str | Path) -> Grid:
         if not isinstance(metrics, list) or not metrics or not all(isinstance(m, str) for m in metrics):
             raise GridError(f"{path}: {where}.metrics must be a non-empty list of test metric names")
         configs = _paths(spec.get("configs"), f"{where}.configs", path)
-        if not configs:
-            raise GridError(f"{path}: {where}.configs must name the corpus's reference experiment YAML")
+        data = _own_data(spec["data"], f"{where}.data", path) if spec.get("data") is not None else None
+        if not configs and data is None:
+            raise GridError(f"{path}: {where}: give configs (the corpus's reference experiment YAML) or data "
+                            f"(your own: {', '.join(OWN_DATA)})")
         corpora[str(name)] = Corpus(str(name), spec["task"], configs, _paths(spec.get("overlays"), f"{where}.overlays",
                                     path), _mapping(spec.get("overrides"), f"{where}.overrides", path), split, folds,
                                     tuple(m.removeprefix("test/") for m in metrics),
-                                    fold_key(str(protocol.get("fold_key", FOLD_KEY))))
+                                    fold_key(str(protocol.get("fold_key", FOLD_KEY))), data)
     methods: dict[str, Method] = {}
     for name, spec in _mapping(raw.get("methods"), "methods", path).items():
         where = f"methods.{name}"

@@ -40,9 +40,13 @@ def test_baseline_solves_a_band_power_task_across_subjects_and_not_shuffled_labe
     rng = np.random.default_rng(0)
     x_tr, y_tr = _subjects(rng, 6, 40)
     x_te, y_te = _subjects(rng, 3, 40)
-    assert band_power_baseline(x_tr, y_tr, x_te, y_te, FS)["f1"] == 1.0
-    shuffled = band_power_baseline(x_tr, rng.permutation(y_tr), x_te, y_te, FS)["f1"]
-    assert shuffled < 0.75  # labels unrelated to the windows: nothing to learn
+    solved = band_power_baseline(x_tr, y_tr, x_te, y_te, FS)
+    assert solved["f1"] == 1.0 and solved["auroc"] == 1.0
+    shuffled = band_power_baseline(x_tr, rng.permutation(y_tr), x_te, y_te, FS)
+    assert shuffled["f1"] < 0.75  # labels unrelated to the windows: nothing to learn
+    # the AUROC ranks by the positive class's probability: the solved task's, reversed, ranks every window wrong
+    assert band_power_baseline(x_tr, y_tr, x_te, 1 - y_te, FS)["auroc"] == 0.0
+    assert "auroc" not in band_power_baseline(x_tr, y_tr, x_te, np.zeros_like(y_te), FS)  # one class in the test set
 
 
 def test_bad_shapes_and_bands_are_one_clear_error() -> None:

@@ -175,11 +175,11 @@ def test_two_workers_on_postgres_run_every_cell_once(tmp_path: Path, postgres_ur
 
 def test_presets_load_with_their_na_reasons() -> None:
     standins = load_grid(EXPERIMENTS / "benchmarks" / "standins.yaml")
-    # 3 stand-ins x 7 window methods x 3 seeds, less the per-time-step Transformer on Sleep-EDF's 30-s epochs
-    assert len(standins.cells()) == (3 * 7 - 1) * 3
-    na = {(n.corpus, n.method): n.reason for n in standins.not_applicable()}
-    assert len(na) == 3 * 3 + 1 and "SPD covariance tokens" in na[("sleepedf", "spdtransnet")]
-    assert "3,000 tokens" in na[("sleepedf", "transformer_steps")]
+    # 3 stand-ins x 9 methods (the five papers' and four baselines) x 3 seeds: every paper's method reads every
+    # stand-in's raw windows, so none is n/a
+    assert len(standins.cells()) == 3 * 9 * 3
+    assert standins.not_applicable() == []
+    assert {"bioformer", "sdformer", "stdro", "spdtransnet", "signed_graph"} <= set(standins.methods)
     papers = load_grid(EXPERIMENTS / "benchmarks" / "papers.yaml")
     mass = [c for c in papers.cells() if c.corpus == "mass"]
     assert {c.fold for c in mass} == set(range(31)) and {c.method for c in mass} == {"spdtransnet"}
@@ -222,13 +222,13 @@ def test_the_standins_grid_keeps_every_transformer_branch_cpu_sized() -> None:
     # BioFormer's PCE at {2, 4, 8} would give 1,500 / 750 / 375 tokens on Sleep-EDF's 3,000-sample epochs, and the
     # Transformer one token per sample a 3,000 x 3,000 attention map (out of memory on a CPU): hours per cell or
     # none. No branch of the grid's transformers is longer than CHB-MIT's 2-s window sampled one token per step
-    # (512): BioFormer runs at x8 pyramid factors on Sleep-EDF, and the per-step Transformer is n/a there
+    # (512): BioFormer runs at x8 pyramid factors on Sleep-EDF (the per-step Transformer is not in the grid)
     import biosig_lightning.models  # noqa: F401
     from biosig_lightning.models import catalog
 
     standins = load_grid(EXPERIMENTS / "benchmarks" / "standins.yaml")
     for corpus in standins.corpora:
-        for method in ("bioformer", "transformer", "transformer_steps"):
+        for method in ("bioformer", "transformer"):
             if standins.reason_not_applicable(standins.methods[method], standins.corpora[corpus]):
                 continue
             spec = standins.methods[method]

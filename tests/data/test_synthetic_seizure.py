@@ -1,5 +1,6 @@
 """The STDRO stand-ins (TUSZ, CHB-MIT, DOD-H) are learnable across patients by a band-power baseline,
-and carry nothing learnable once the class signal is switched off."""
+and carry nothing learnable once the class signal is switched off; SD-Former's CHB-MIT stand-in leaves band powers
+below ceiling on held-out subjects."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 from scipy.signal import welch
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import balanced_accuracy_score
+from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from biosig_lightning.data.corpora.chb_mit import CHBMIT
@@ -77,3 +79,28 @@ def test_seizures_spread_from_the_focus() -> None:
              for i in range(40) if power[i, focus].any()]
     assert len(first) > 20
     assert np.median(np.asarray(later) - np.asarray(first)) > spec.sfreq  # reaches far channels > 1 s later
+
+
+def test_the_chbmit_stand_in_leaves_band_powers_below_ceiling_on_held_out_subjects() -> None:
+    # SD-Former's CHB-MIT stand-in must rank methods: with spike-and-wave bursts (kind "spikes") a band-power
+    # regression read every held-out subject at AUROC ~1.0 (0.991-1.0 at these seeds) and every method tied at 1.
+    # Evolving seizures among artifacts leave band powers informative but well short of that
+    from sklearn.metrics import roc_auc_score
+
+    from biosig_lightning.analysis.band_power_baseline import log_band_powers
+    from biosig_lightning.data.corpora.chb_mit import SYNTHETIC_DEFAULTS
+
+    spec = CHBMIT.make_spec("23", 2.0)
+    scores = []
+    for seed in (0, 1, 2):
+        reader = SyntheticReader(spec, **{**SYNTHETIC_DEFAULTS, "n_subjects": 8, "windows_per_subject": 60,
+                                          "seed": seed})
+        blocks = list(reader.iter_blocks())
+        x = log_band_powers(np.concatenate([b.x for b in blocks]), spec.sfreq)
+        y = np.concatenate([b.y for b in blocks])
+        train = np.concatenate([np.full(len(b.y), b.subject <= 4) for b in blocks])
+        clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)).fit(x[train], y[train])
+        scores.append(roc_auc_score(y[~train], clf.predict_proba(x[~train])[:, 1]))
+    # measured: 0.927, 0.740, 0.777 (mean 0.81)
+    assert 0.65 < np.mean(scores) < 0.9, scores
+

@@ -6,7 +6,8 @@ the same window cache, subject splits and normalisation as every corpus on disk.
 is a digest of the arrays' bytes, so other data builds another cache and the same data reuses it.
 :func:`arrays_from_epochs` reads an ``mne.Epochs`` (or a ``-epo.fif`` file): labels from its
 event codes (classes named by ``event_id``), subjects from a metadata column or given ids.
-:func:`arrays_from_braindecode` reads a braindecode windows dataset (``BaseConcatDataset`` of
+:func:`arrays_from_file` reads an ``.npz`` file (``x``, ``y``, ``subjects``, optional ``sfreq``,
+``ch_names``, ``classes``). :func:`arrays_from_braindecode` reads a braindecode windows dataset (``BaseConcatDataset`` of
 ``WindowsDataset``/``EEGWindowsDataset``), subjects from each recording's ``description``.
 """
 
@@ -22,7 +23,7 @@ import numpy as np
 from biosig_lightning.data.corpora.reading import reading
 from biosig_lightning.data.spec import CorpusSpec, DataError, LabelLevel, WindowBlock
 
-__all__ = ["ArrayReader", "arrays_from_braindecode", "arrays_from_epochs"]
+__all__ = ["ArrayReader", "arrays_from_braindecode", "arrays_from_epochs", "arrays_from_file"]
 
 READER_VERSION = 1
 
@@ -114,6 +115,30 @@ def arrays_from_epochs(epochs: Any, subjects: Sequence[int] | None = None, subje
     return {"x": epochs.get_data(copy=True), "y": np.searchsorted(order, codes), "subjects": np.asarray(subjects),
             "sfreq": float(epochs.info["sfreq"]), "ch_names": list(epochs.ch_names),
             "classes": [names.get(c, str(c)) for c in order]}
+
+
+def arrays_from_file(path: str | Path, sfreq: float | None = None) -> dict[str, Any]:
+    """``ArrayReader`` arguments from an ``.npz`` file written by ``numpy.savez``.
+
+    The file holds ``x`` ``(windows, channels, times)``, ``y`` (class index per window) and ``subjects``
+    (integer id per window), and may hold ``sfreq``, ``ch_names`` and ``classes``; ``sfreq`` given here
+    wins over the file's (one of the two is required).
+    """
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise DataError(f"arrays: {file} not found (data.init_args.file)")
+    with np.load(file, allow_pickle=False) as npz:
+        missing = [k for k in ("x", "y", "subjects") if k not in npz.files]
+        if missing:
+            raise DataError(f"arrays: {file} lacks array(s) {', '.join(missing)} (it holds {', '.join(npz.files)})")
+        if sfreq is None and "sfreq" not in npz.files:
+            raise DataError(f"arrays: {file} holds no sfreq; give data.init_args.sfreq")
+        out: dict[str, Any] = {k: npz[k] for k in ("x", "y", "subjects")}
+        out["sfreq"] = float(sfreq if sfreq is not None else npz["sfreq"])
+        for key in ("ch_names", "classes"):
+            if key in npz.files:
+                out[key] = [str(v) for v in npz[key]]
+    return out
 
 
 def arrays_from_braindecode(dataset: Any, subject_field: str = "subject") -> dict[str, Any]:

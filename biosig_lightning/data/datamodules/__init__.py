@@ -1,7 +1,7 @@
 """One thin DataModule per corpus, plus the ones for a user's own data (BIDS, arrays, ``mne.Epochs``);
 importing this package registers their short names."""
 
-from biosig_lightning.data.datamodules.arrays import ArrayDataModule, EpochsDataModule
+from biosig_lightning.data.datamodules.arrays import ArrayDataModule, ArrayFileDataModule, EpochsDataModule
 from biosig_lightning.data.datamodules.bci_iv import BCIIVDataModule
 from biosig_lightning.data.datamodules.bids import BIDSDataModule
 from biosig_lightning.data.datamodules.chb_mit import CHBMITDataModule, CHBMITSeizureDataModule
@@ -21,7 +21,7 @@ from biosig_lightning.data.datamodules.tuab import TUABDataModule
 from biosig_lightning.data.datamodules.turkish_epilepsy import TurkishEpilepsyDataModule
 from biosig_lightning.data.datamodules.tusz import TUSZDataModule
 
-__all__ = ["ADFTDDataModule", "APAVADataModule", "ArrayDataModule", "BCIIVDataModule", "BIDSDataModule", "CHBMITDataModule", "CHBMITSeizureDataModule",
+__all__ = ["ADFTDDataModule", "APAVADataModule", "ArrayDataModule", "ArrayFileDataModule", "BCIIVDataModule", "BIDSDataModule", "CHBMITDataModule", "CHBMITSeizureDataModule",
            "DODHDataModule", "EpochsDataModule", "MASSSS3DataModule", "MedformerDataModule", "PTBDataModule", "PTBXLDataModule",
            "PTBXLMedformerDataModule", "SleepEDFDataModule", "SleepEDFSPDDataModule", "SyntheticDataModule",
            "TUABDataModule", "TUSZDataModule", "TurkishEpilepsyDataModule"]

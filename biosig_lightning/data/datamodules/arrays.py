@@ -1,4 +1,5 @@
-"""DataModules for data a user already holds: arrays or an ``mne.Epochs`` (in memory or a ``-epo.fif`` file).
+"""DataModules for data a user already holds: arrays (in memory or an ``.npz`` file) or an ``mne.Epochs``
+(in memory or a ``-epo.fif`` file).
 
 Both go through :class:`~biosig_lightning.data.module.BiosignalDataModule` like every corpus:
 the window cache, subject-disjoint splits, normalisation fitted on training subjects, samplers.
@@ -11,7 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from biosig_lightning.data.corpora.arrays import ArrayReader, arrays_from_braindecode, arrays_from_epochs
+from biosig_lightning.data.corpora.arrays import (
+    ArrayReader,
+    arrays_from_braindecode,
+    arrays_from_epochs,
+    arrays_from_file,
+)
 from biosig_lightning.data.module import BiosignalDataModule
 from biosig_lightning.data.spec import CorpusReader, CorpusSpec, LabelLevel
 
@@ -20,7 +26,7 @@ class ArrayDataModule(BiosignalDataModule):
     """Windows from arrays: ``x (n, channels, times)``, ``y (n,)`` class indices, ``subjects (n,)`` ids.
 
     For Python use (``Trainer.fit(task, datamodule=ArrayDataModule(...))``); from a YAML use
-    :class:`EpochsDataModule` with a ``-epo.fif`` file. :meth:`from_epochs` takes an ``mne.Epochs``,
+    :class:`ArrayFileDataModule` with an ``.npz`` file or :class:`EpochsDataModule` with a ``-epo.fif`` file. :meth:`from_epochs` takes an ``mne.Epochs``,
     :meth:`from_braindecode` a braindecode windows dataset.
 
     Args:
@@ -71,6 +77,31 @@ class EpochsDataModule(BiosignalDataModule):
         self.epochs_path = epochs
         self._arrays = ArrayReader(**arrays_from_epochs(epochs, None, subject_column), label_level=label_level,
                                    name=name)
+        kwargs.pop("root", None)
+        super().__init__(**kwargs)
+
+    def corpus_spec(self) -> CorpusSpec:
+        return self._arrays.spec
+
+    def reader(self) -> CorpusReader:
+        return self._arrays
+
+
+class ArrayFileDataModule(BiosignalDataModule):
+    """Windows from an ``.npz`` file: arrays ``x``, ``y``, ``subjects`` (and ``sfreq``, ``ch_names``, ``classes``).
+
+    Args:
+        file: the ``.npz`` (``numpy.savez("mine.npz", x=x, y=y, subjects=subjects, sfreq=250.0)``).
+        sfreq: sampling rate in Hz, when the file holds none (wins over the file's).
+        label_level: ``window`` or ``subject``.
+        name: corpus name in run names and results.
+        **kwargs: :class:`~biosig_lightning.data.module.BiosignalDataModule`'s (split, batch size, ...).
+    """
+
+    def __init__(self, file: str, sfreq: float | None = None, label_level: LabelLevel = "window",
+                 name: str = "arrays", **kwargs: Any) -> None:
+        self.file = file
+        self._arrays = ArrayReader(**arrays_from_file(file, sfreq), label_level=label_level, name=name)
         kwargs.pop("root", None)
         super().__init__(**kwargs)
 

@@ -117,7 +117,7 @@ def test_spec_constants_and_synthetic_defaults() -> None:
     assert spec.ch_names == CHANNELS_23 and len(set(spec.ch_names)) == 23
     assert CHBMIT.make_spec("18", 4.0, 64).n_times == 256
     assert SUBJECT_GROUPS == [[1, 21]]
-    assert SYNTHETIC_DEFAULTS["kind"] == "spikes" and SYNTHETIC_DEFAULTS["n_subjects"] == 6
+    assert SYNTHETIC_DEFAULTS["kind"] == "seizure" and SYNTHETIC_DEFAULTS["n_subjects"] == 6
     with pytest.raises(ValueError, match="whole number of samples"):
         CHBMIT.make_spec("23", 0.3, 256)
 
