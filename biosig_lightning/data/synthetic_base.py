@@ -141,8 +141,9 @@ class SyntheticReader:
             return super().__new__(cls)
         if kind not in KINDS:
             raise ValueError(f"synthetic kind must be one of {', '.join(KINDS)}, got {kind!r}")
-        if kind not in cls._registry:  # the kinds register when their modules are imported
-            import biosig_lightning.data.synthetic  # noqa: F401
+        if kind not in cls._registry:  # each kind registers when its module is imported
+            raise ValueError(f"synthetic kind {kind!r} is not loaded: build stand-ins through "
+                             "biosig_lightning.data.synthetic, which imports every kind")
         return super().__new__(cls._registry[kind])
 
     def __init__(
