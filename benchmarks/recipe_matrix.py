@@ -45,9 +45,12 @@ def main() -> None:
         "dates": [datetime.date.today().isoformat()],
         "command": "python benchmarks/recipe_matrix.py",
         "items": [
-            {"text": (f"Held-out AUROC after 8 training steps / at lr = 0 (the control), on the matrix stand-in "
-                      f"(6 subjects, 2 held out; 8 channels, 1 s at 64 Hz; 6 vs 14 Hz rhythm under per-subject "
-                      f"gains and noise). {sum(c.beats_control for c in trained)} of {len(trained)} trained pairs "
+            {"text": (f"Held-out AUROC after 8 training steps / at lr = 0 (the control), on the matrix "
+                      f"stand-in "
+                      f"(6 subjects, 2 held out; 8 channels, 1 s at 64 Hz; 6 vs 14 Hz rhythm under "
+                      f"per-subject "
+                      f"gains and noise). {sum(c.beats_control for c in trained)} of {len(trained)} trained "
+                      f"pairs "
                       f"beat their control (at AUROC 1.00 on both sides, by a lower held-out loss); "
                       f"{len(cells) - len(trained)} pairs are refused when the recipe is built. "
                       f"The whole matrix took {seconds:.0f} s.")},

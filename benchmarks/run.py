@@ -2,7 +2,8 @@
 
 Runs the loader benchmark (``performance/loader.py``) and the train-step benchmark
 (``performance/train_step.py``) in one process on the CPU and reports, besides each figure, the
-ratio that matters: windows per second the loader serves over samples per second a baseline trains on. A ratio well
+ratio that matters: windows per second the loader serves over samples per second a baseline trains on. A ratio
+well
 above 1 means data loading is not the bottleneck. Every number is also compared with a
 baseline measured in the same run, because absolute timings depend on the machine and its
 load (recorded in the output).
@@ -99,11 +100,14 @@ def print_report(res: dict[str, Any]) -> None:
     print(f"load average (1/5/15 min): start {m['loadavg_start']}, after the loader "
           f"{m['loadavg_after_loader']}, end {m['loadavg_end']}")
     print(f"\nloader: {cfg['n_subjects']} subjects x {cfg['windows_per_subject']} windows of "
-          f"{cfg['n_chans']} x {cfg['n_times']}, {cfg['train_windows_per_epoch']} training windows per epoch, "
+          f"{cfg['n_chans']} x {cfg['n_times']}, {cfg['train_windows_per_epoch']} training windows per "
+          f"epoch, "
           f"batch {cfg['batch_size']}, num_workers 0, median of {cfg['repeats']} warm epochs")
     print(f"  {'loader':<20}{'epoch s':>10}{'windows/s':>12}{'x naive':>9}")
     for name, w in ld["warm"].items():
-        print(f"  {name:<20}{w['epoch_s_median']:>10.3f}{w['windows_per_s']:>12.0f}{w['vs_naive_mmap']:>9.1f}")
+        print(
+            f"  {name:<20}{w['epoch_s_median']:>10.3f}{w['windows_per_s']:>12.0f}{w['vs_naive_mmap']:>9.1f}"
+        )
     c = ld["cold"]
     print(f"  cache build (first setup, generating the windows): {ld['cache_build_s']:.2f} s")
     print(f"  cold open (load_cache + split):                    {c['open_s'] * 1000:.1f} ms")
@@ -111,14 +115,17 @@ def print_report(res: dict[str, Any]) -> None:
           f"{c['naive_mmap_windows_per_s']:.0f} windows/s (resident after eviction: cache "
           f"{_pct(c['cache_resident_after_evict'])}, npy {_pct(c['npy_resident_after_evict'])})")
     first = next(iter(tr.values()))
-    print(f"\ntrain step (CPU, batch {res['settings']['train_batch_size']}, forward + cross-entropy + backward "
-          f"+ AdamW, median of up to {res['settings']['steps']} steps after {first['bare']['warmup']} warm-up):")
+    print(f"\ntrain step (CPU, batch {res['settings']['train_batch_size']}, forward + cross-entropy + "
+          f"backward "
+          f"+ AdamW, median of up to {res['settings']['steps']} steps after {first['bare']['warmup']} "
+          f"warm-up):")
     print(f"  {'model':<24}{'params':>10}{'path':>6}{'steps':>6}{'ms/step':>10}{'samples/s':>11}")
     for name, r in tr.items():
         for path in ("bare", "task"):
             if path in r:
                 p = r[path]
-                print(f"  {name:<24}{r['params']:>10,}{path:>6}{p['steps']:>6}{p['ms_per_step_median']:>10.1f}"
+                print(f"  "
+                      f"{name:<24}{r['params']:>10,}{path:>6}{p['steps']:>6}{p['ms_per_step_median']:>10.1f}"
                       f"{p['samples_per_s']:>11.1f}")
     print("\nkey figure: loader windows/s over training samples/s (>> 1: the loader is not the bottleneck)")
     print(f"  {'model':<24}{'cache warm':>12}{'cache cold':>12}{'naive_mmap':>12}")

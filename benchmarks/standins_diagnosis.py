@@ -62,7 +62,8 @@ def _corpus_datamodule(corpus: str, options: dict[str, Any], split_seed: int) ->
     split = dict(c.split or {})
     split["seed"] = split_seed
     split["ratios"] = tuple(split["ratios"])
-    return cls(synthetic=True, synthetic_options=synthetic, split=SplitConfig(**split), **kwargs), c.metrics[0]
+    return cls(synthetic=True, synthetic_options=synthetic,
+               split=SplitConfig(**split), **kwargs), c.metrics[0]
 
 
 def band_power_case(corpus: str, options: dict[str, Any], split_seed: int) -> dict[str, float]:
@@ -96,7 +97,8 @@ def _train_acc(run: Path) -> float | None:
 
 
 def runs_rows(folders: list[Path], notes: dict[str, str]) -> list[list[str]]:
-    """One row per finished run of the diagnosis grids (``notes``: ``FOLDER/CORPUS`` -> what else differed)."""
+    """One row per finished run of the diagnosis grids (``notes``: ``FOLDER/CORPUS`` -> what else
+    differed)."""
     rows = []
     for folder in folders:
         for res_path in sorted(folder.glob("*/*/seed_*/results.json")):
@@ -112,7 +114,8 @@ def runs_rows(folders: list[Path], notes: dict[str, str]) -> list[list[str]]:
             rows.append([where, method, str(res["seed"]), json.dumps(options, sort_keys=True) + note,
                          f"{opt.get('optimizer', '-')} {opt.get('lr', '-')}", str(res.get("epochs", "-")),
                          f"{res['metrics'].get(f'test/{metric}', float('nan')):.3f} ({metric})",
-                         f"{res.get('best_val', float('nan')):.3f}", "-" if train is None else f"{train:.3f}"])
+                         f"{res.get('best_val', float('nan')):.3f}",
+                         "-" if train is None else f"{train:.3f}"])
     return rows
 
 
@@ -120,7 +123,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=Path, nargs="*", default=[], help="finished diagnosis grid folders")
     parser.add_argument("--note", action="append", default=[], metavar="FOLDER/CORPUS=TEXT",
-                        help="what else differed in a diagnosis corpus's runs (e.g. the generator kind of the time)")
+                        help="what else differed in a diagnosis corpus's runs (e.g. the generator kind of "
+                             "the time)")
     parser.add_argument("--results", type=Path,
                         default=ROOT / "docs" / "results" / "benchmark_standins_diagnosis.json")
     args = parser.parse_args()
@@ -132,20 +136,27 @@ def main() -> None:
         print(" | ".join(rows[-1]), flush=True)
     items: list[dict[str, Any]] = [
         {"text": "The log band-power logistic regression on each stand-in's training, validation and test "
-                 "subjects, under the grid's DataModule, subject split (ratio 0.5 / 0.25 / 0.25; split seed 0 is the "
+                 "subjects, under the grid's DataModule, subject split (ratio 0.5 / 0.25 / 0.25; split seed "
+                 "0 is the "
                  "grid's) and normalisation, with one option of the stand-in changed per row:"},
-        {"table": {"columns": ["corpus", "stand-in", "options over the grid's", "split seed", "metric", "train",
+        {"table": {"columns": ["corpus", "stand-in", "options over the grid's", "split seed", "metric",
+                               "train",
                                "val", "test"], "rows": rows,
                    "align": ["left", "left", "left", "right", "left", "right", "right", "right"]}},
     ]
     run_rows = runs_rows(args.runs, dict(n.split("=", 1) for n in args.note))
     if run_rows:
-        items.append({"text": "Diagnosis runs: cells of the stand-in grid with one corpus or budget option changed "
-                              "(`biosig benchmark` on a copy of the grid), each run's test score, its best validation "
+        items.append({"text": "Diagnosis runs: cells of the stand-in grid with one corpus or budget option "
+                              "changed "
+                              "(`biosig benchmark` on a copy of the grid), each run's test score, its best "
+                              "validation "
                               "score and its training accuracy at the last epoch:"})
         items.append({"table": {"columns": ["grid/corpus", "method", "seed", "synthetic options", "optimiser",
-                                            "epochs", "test", "best val", "train acc, last epoch"], "rows": run_rows}})
-    stamps = [p.stat().st_mtime for f in args.runs for p in f.glob("*/*/seed_*/results.json")] or [time.time()]
+                                            "epochs", "test",
+                                            "best val", "train acc, last epoch"], "rows": run_rows}})
+    stamps = [p.stat().st_mtime for f in args.runs for p in f.glob("*/*/seed_*/results.json")] or [
+        time.time()
+    ]
     doc = {
         "title": "Diagnosing the stand-ins and the trailing methods",
         "page": "benchmark",

@@ -38,7 +38,8 @@ from biosig_lightning.atomic_io import atomic_write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the grid's rows that are a paper's method; every other row is a baseline
-PAPER_METHODS = {"bioformer": "BioFormer", "sdformer": "SD-Former", "stdro": "STDRO", "spdtransnet": "SPDTransNet",
+PAPER_METHODS = {"bioformer": "BioFormer", "sdformer": "SD-Former", "stdro": "STDRO",
+                 "spdtransnet": "SPDTransNet",
                  "signed_graph": "the signed-graph denoiser pair"}
 COMMAND = ("biosig benchmark --grid experiments/benchmarks/standins.yaml --out DIR --workers 2 --inline; "
            "python benchmarks/standins_leaderboard.py DIR")
@@ -94,8 +95,10 @@ def band_power_items(out: Path, board: Leaderboard) -> list[dict[str, Any]]:
         rows.append([c, metric, _f(score), ", ".join(below) or "none"])
     if not rows:
         return []
-    return [{"text": "The log band-power logistic regression (`biosig_lightning.analysis.band_power_baseline`) on "
-                     "each corpus's split: fitted on the training subjects' windows, scored on the test subjects' (the "
+    return [{"text": "The log band-power logistic regression "
+                     "(`biosig_lightning.analysis.band_power_baseline`) on "
+                     "each corpus's split: fitted on the training subjects' windows, scored on the test "
+                     "subjects' (the "
                      "methods' split and normalisation), and the methods whose mean is below it:"},
             {"table": {"columns": ["corpus", "metric", "band-power regression, test", "methods below it"],
                        "rows": rows}}]
@@ -120,10 +123,12 @@ def runs_table(out: Path, board: Leaderboard) -> dict[str, Any]:
                 best = Path(res.get("best_checkpoint") or "").stem.removeprefix("best-epoch")
                 rows.append([c, m, str(res["seed"]), _f(res["metrics"].get(f"test/{metric}")),
                              str(res.get("epochs", "-")), str(int(best)) if best.isdigit() else "-",
-                             _f(curve["train_acc_last"]), _f(curve["val_best"]), f"{res.get('fit_seconds', 0):.0f}"])
+                             _f(curve["train_acc_last"]), _f(curve["val_best"]),
+                             f"{res.get('fit_seconds', 0):.0f}"])
     return {"columns": ["corpus", "method", "seed", "test (first metric)", "epochs", "best epoch",
                         "train acc, last epoch", "best val (first metric)", "fit s"],
-            "rows": rows, "align": ["left", "left", "right", "right", "right", "right", "right", "right", "right"]}
+            "rows": rows,
+            "align": ["left", "left", "right", "right", "right", "right", "right", "right", "right"]}
 
 
 def trailing(out: Path, board: Leaderboard) -> list[dict[str, Any]]:
@@ -138,14 +143,18 @@ def trailing(out: Path, board: Leaderboard) -> list[dict[str, Any]]:
         best = max(baselines, key=lambda m: baselines[m])
         for m, label in PAPER_METHODS.items():
             mean = board.mean(c, m, metric)
-            if mean is None or round(mean, 3) >= round(baselines[best], 3):  # below it as the table prints them
+            if mean is None or round(mean, 3) >= round(
+                baselines[best], 3
+            ):  # below it as the table prints them
                 continue
             test = pairwise(board, m, best)["per_corpus"].get(c, {})
             p = f"Welch p = {test['welch_p']:.3g}" if "welch_p" in test else test.get("welch", "")
             below = sorted(b for b, v in baselines.items() if v > mean)
             items.append({"text": f"**{label} trails on {c}'s stand-in**: test {metric} {mean:.3f} against "
-                                  f"{best}'s {baselines[best]:.3f} ({p}); baselines above it: {', '.join(below)}. "
-                                  "Its runs and the best baseline's, and each run's accuracy per test subject:"})
+                                  f"{best}'s {baselines[best]:.3f} ({p}); baselines above it: "
+                                  f"{', '.join(below)}. "
+                                  "Its runs and the best baseline's, and each run's accuracy per test "
+                                  "subject:"})
             subjects: list[int] = []
             rows = []
             for who in (m, best):
@@ -201,9 +210,12 @@ def variants_table(variants: list[str], board: Leaderboard) -> list[dict[str, An
         rows.append([label, corpus, *[_f(v) for v in vals], mean_std(vals)])
     if rows:
         width = max(len(r) for r in rows)
-        items.append({"text": "The same cells rerun with one switch of the method: each cell's `biosig benchmark "
-                              "--print-commands` line with the switch added (e.g. `--model.init_args.backbone.init_args."
-                              "mixer=none`) and `--run.save_dir DIR`, then `--variant LABEL=CORPUS/METHOD=DIR` here. "
+        items.append({"text": "The same cells rerun with one switch of the method: each cell's `biosig "
+                              "benchmark "
+                              "--print-commands` line with the switch added (e.g. "
+                              "`--model.init_args.backbone.init_args."
+                              "mixer=none`) and `--run.save_dir DIR`, then `--variant "
+                              "LABEL=CORPUS/METHOD=DIR` here. "
                               "Test score per seed:"})
         items.append({"table": {"columns": ["variant", "corpus", *[f"seed {i + 1}" for i in range(width - 3)],
                                             "mean ± std"], "rows": rows}})
@@ -218,7 +230,8 @@ def main() -> None:
                         help="cells of one method rerun with one switch into DIR/<method>/seed_<s>/")
     parser.add_argument("--figure", type=Path, default=ROOT / "docs" / "assets" / "benchmark_standins_cd.png")
     parser.add_argument("--raw", type=Path, default=ROOT / "docs" / "results" / "benchmarks" / "standins",
-                        help="where the run's leaderboard.md/.csv/.tex/.json and cd_diagram.png/.pdf are copied")
+                        help="where the run's leaderboard.md/.csv/.tex/.json and cd_diagram.png/.pdf are "
+                             "copied")
     args = parser.parse_args()
     board = build(args.out)
     header, rows = main_rows(board)
@@ -226,11 +239,14 @@ def main() -> None:
     missing = missing_cells(args.out)
     items: list[dict[str, Any]] = []
     if missing:
-        items.append({"text": f"**Partial**: the grid did not finish; {len(missing)} of its cells have no run yet "
+        items.append({"text": f"**Partial**: the grid did not finish; {len(missing)} of its cells have no "
+                              f"run yet "
                               f"(every number below is from the cells that finished): {', '.join(missing)}."})
     items += [
-        {"text": f"Mean ± std over the seeds ({', '.join(_seeds(args.out))}) of each corpus's first metric on its "
-                 "held-out test subjects; average rank over the corpora (1 = best); wins = corpora ranked first."},
+        {"text": f"Mean ± std over the seeds ({', '.join(_seeds(args.out))}) of each corpus's first metric "
+                 f"on its "
+                 "held-out test subjects; average rank over the corpora (1 = best); wins = corpora ranked "
+                 "first."},
         {"table": {"columns": header, "rows": rows}},
         {"text": "n/a (listed by the grid, not run):\n\n" + "\n".join(
             f"- {m} on {c}: {r}" for (c, m), r in sorted(board.not_applicable.items()))
@@ -240,16 +256,24 @@ def main() -> None:
         items.append({"text": f"Friedman test skipped: {fr['skipped']}."})
     else:
         docs = ROOT / "docs"
-        figure = args.figure.resolve().relative_to(docs) if args.figure.resolve().is_relative_to(docs) else args.figure
+        figure = (
+            args.figure.resolve().relative_to(docs)
+            if args.figure.resolve().is_relative_to(docs)
+            else args.figure
+        )
         shutil.copyfile(args.out / "cd_diagram.png", args.figure)
-        items.append({"text": f"Friedman test over {len(fr['corpora'])} corpora x {len(fr['methods'])} methods "
-                              f"(scipy): chi² = {fr['statistic']:.3f}, p = {fr['p_value']:.4g}; Nemenyi critical "
-                              f"difference (scikit-posthocs, alpha {fr['alpha']}): {fr['critical_difference']:.3f} "
+        items.append({"text": f"Friedman test over {len(fr['corpora'])} corpora x {len(fr['methods'])} "
+                              f"methods "
+                              f"(scipy): chi² = {fr['statistic']:.3f}, p = {fr['p_value']:.4g}; Nemenyi "
+                              f"critical "
+                              f"difference (scikit-posthocs, alpha {fr['alpha']}): "
+                              f"{fr['critical_difference']:.3f} "
                               f"ranks.\n\n![critical-difference diagram]({figure.as_posix()})"})
     for c in board.corpora:
         header_c, rows_c = corpus_rows(board, c)
         if rows_c:
-            items.append({"text": f"**{c}**: every metric (test, mean ± std over seeds), trainable parameters and "
+            items.append({"text": f"**{c}**: every metric (test, mean ± std over seeds), trainable "
+                                  f"parameters and "
                                   "seconds per fit"})
             items.append({"table": {"columns": header_c, "rows": rows_c}})
             subjects = subjects_table(args.out, board, c)
@@ -261,19 +285,23 @@ def main() -> None:
     items += variants_table(args.variant, board)
     seconds = [v for c in board.runs.values() for m in c.values() for v in m["fit_seconds"]]
     items.append({"text": f"Every run (`DIR/<corpus>/<method>/seed_<s>/`), {len(seconds)} fits taking "
-                          f"{sum(seconds) / 60:.0f} minutes in all (one torch thread each): its test score, how long it trained, "
+                          f"{sum(seconds) / 60:.0f} minutes in all (one torch thread each): its test score, "
+                          f"how long it trained, "
                           "the epoch its checkpoint comes from, and where its curves ended"})
     items.append({"table": runs_table(args.out, board)})
     stamps = [p.stat().st_mtime for p in args.out.glob("*/*/seed_*/results.json")]
     dates = sorted({time.strftime("%Y-%m-%d", time.gmtime(t)) for t in stamps})
     doc = {
-        "title": "The stand-in leaderboard (experiments/benchmarks/standins.yaml)" + (" (partial)" if missing else ""),
+        "title": "The stand-in leaderboard (experiments/benchmarks/standins.yaml)"
+        + (" (partial)" if missing else ""),
         "page": "benchmark",
         "machine": f"{_cpu()}, {os.cpu_count()} cores, two workers with one torch thread each; "
-                   f"Python {platform.python_version()}",
+        f"Python {platform.python_version()}",
         "dates": dates,
-        "command": COMMAND + "".join(f" --variant '{v.rsplit('=', 1)[0]}=VARIANT_DIR_{i + 1}'"
-                                     for i, v in enumerate(args.variant)),
+        "command": COMMAND
+        + "".join(
+            f" --variant '{v.rsplit('=', 1)[0]}=VARIANT_DIR_{i + 1}'" for i, v in enumerate(args.variant)
+        ),
         "items": items,
     }
     atomic_write_json(args.results, doc)

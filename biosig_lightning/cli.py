@@ -58,7 +58,7 @@ USAGE = """usage: biosig {fit,validate,test,predict,profile,repeat,tune,report,t
 
 --config takes a YAML file or the name of a shipped config (bioformer_apava, overlays/smoke: see 'biosig configs').
 
-'biosig fit --help' lists every option; 'biosig fit --config X --print_config' shows the resolved config."""
+'biosig fit --help' lists every option; 'biosig fit --config X --print_config' shows the resolved config."""  # noqa: E501 (help text, printed as written)
 
 
 def main(argv: list[str] | None = None) -> None:

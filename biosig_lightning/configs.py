@@ -3,7 +3,8 @@
 ``experiments/`` stays at the repository root; the build maps it into the wheel as
 ``biosig_lightning.experiments`` (``pyproject.toml``: ``[tool.setuptools.package-dir]``), and
 :func:`packaged_root` finds it through the import system, which finds the same folder
-in an editable install and in an installed wheel (:func:`importlib.util.find_spec`). So ``biosig fit --config bioformer_apava
+in an editable install and in an installed wheel (:func:`importlib.util.find_spec`). So ``biosig fit --config
+bioformer_apava
 --config overlays/smoke`` works from any folder after ``pip install``, and from a clone the
 files' own relative paths (``experiments/bioformer_apava.yaml``) keep working: a ``--config``
 that names an existing file is always that file.
@@ -78,7 +79,8 @@ def not_found(command: str, name: str) -> ConfigNotFound:
     """The one-line error of ``biosig configs <command>`` for a ``name`` that is no packaged config."""
     if not is_config_name(name):
         return ConfigNotFound(f"{command} {name}: not a packaged config name (names are "
-                              "relative, such as bioformer_apava or overlays/smoke; 'biosig configs' lists them)")
+                              "relative, such as bioformer_apava or overlays/smoke; 'biosig configs' lists "
+                              "them)")
     near = _near(name)
     hint = f"; did you mean {', '.join(near)}?" if near else ""
     return ConfigNotFound(f"{command} {name}: no packaged config of that name{hint}")

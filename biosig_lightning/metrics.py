@@ -183,7 +183,8 @@ class TopLabelECE(MulticlassCalibrationError):
 
     def compute(self) -> Tensor:
         confidences = dim_zero_cat(self.confidences)
-        _, count, conf_sum, hit_sum = _calibration_bins(confidences, dim_zero_cat(self.accuracies), self.n_bins)
+        _, count, conf_sum, hit_sum = _calibration_bins(confidences,
+                                                        dim_zero_cat(self.accuracies), self.n_bins)
         return _ece_from_bins(count, conf_sum, hit_sum).to(confidences.device, torch.float32)
 
 
@@ -285,7 +286,8 @@ def reliability_bins(probs: Any, target: Any, n_bins: int = ECE_BINS) -> dict[st
     if not bool(((p >= 0) & (p <= 1)).all()):
         raise ValueError("probs must be probabilities in [0, 1] (apply softmax to logits first)")
     if int(t.min()) < 0 or int(t.max()) >= p.shape[1]:
-        raise ValueError(f"target values must lie in [0, {p.shape[1] - 1}], got range [{int(t.min())}, {int(t.max())}]")
+        raise ValueError(f"target values must lie in [0, {p.shape[1] - 1}], got range [{int(t.min())}, "
+                         f"{int(t.max())}]")
 
     # Same path as MulticlassCalibrationError.update: float32 probabilities, max over classes.
     confidences, predictions = p.float().max(dim=1)
@@ -344,7 +346,11 @@ def best_f1_threshold(scores: Any, target: Any, default: float = DEFAULT_THRESHO
     # precision and recall of ``score >= threshold`` at each distinct score, thresholds descending (the
     # curve's closing (1, 0) pair dropped)
     precision, recall, thresholds = binary_precision_recall_curve(s, t, thresholds=None)
-    precision, recall, thresholds = precision[:-1].double().flip(0), recall[:-1].double().flip(0), thresholds.flip(0)
+    precision, recall, thresholds = (
+        precision[:-1].double().flip(0),
+        recall[:-1].double().flip(0),
+        thresholds.flip(0),
+    )
     f1 = 2 * precision * recall / (precision + recall)
     valid = torch.isfinite(f1)
     if not bool(valid.any()):
@@ -401,16 +407,21 @@ def build_extra_metrics(kind: str, num_classes: int, prefix: str = "",
         raise ValueError(f"eval_metrics must be one of {', '.join(EVAL_METRICS)}, got {kind!r}")
     _check_num_classes(num_classes)
     if kind == "detection" and num_classes != 2:
-        raise ValueError(f"eval_metrics='detection' needs a binary task (n_outputs=2), got {num_classes} classes")
+        raise ValueError(f"eval_metrics='detection' needs a binary task (n_outputs=2), got {num_classes} "
+                         f"classes")
     k = num_classes
     if kind == "classification":
         return MetricCollection({
-            "weighted_f1": MulticlassF1Score(num_classes=k, average="weighted", sync_on_compute=sync_on_compute),
+            "weighted_f1": MulticlassF1Score(num_classes=k, average="weighted",
+                                             sync_on_compute=sync_on_compute),
             "weighted_precision": MulticlassPrecision(num_classes=k, average="weighted",
                                                       sync_on_compute=sync_on_compute),
-            "weighted_recall": MulticlassRecall(num_classes=k, average="weighted", sync_on_compute=sync_on_compute),
+            "weighted_recall": MulticlassRecall(num_classes=k, average="weighted",
+                                                sync_on_compute=sync_on_compute),
         }, prefix=prefix)
     if kind == "sleep":
-        return MetricCollection({"macro_f1": MulticlassF1Score(num_classes=k, average="macro",
-                                                               sync_on_compute=sync_on_compute)}, prefix=prefix)
+        return MetricCollection(
+            {"macro_f1": MulticlassF1Score(num_classes=k, average="macro", sync_on_compute=sync_on_compute)},
+            prefix=prefix,
+        )
     return None

@@ -25,7 +25,8 @@ __all__ = ["count_forward_flops"]
 
 
 def count_forward_flops(model: nn.Module, x: torch.Tensor) -> int:
-    """Forward FLOPs of ``model(x)`` (for one sample, pass a batch of one) as the torch counter counts them."""
+    """Forward FLOPs of ``model(x)`` (for one sample, pass a batch of one) as the torch counter counts
+    them."""
     with torch.enable_grad(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         model(x)
     return int(counter.get_total_flops())

@@ -1,4 +1,5 @@
-"""Reading YAML: a user's file (a grid, a search space) with one-line errors that name the file, and YAML text.
+"""Reading YAML: a user's file (a grid, a search space) with one-line errors that name the file, and YAML
+text.
 
 Two things PyYAML accepts are refused here, before a value is built:
 
@@ -33,7 +34,8 @@ class _NoDuplicateKeys:
                 key = self.construct_object(key_node)  # type: ignore[attr-defined]
                 line = key_node.start_mark.line + 1
                 if key in seen:
-                    raise ConstructorError(None, None, f"key {key!r} appears twice (lines {seen[key]} and {line}); "
+                    raise ConstructorError(None, None,
+                                           f"key {key!r} appears twice (lines {seen[key]} and {line}); "
                                            "YAML would keep the second and silently drop the first",
                                            key_node.start_mark)
                 seen[key] = line
@@ -46,7 +48,8 @@ class _PyLoader(_NoDuplicateKeys, yaml.SafeLoader):
 
 #: libyaml's parser where PyYAML was built with it: the same safe tags as ``yaml.SafeLoader``, much
 #: faster on a run's config (every fit reads several)
-_SAFE_LOADER: type = type("_CLoader", (_NoDuplicateKeys, yaml.CSafeLoader), {}) if hasattr(yaml, "CSafeLoader") \
+_SAFE_LOADER: type = type("_CLoader",
+                          (_NoDuplicateKeys, yaml.CSafeLoader), {}) if hasattr(yaml, "CSafeLoader") \
     else _PyLoader
 
 
@@ -54,7 +57,8 @@ def check_alias_expansion(text: str, budget: int = ALIAS_BUDGET) -> None:
     """Raise a ``yaml.MarkedYAMLError`` at the alias where the nodes added by aliases pass ``budget``.
 
     Each anchored node's size (its nodes, aliases inside counted expanded) is known when the node
-    ends; an alias adds the size of the node it names. Nothing is built, so a bomb costs its events, not its expansion.
+    ends; an alias adds the size of the node it names. Nothing is built, so a bomb costs its events, not its
+    expansion.
     """
     if "*" not in text:
         return
@@ -67,8 +71,13 @@ def check_alias_expansion(text: str, budget: int = ALIAS_BUDGET) -> None:
             count += size
             added += size
             if added > budget:
-                raise yaml.MarkedYAMLError(None, None, f"its aliases expand to more than {budget} nodes (alias "
-                                           f"*{event.anchor}); write the values out instead", event.start_mark)
+                raise yaml.MarkedYAMLError(
+                    None,
+                    None,
+                    f"its aliases expand to more than {budget} nodes (alias "
+                    f"*{event.anchor}); write the values out instead",
+                    event.start_mark,
+                )
         elif isinstance(event, yaml.ScalarEvent):
             count += 1
             if event.anchor:

@@ -19,7 +19,9 @@ if _WORKERS > 1 and "OMP_NUM_THREADS" not in os.environ:
     import torch
 
     _threads = max(1, (os.cpu_count() or 1) // _WORKERS)
-    os.environ["OMP_NUM_THREADS"] = str(_threads)  # the subprocesses a test starts (console script, DDP spawn)
+    os.environ["OMP_NUM_THREADS"] = str(
+        _threads
+    )  # the subprocesses a test starts (console script, DDP spawn)
     torch.set_num_threads(_threads)
 
 
@@ -36,7 +38,8 @@ def _cache_dir(tmp_path_factory: pytest.TempPathFactory) -> None:
 #: what an in-process DDP run (Lightning's launcher) leaves in os.environ: a later test that starts
 #: subprocesses with a copy of the environment would hand every one of them the same MASTER_PORT, and two
 #: process groups then fight over it (EADDRINUSE); which test ran first on a worker decides, so restore them
-_PROCESS_GROUP_ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "NODE_RANK", "LOCAL_RANK", "RANK", "GROUP_RANK",
+_PROCESS_GROUP_ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "NODE_RANK", "LOCAL_RANK", "RANK",
+                      "GROUP_RANK",
                       "LOCAL_WORLD_SIZE")
 
 

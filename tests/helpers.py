@@ -1,4 +1,5 @@
-"""Callbacks the end-to-end tests inject with ``--trainer.callbacks+=tests.helpers.X``, and checks they share."""
+"""Callbacks the end-to-end tests inject with ``--trainer.callbacks+=tests.helpers.X``, and checks they
+share."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ class RecordRank(Callback):
     def __init__(self) -> None:
         self.seen: list[int] = []
 
-    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch, batch_idx: int) -> None:
+    def on_train_batch_start(self, trainer: Trainer,
+                             pl_module: LightningModule, batch, batch_idx: int) -> None:
         self.seen.extend(batch["index"].tolist())
 
     def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -60,7 +62,8 @@ class RecordEpochs(Callback):
     def __init__(self) -> None:
         self.epochs: list[int] = []
 
-    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch, batch_idx: int) -> None:
+    def on_train_batch_start(self, trainer: Trainer,
+                             pl_module: LightningModule, batch, batch_idx: int) -> None:
         if trainer.current_epoch not in self.epochs:
             self.epochs.append(trainer.current_epoch)
 
@@ -143,7 +146,8 @@ class RecordCsvOnDisk(Callback):
     def __init__(self) -> None:
         self.on_disk: dict[int, list[int]] = {}
 
-    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch, batch_idx: int) -> None:
+    def on_train_batch_start(self, trainer: Trainer,
+                             pl_module: LightningModule, batch, batch_idx: int) -> None:
         if batch_idx == 0:
             self.on_disk[trainer.current_epoch] = csv_val_epochs(Path(trainer.log_dir) / "metrics.csv")
 
@@ -213,8 +217,12 @@ def metrics_from_predictions(probs: Any, y: Any) -> dict[str, float]:
         out["test/kappa"] = (float("nan") if len(set(y.tolist()) | set(pred.tolist())) == 1
                              else skm.cohen_kappa_score(y, pred))
     onehot = np.eye(k)[y]
-    auroc = [skm.roc_auc_score(onehot[:, c], probs[:, c]) for c in range(k) if 0 < onehot[:, c].sum() < len(y)]
-    auprc = [skm.average_precision_score(onehot[:, c], probs[:, c]) for c in range(k) if onehot[:, c].sum() > 0]
+    auroc = [
+        skm.roc_auc_score(onehot[:, c], probs[:, c]) for c in range(k) if 0 < onehot[:, c].sum() < len(y)
+    ]
+    auprc = [
+        skm.average_precision_score(onehot[:, c], probs[:, c]) for c in range(k) if onehot[:, c].sum() > 0
+    ]
     out["test/auroc"] = float(np.mean(auroc)) if auroc else float("nan")
     out["test/auprc"] = float(np.mean(auprc)) if auprc else float("nan")
     if k == 2:  # class 1 positive; a rate whose class has no target is undefined
@@ -226,7 +234,8 @@ def metrics_from_predictions(probs: Any, y: Any) -> dict[str, float]:
 
 def assert_metrics_match_predictions(results_path: str | Path, *, tested: int | None = None,
                                      tol: float = 1e-4) -> dict[str, Any]:
-    """Check a run's ``results.json`` (``results_path``: the file or its run directory): its logged test metrics and confusion matrix equal what
+    """Check a run's ``results.json`` (``results_path``: the file or its run directory): its logged test
+    metrics and confusion matrix equal what
     scikit-learn computes from the run's ``test_predictions.npz`` (probs, y) to ``tol``.
 
     ``tested`` (optional) is the number of windows that must have been scored. Returns the parsed
@@ -325,7 +334,11 @@ class PauseForKill(Callback):
 
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         marker = os.environ.get("BIOSIG_TEST_PAUSE")
-        if marker and trainer.current_epoch == self.epoch and os.environ.get("PL_GLOBAL_SEED") == str(self.seed):
+        if (
+            marker
+            and trainer.current_epoch == self.epoch
+            and os.environ.get("PL_GLOBAL_SEED") == str(self.seed)
+        ):
             Path(marker).touch()
             time.sleep(self.seconds)
 

@@ -29,7 +29,9 @@ def test_enabled_needs_the_module_and_no_opt_out(monkeypatch: pytest.MonkeyPatch
 ])
 def test_native_bf16_is_read_from_the_cpu_flags(tmp_path: Path, flags: str, native: bool) -> None:
     info = tmp_path / "cpuinfo"
-    info.write_text("".join(f"processor\t: {i}\nmodel name\t: test\nflags\t\t: {flags}\n\n" for i in range(2)))
+    info.write_text(
+        "".join(f"processor\t: {i}\nmodel name\t: test\nflags\t\t: {flags}\n\n" for i in range(2))
+    )
     assert accel.cpu_native_bf16(info) is native
     assert accel.cpu_native_bf16(tmp_path / "absent") is None
 

@@ -16,7 +16,8 @@ import pytest
 @pytest.mark.parametrize("umask", [0o022, 0o077])
 def test_atomic_writes_follow_the_umask(tmp_path: Path, umask: int) -> None:
     # a fresh interpreter: the module reads the umask once, when imported
-    code = ("import os, sys; os.umask(int(sys.argv[1], 8)); from biosig_lightning.atomic_io import atomic_write_json; "
+    code = ("import os, sys; os.umask(int(sys.argv[1], 8)); from biosig_lightning.atomic_io import "
+            "atomic_write_json; "
             "atomic_write_json(sys.argv[2], {'a': 1}); open(sys.argv[3], 'w').close()")
     written, opened = tmp_path / "results.json", tmp_path / "plain.txt"
     subprocess.run([sys.executable, "-c", code, oct(umask)[2:], str(written), str(opened)], check=True)

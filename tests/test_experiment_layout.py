@@ -34,7 +34,8 @@ def command_sources(root: Path) -> list[Path]:
 
 
 def missing_configs(path: Path, root: Path) -> list[str]:
-    """One line per ``--config``/``--search-space`` file named in ``path`` that does not exist under ``root``."""
+    """One line per ``--config``/``--search-space`` file named in ``path`` that does not exist under
+    ``root``."""
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".yaml":  # only the comment lines of a YAML hold commands
         text = "\n".join(line.lstrip("# ") for line in text.splitlines() if line.lstrip().startswith("#"))
@@ -43,7 +44,8 @@ def missing_configs(path: Path, root: Path) -> list[str]:
     for lineno, line in enumerate(text.splitlines(), 1):
         for match in CONFIG_ARG.finditer(line):
             name = match.group(1)
-            name = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", lambda m: variables.get(m.group(1), m.group(0)), name)
+            name = re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?",
+                          lambda m: variables.get(m.group(1), m.group(0)), name)
             if "$" in name or "<" in name or "{" in name or "*" in name or Path(name).stem.isupper():
                 continue  # a placeholder (X.yaml, FILE.yaml, experiments/<paper>_<corpus>.yaml)
             if not name.startswith("experiments/"):

@@ -46,7 +46,8 @@ def _random_case(num_classes: int, seed: int, n: int = 200, coarse: bool = False
     return probs, target
 
 
-def _compute(probs: torch.Tensor, target: torch.Tensor, num_classes: int, chunks: int = 1) -> dict[str, float]:
+def _compute(probs: torch.Tensor, target: torch.Tensor,
+             num_classes: int, chunks: int = 1) -> dict[str, float]:
     metrics = build_metrics(num_classes)
     for p, t in zip(torch.tensor_split(probs, chunks), torch.tensor_split(target, chunks), strict=True):
         metrics.update(p, t)
@@ -175,7 +176,8 @@ def test_class_absent_from_targets_but_predicted() -> None:
     p, t = probs.numpy(), target.numpy()
     pred = p.argmax(1)
     assert ours["acc"] == pytest.approx(accuracy_score(t, pred), abs=TOL)
-    assert ours["precision"] == pytest.approx(precision_score(t, pred, average="macro", zero_division=0), abs=TOL)
+    assert ours["precision"] == pytest.approx(precision_score(t, pred,
+                                                              average="macro", zero_division=0), abs=TOL)
     assert ours["recall"] == pytest.approx(recall_score(t, pred, average="macro", zero_division=0), abs=TOL)
     assert ours["f1"] == pytest.approx(f1_score(t, pred, average="macro", zero_division=0), abs=TOL)
     assert ours["kappa"] == pytest.approx(cohen_kappa_score(t, pred), abs=TOL)
@@ -195,7 +197,9 @@ def test_class_absent_from_targets_and_predictions_is_ignored() -> None:
     for key in ("acc", "precision", "recall", "f1", "kappa"):
         assert ours[key] == pytest.approx(ref[key], abs=TOL), key
     p, t = probs.numpy(), target.numpy()
-    assert ours["auroc"] == pytest.approx(np.mean([roc_auc_score(t == c, p[:, c]) for c in range(3)]), abs=TOL)
+    assert ours["auroc"] == pytest.approx(
+        np.mean([roc_auc_score(t == c, p[:, c]) for c in range(3)]), abs=TOL
+    )
     assert ours["auprc"] == pytest.approx(average_precision_score(np.eye(4)[t][:, :3], p[:, :3]), abs=TOL)
 
 

@@ -49,7 +49,8 @@ def test_hand_computed_and_undefined_cases() -> None:
 
 
 def test_detection_counts_a_score_equal_to_the_threshold_as_positive() -> None:
-    """``score >= threshold`` is positive: the threshold :func:`best_f1_threshold` returns is one of the scores, so
+    """``score >= threshold`` is positive: the threshold :func:`best_f1_threshold` returns is one of the
+    scores, so
     the window carrying it must be predicted positive."""
     from biosig_lightning.metrics import threshold_metrics
 

@@ -1,4 +1,5 @@
-"""Opt-in paper metrics (detection threshold tuned on validation, weighted F1, macro-F1/kappa) against sklearn."""
+"""Opt-in paper metrics (detection threshold tuned on validation, weighted F1, macro-F1/kappa) against
+sklearn."""
 
 from __future__ import annotations
 
@@ -47,7 +48,9 @@ def test_best_f1_threshold_matches_reference(seed: int) -> None:
     p = 1 / (1 + np.exp(-(rng.standard_normal(n) + 1.2 * y)))
     if seed % 2:
         p = np.round(p, 1)  # many ties
-    assert best_f1_threshold(torch.tensor(p), torch.tensor(y)) == pytest.approx(reference_threshold(y, p), abs=1e-12)
+    assert best_f1_threshold(torch.tensor(p), torch.tensor(y)) == pytest.approx(
+        reference_threshold(y, p), abs=1e-12
+    )
 
 
 def test_best_f1_threshold_edge_cases() -> None:
@@ -87,17 +90,21 @@ def test_weighted_and_sleep_metrics_match_sklearn() -> None:
     cls = build_extra_metrics("classification", 4, prefix="test/")
     cls.update(probs, y)
     out = {k: float(v) for k, v in cls.compute().items()}
-    assert out["test/weighted_f1"] == pytest.approx(f1_score(y, pred, average="weighted", zero_division=0), abs=1e-6)
+    assert out["test/weighted_f1"] == pytest.approx(f1_score(y, pred,
+                                                             average="weighted", zero_division=0), abs=1e-6)
     assert out["test/weighted_precision"] == pytest.approx(
         precision_score(y, pred, average="weighted", zero_division=0), abs=1e-6)
     assert out["test/weighted_recall"] == pytest.approx(
         recall_score(y, pred, average="weighted", zero_division=0), abs=1e-6)
-    assert out["test/weighted_f1"] != pytest.approx(f1_score(y, pred, average="macro", zero_division=0), abs=1e-3)
+    assert out["test/weighted_f1"] != pytest.approx(f1_score(y, pred,
+                                                             average="macro", zero_division=0), abs=1e-3)
     sleep = build_extra_metrics("sleep", 4, prefix="test/")
     sleep.update(probs, y)
     base = build_metrics(4, prefix="test/")
     base.update(probs, y)
-    assert float(sleep.compute()["test/macro_f1"]) == pytest.approx(f1_score(y, pred, average="macro"), abs=1e-6)
+    assert float(sleep.compute()["test/macro_f1"]) == pytest.approx(
+        f1_score(y, pred, average="macro"), abs=1e-6
+    )
     assert float(base.compute()["test/kappa"]) == pytest.approx(cohen_kappa_score(y, pred), abs=1e-6)
     assert build_extra_metrics("default", 2) is None
     with pytest.raises(ValueError, match="binary task"):
@@ -158,7 +165,8 @@ def test_task_tunes_threshold_on_val_and_reuses_it_on_test(tmp_path) -> None:
 
 
 def test_fit_on_tusz_stand_in_writes_detection_metrics(tmp_path, monkeypatch, capsys) -> None:
-    """`biosig fit --data TUSZDataModule --data.init_args.synthetic true ...`: the det_* keys reach results.json,
+    """`biosig fit --data TUSZDataModule --data.init_args.synthetic true ...`: the det_* keys reach
+    results.json,
     and the test threshold is the one stored in the best checkpoint (tuned on that epoch's validation)."""
     import json
     from pathlib import Path
@@ -167,10 +175,12 @@ def test_fit_on_tusz_stand_in_writes_detection_metrics(tmp_path, monkeypatch, ca
     from tests.conftest import EXPERIMENTS
 
     monkeypatch.chdir(tmp_path)
-    main(["fit", "--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml"),
+    main(["fit", "--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config",
+          str(EXPERIMENTS / "overlays" / "smoke.yaml"),
           "--data", "TUSZDataModule", "--data.init_args.synthetic", "true",
           "--data.init_args.cache_dir", str(tmp_path / "cache"),
-          "--data.init_args.synthetic_options", '{"n_subjects": 10, "dev_subjects": 2, "windows_per_subject": 7}',
+          "--data.init_args.synthetic_options",
+          '{"n_subjects": 10, "dev_subjects": 2, "windows_per_subject": 7}',
           "--model.init_args.eval_metrics", "detection", "--model.init_args.monitor", "val/auroc"])
     out = capsys.readouterr().out.strip().splitlines()
     res = json.loads(Path(out[-1].split("results: ", 1)[1]).read_text())

@@ -27,10 +27,13 @@ SUFFIXES = {".py", ".md", ".yaml", ".yml", ".json", ".csv", ".cfg", ".toml", ""}
 
 PAPER_TEXTS = ("bioformer", "sdformer", "spdtransnet", "stdro", "signed_graph_unrolling", "signed_graph")
 UNSHIPPED = [
-    (re.compile(r"ARCHITECTURE\.md"), "a design note the repository does not ship (use docs/architecture.md)"),
+    (re.compile(r"ARCHITECTURE\.md"),
+     "a design note the repository does not ship (use docs/architecture.md)"),
     (re.compile(r"(?<!\.)\banchors?\b", re.I), "an anchor note the repository does not ship"),
-    (re.compile(r"\b(?:" + "|".join(PAPER_TEXTS) + r")\.txt\b"), "a paper's text file the repository does not ship"),
-    (re.compile(r"(?:/work|\.\.)/shared\b|\bshared/(?:guide|papers|anchors)"), "a folder outside the repository"),
+    (re.compile(r"\b(?:" + "|".join(PAPER_TEXTS) + r")\.txt\b"),
+     "a paper's text file the repository does not ship"),
+    (re.compile(r"(?:/work|\.\.)/shared\b|\bshared/(?:guide|papers|anchors)"),
+     "a folder outside the repository"),
     (re.compile(r"\b[Ii]ssue #?\d+"), "an issue number (restate the fact instead)"),
 ]
 # a repository path: a top-level folder of this repository, then path characters, ending in a file suffix
@@ -53,7 +56,8 @@ def scanned_files(root: Path) -> list[Path]:
 
 
 def generated_page_exists(target: Path, root: Path) -> bool:
-    """Whether ``target`` is a page the docs build generates: the API page of a module that exists, or the changelog."""
+    """Whether ``target`` is a page the docs build generates: the API page of a module that exists, or the
+    changelog."""
     try:
         rel = target.resolve().relative_to((root / "docs").resolve())
     except ValueError:

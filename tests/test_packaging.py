@@ -25,11 +25,13 @@ except ModuleNotFoundError:  # Python 3.10
 
 PACKAGE = REPO / "biosig_lightning"
 #: distribution name -> the top-level module it provides, where they differ
-IMPORT_NAME = {"scikit-learn": "sklearn", "pyyaml": "yaml", "mne-bids": "mne_bids", "psycopg2-binary": "psycopg2",
+IMPORT_NAME = {"scikit-learn": "sklearn", "pyyaml": "yaml", "mne-bids": "mne_bids",
+               "psycopg2-binary": "psycopg2",
                "tensorboard": "tensorboard"}
 #: modules the package may import without declaring them as core dependencies: each is an extra (or has a
 #: built-in fallback), and is imported inside a function or a try block, never at a module's top level
-OPTIONAL = {"braindecode": "braindecode", "numba": "fast", "psycopg2": "postgres", "tensorboard": "tensorboard",
+OPTIONAL = {"braindecode": "braindecode", "numba": "fast", "psycopg2": "postgres",
+            "tensorboard": "tensorboard",
             "xxhash": None}
 #: heavy libraries `biosig --help` must not import
 HEAVY = ("torch", "lightning", "matplotlib", "scipy", "numpy", "sklearn", "mne", "optuna", "pandas")
@@ -47,7 +49,8 @@ def _declared() -> tuple[set[str], dict[str, list[str]]]:
 
 
 def _third_party_imports() -> dict[str, list[tuple[str, int, bool]]]:
-    """top-level module -> (file, line, at the module's top level unguarded) of every import in the package."""
+    """top-level module -> (file, line, at the module's top level unguarded) of every import in the
+    package."""
     found: dict[str, list[tuple[str, int, bool]]] = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text(), str(path))
@@ -66,7 +69,8 @@ def _third_party_imports() -> dict[str, list[tuple[str, int, bool]]]:
                 top = name.split(".")[0]
                 if top in sys.stdlib_module_names or top == "biosig_lightning":
                     continue
-                found.setdefault(top, []).append((str(path.relative_to(REPO)), node.lineno, id(node) not in guarded))
+                found.setdefault(top, []).append((str(path.relative_to(REPO)),
+                                                  node.lineno, id(node) not in guarded))
     return found
 
 
@@ -82,7 +86,8 @@ def test_every_third_party_import_is_declared_or_an_optional_extra() -> None:
         extra = OPTIONAL[top]
         if extra is not None and top not in {IMPORT_NAME.get(d, d) for d in extras.get(extra, [])}:
             problems.append(f"{top}: extra {extra!r} does not bring it")
-        problems += [f"{top} (optional) imported unguarded at {f}:{line}" for f, line, top_level in sites if top_level]
+        problems += [f"{top} (optional) imported unguarded at {f}:{line}" for f, line,
+                     top_level in sites if top_level]
     assert not problems, "\n".join(problems)
     assert {"sklearn", "tqdm", "mne_bids"} <= core and "tensorboard" not in core
 
@@ -102,10 +107,13 @@ try:
 except ImportError as err:
     print("MISSING:", err)
 """
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=240)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True,
+                          text=True, cwd=REPO, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "MISSING: braindecode model 'EEGNet' needs braindecode: pip install 'biosig-lightning[braindecode]'" \
-        in proc.stdout, proc.stdout
+    assert (
+        "MISSING: braindecode model 'EEGNet' needs braindecode: pip install 'biosig-lightning[braindecode]'"
+        in proc.stdout
+    ), proc.stdout
 
 
 def test_help_and_version_load_no_heavy_library() -> None:
@@ -116,18 +124,21 @@ main(["--help"])
 main(["--version"])
 print("HEAVY:", [m for m in {HEAVY!r} if m in sys.modules])
 """
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True,
+                          text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     from biosig_lightning import __version__
 
     assert f"biosig-lightning {__version__}" in proc.stdout
     assert "HEAVY: []" in proc.stdout, proc.stdout[-500:]
-    module = subprocess.run([sys.executable, "-m", "biosig_lightning", "--version"], capture_output=True, text=True,
+    module = subprocess.run([sys.executable, "-m", "biosig_lightning", "--version"], capture_output=True,
+                            text=True,
                             cwd=REPO, timeout=60)
     assert module.stdout.strip() == f"biosig-lightning {__version__}"
 
 
-def test_config_names_resolve_and_unknown_names_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_config_names_resolve_and_unknown_names_are_one_line(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     from biosig_lightning import configs
 
     monkeypatch.chdir(tmp_path)  # an empty folder: no experiments/ here
@@ -135,15 +146,20 @@ def test_config_names_resolve_and_unknown_names_are_one_line(tmp_path: Path, mon
     assert apava is not None and apava.read_bytes() == (EXPERIMENTS / "bioformer_apava.yaml").read_bytes()
     for name in ("overlays/smoke", "overlays/smoke.yaml", "experiments/overlays/smoke.yaml"):
         assert configs.find(name) == configs.find("overlays/smoke")
-    args = configs.resolve_config_args(["fit", "--config", "bioformer_apava", "--config=overlays/smoke", "--x", "1"])
+    args = configs.resolve_config_args(["fit", "--config", "bioformer_apava",
+                                        "--config=overlays/smoke", "--x", "1"])
     assert args == ["fit", "--config", str(apava), f"--config={configs.find('overlays/smoke')}", "--x", "1"]
     local = tmp_path / "bioformer_apava"  # a file of that name is the file, not the packaged config
     local.write_text("{}")
     assert configs.resolve_config_args(["--config", "bioformer_apava"]) == ["--config", "bioformer_apava"]
-    with pytest.raises(configs.ConfigNotFound, match="--config bioformer_apav: no such file.*did you mean bioformer_apava"):
+    with pytest.raises(configs.ConfigNotFound,
+                       match="--config bioformer_apav: no such file.*did you mean bioformer_apava"):
         configs.resolve_config_args(["--config", "bioformer_apav"])
     copied = configs.copy_out("overlays/smoke", tmp_path / "mine")
-    assert copied == tmp_path / "mine" and copied.read_text() == (EXPERIMENTS / "overlays" / "smoke.yaml").read_text()
+    assert (
+        copied == tmp_path / "mine"
+        and copied.read_text() == (EXPERIMENTS / "overlays" / "smoke.yaml").read_text()
+    )
     with pytest.raises(configs.ConfigNotFound, match="exists"):
         configs.copy_out("overlays/smoke", tmp_path / "mine")
     shipped = {p.relative_to(EXPERIMENTS).with_suffix("").as_posix() for p in EXPERIMENTS.rglob("*.yaml")}
@@ -157,8 +173,17 @@ def test_wheel_ships_every_config_and_trains_from_an_empty_folder(tmp_path: Path
     # put files into the wheel that the packaging config no longer asks for
     source = tmp_path / "source"
     skip = shutil.ignore_patterns("*.egg-info", "__pycache__", ".pytest_cache")
-    top = {".git", ".venv", "build", "runs", ".cache", "site", "wandb"}  # at the root only: biosig_lightning/runs stays
-    shutil.copytree(REPO, source, ignore=lambda d, names: set(skip(d, names)) | (top & set(names) if Path(d) == REPO
+    top = {
+        ".git",
+        ".venv",
+        "build",
+        "runs",
+        ".cache",
+        "site",
+        "wandb",
+    }  # at the root only: biosig_lightning/runs stays
+    shutil.copytree(REPO, source, ignore=lambda d,
+                    names: set(skip(d, names)) | (top & set(names) if Path(d) == REPO
                                                                                 else set()))
     wheels = tmp_path / "wheels"
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
@@ -179,7 +204,8 @@ def test_wheel_ships_every_config_and_trains_from_an_empty_folder(tmp_path: Path
     here = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
     assert sysconfig.get_path("purelib") in here
     (site / "_reuse_deps.pth").write_text("\n".join(here) + "\n")
-    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps",
+    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
+                              "--no-deps",
                               "--no-index", str(wheel)], capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stderr[-3000:]
 
@@ -189,11 +215,17 @@ def test_wheel_ships_every_config_and_trains_from_an_empty_folder(tmp_path: Path
     where = subprocess.run([str(python), "-c", "import biosig_lightning; print(biosig_lightning.__file__)"],
                            capture_output=True, text=True, cwd=empty, env=env, check=True).stdout
     assert where.startswith(str(site)), where  # the wheel's copy, not the source tree
-    listed = subprocess.run([str(venv / "bin" / "biosig"), "configs"], capture_output=True, text=True, cwd=empty,
+    listed = subprocess.run([str(venv / "bin" / "biosig"), "configs"], capture_output=True, text=True,
+                            cwd=empty,
                             env=env, timeout=120)
-    assert listed.returncode == 0 and "  bioformer_apava\n" in listed.stdout and "  overlays/smoke\n" in listed.stdout
+    assert (
+        listed.returncode == 0
+        and "  bioformer_apava\n" in listed.stdout
+        and "  overlays/smoke\n" in listed.stdout
+    )
     fit = subprocess.run([str(venv / "bin" / "biosig"), "fit", "--config", "overlays/demo", "--config",
-                          "overlays/smoke", "--trainer.max_epochs", "1", "--trainer.enable_progress_bar", "false",
+                          "overlays/smoke", "--trainer.max_epochs", "1", "--trainer.enable_progress_bar",
+                          "false",
                           "--data.init_args.n_subjects", "6", "--data.init_args.windows_per_subject", "8"],
                          capture_output=True, text=True, cwd=empty, env=env, timeout=600)
     assert fit.returncode == 0, fit.stderr[-3000:]

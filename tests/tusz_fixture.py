@@ -55,7 +55,8 @@ def write_edf(path: Path, signals: np.ndarray, fs: int, suffix: str = "REF", phy
     headers = [highlevel.make_signal_header(f"{CHANNELS[i]}-{suffix}", sample_frequency=fs,
                                             physical_min=-physical, physical_max=physical) for i in order]
     sigs.insert(3, np.zeros(signals.shape[1]))
-    headers.insert(3, highlevel.make_signal_header("EEG EKG1-REF", sample_frequency=fs, physical_min=-physical,
+    headers.insert(3,
+                   highlevel.make_signal_header("EEG EKG1-REF", sample_frequency=fs, physical_min=-physical,
                                                    physical_max=physical))
     assert highlevel.write_edf(str(path), sigs, headers), path
 
@@ -151,11 +152,15 @@ def write_seizure_corpus(root: Path, n_train: int = 12, n_dev: int = 4, recordin
                 duration = rng.uniform(8.0, 10.5)
                 onset = c * clip_seconds + rng.uniform(0.5, clip_seconds - duration - 0.5)
                 x += _burst(rng, n, fs, onset, duration, sz_hz, focus, amp)
-                events.append((round(onset, 4), round(onset + duration, 4), str(rng.choice(["fnsz", "cpsz"]))))
-            edf = v152_path(root, where, montage, patient, session, 0, date=f"20{10 + session:02d}_0{1 + k % 9}_15")
+                events.append((round(onset, 4), round(onset + duration, 4),
+                               str(rng.choice(["fnsz", "cpsz"]))))
+            edf = v152_path(root, where, montage, patient, session, 0,
+                            date=f"20{10 + session:02d}_0{1 + k % 9}_15")
             write_edf(edf, gain[:, None] * x, fs, suffix, order=order)
             write_tse(edf.with_suffix(""), events, seconds)
             out.folder_of[edf.stem] = where
             out.events[edf.stem] = events
-            out.clip_labels[edf.stem] = [int(c in chosen) for c in range(clips)]  # seizures lie inside their clip
+            out.clip_labels[edf.stem] = [
+                int(c in chosen) for c in range(clips)
+            ]  # seizures lie inside their clip
     return out

@@ -51,16 +51,20 @@ def load_authors_model(repo: Path, n_chans: int, n_times: int, n_classes: int, a
     from models.BioFormer import Model  # noqa: PLC0415  (their code, importable only from their folder)
 
     cfg = SimpleNamespace(
-        task_name="classification", seq_len=n_times, enc_in=n_chans, num_class=n_classes, d_model=128, d_ff=256,
+        task_name="classification", seq_len=n_times, enc_in=n_chans, num_class=n_classes, d_model=128,
+        d_ff=256,
         n_heads=8, e_layers=6, dropout=0.1, factor=1, activation="gelu", output_attention=False,
-        augmentations="scale0.1,drop0.25", use_FBD=True, mag_learning=True, phase_learning=True, use_ASSLN=alpha,
+        augmentations="scale0.1,drop0.25", use_FBD=True, mag_learning=True, phase_learning=True,
+        use_ASSLN=alpha,
     )
     return Model(cfg)
 
 
 def authors_state_to_ours(theirs: dict[str, torch.Tensor], n_layers: int) -> dict[str, torch.Tensor]:
     """Rename (and fuse / reshape) the authors' state dict into ours."""
-    out: dict[str, torch.Tensor] = {"embedding.token.weight": theirs["enc_embedding.value_embedding.tokenConv.weight"]}
+    out: dict[str, torch.Tensor] = {
+        "embedding.token.weight": theirs["enc_embedding.value_embedding.tokenConv.weight"]
+    }
     for b in range(3):
         for j in range(b + 1):
             for ours_i, their_i in ((3 * j, 0), (3 * j + 1, 1)):
@@ -102,7 +106,8 @@ def authors_state_to_ours(theirs: dict[str, torch.Tensor], n_layers: int) -> dic
     return out
 
 
-def build_pair(repo: Path, n_chans: int, n_times: int, n_classes: int, seed: int) -> tuple[nn.Module, BioFormer]:
+def build_pair(repo: Path, n_chans: int, n_times: int,
+               n_classes: int, seed: int) -> tuple[nn.Module, BioFormer]:
     """The authors' model (seeded init) and ours with its weights copied in."""
     torch.manual_seed(seed)
     theirs = load_authors_model(repo, n_chans, n_times, n_classes, alpha=0.1)
@@ -195,7 +200,9 @@ def discontinuity_crossings(theirs: nn.Module, ours: BioFormer, x: torch.Tensor)
     out = []
     for i, fbam in enumerate(ours.mixers):
         zt, zo = (_spectra(seen[k][i], ours.seq_lens) for k in ("theirs", "ours"))
-        stats_t, stats_o = (fbam.layout.band_statistics(z.abs() + fbam.eps, fbam.eps)[..., 4] for z in (zt, zo))
+        stats_t, stats_o = (
+            fbam.layout.band_statistics(z.abs() + fbam.eps, fbam.eps)[..., 4] for z in (zt, zo)
+        )
         cuts = (torch.angle(zt) - torch.angle(zo)).abs() > torch.pi
         out.append((int((stats_t != stats_o).sum()), int(cuts.sum())))
     return out
@@ -210,8 +217,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=41)
     parser.add_argument("--out", type=Path, default=None, help="also write the figures as JSON here")
     parser.add_argument("--compile", action="store_true",
-                        help="also time a copy of ours whose encoder layers are torch.compile'd (inductor; FBAM's "
-                             "complex FFT arithmetic stays eager), interleaved; its compile time reported apart")
+                        help="also time a copy of ours whose encoder layers are torch.compile'd (inductor; "
+                             "FBAM's "
+                             "complex FFT arithmetic stays eager), interleaved; its compile time reported "
+                             "apart")
     args = parser.parse_args(argv)
     theirs, ours = build_pair(args.authors_repo, 16, 256, args.n_classes, args.seed)
     gen = torch.Generator().manual_seed(args.seed)
@@ -222,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
 
     res = check_function(copy.deepcopy(theirs).double(), copy.deepcopy(ours).double(), x.double(), y)
     checks = {"logits": res["logits"] < 1e-6, "grad": res["grad"] < 1e-6, "sgd": res["sgd"] < 1e-6}
-    print(f"float64, eval logits: max |theirs - ours| = {res['logits']:.2e} (logit std {res['logit_std']:.3f})")
+    print(f"float64, eval logits: max |theirs - ours| = {res['logits']:.2e} (logit std "
+          f"{res['logit_std']:.3f})")
     print(f"float64, gradients: |g_ours - g_theirs| / |g_theirs| over all {res['n_params']:,} entries = "
           f"{res['grad']:.2e}; worst tensor {res['worst_tensor']} {res['worst_grad']:.2e}")
     print(f"float64, one SGD step lr 1e-4 (clip 4.0): relative update difference {res['sgd']:.2e}; "
@@ -241,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     ours.train()
     times: dict[str, list[float]] = {"authors": [], "ours": []}
     params_t, params_o = list(theirs.parameters()), list(ours.parameters())
-    ways = [("authors", lambda: their_logits(theirs, x), opt_t, params_t), ("ours", lambda: ours(x), opt_o, params_o)]
+    ways = [("authors", lambda: their_logits(theirs, x), opt_t, params_t),
+            ("ours", lambda: ours(x), opt_o, params_o)]
     compiled: dict[str, float] = {}
     if args.compile:
         ours_c = copy.deepcopy(ours)
@@ -272,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{med['authors'] / med['ours']:.2f}x")
         if "ours_compiled" in med:
             print(f"ours with compiled encoder layers {med['ours_compiled']:.3f} s (authors/ours compiled "
-                  f"{med['authors'] / med['ours_compiled']:.2f}x), compilation (eval and training graphs, first steps) {compiled['compile_s']:.1f} s, "
+                  f"{med['authors'] / med['ours_compiled']:.2f}x), compilation (eval and training graphs, "
+                  f"first steps) {compiled['compile_s']:.1f} s, "
                   f"eval logits vs eager max difference {compiled['eval_logits_max_diff']:.1e}")
     ok = all(checks.values())
     if args.out:
@@ -282,20 +294,38 @@ def main(argv: list[str] | None = None) -> int:
 
         from biosig_lightning.atomic_io import atomic_write_json  # noqa: PLC0415
 
-        atomic_write_json(args.out, {
-            "meta": {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                     "command": " ".join(["python", *sys.argv]), "machine": platform.machine(),
-                     "threads": torch.get_num_threads(), "torch": torch.__version__, "loadavg": os.getloadavg()[0]},
-            "n_classes": args.n_classes, "batch": args.batch, "seed": args.seed,
-            "float64": {k: res[k] for k in ("logits", "grad", "sgd", "adam")},
-            "float32": {k: res32[k] for k in ("logits", "grad", "sgd", "adam")},
-            "crossings": crossings, "checks_pass": ok,
-            "step_s": {k: [round(t, 4) for t in v] for k, v in times.items()},
-            "median_step_s": {k: round(v, 4) for k, v in med.items()},
-            "authors_over_ours": round(med["authors"] / med["ours"], 3) if med else None,
-            **({"authors_over_ours_compiled": round(med["authors"] / med["ours_compiled"], 3),
-                "compile_s": round(compiled["compile_s"], 1),
-                "compiled_eval_logits_max_diff": compiled["eval_logits_max_diff"]} if "ours_compiled" in med else {})})
+        atomic_write_json(
+            args.out,
+            {
+                "meta": {
+                    "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                    "command": " ".join(["python", *sys.argv]),
+                    "machine": platform.machine(),
+                    "threads": torch.get_num_threads(),
+                    "torch": torch.__version__,
+                    "loadavg": os.getloadavg()[0],
+                },
+                "n_classes": args.n_classes,
+                "batch": args.batch,
+                "seed": args.seed,
+                "float64": {k: res[k] for k in ("logits", "grad", "sgd", "adam")},
+                "float32": {k: res32[k] for k in ("logits", "grad", "sgd", "adam")},
+                "crossings": crossings,
+                "checks_pass": ok,
+                "step_s": {k: [round(t, 4) for t in v] for k, v in times.items()},
+                "median_step_s": {k: round(v, 4) for k, v in med.items()},
+                "authors_over_ours": round(med["authors"] / med["ours"], 3) if med else None,
+                **(
+                    {
+                        "authors_over_ours_compiled": round(med["authors"] / med["ours_compiled"], 3),
+                        "compile_s": round(compiled["compile_s"], 1),
+                        "compiled_eval_logits_max_diff": compiled["eval_logits_max_diff"],
+                    }
+                    if "ours_compiled" in med
+                    else {}
+                ),
+            },
+        )
     print("PASS" if ok else f"FAIL ({', '.join(k for k, v in checks.items() if not v)})")
     return 0 if ok else 1
 

@@ -78,7 +78,9 @@ def compare(path: Path, graph: str, batch: int, steps: int) -> dict[str, Any]:
     lengths = torch.full((batch,), 12, dtype=torch.long)
 
     def ref_supports() -> list[torch.Tensor]:
-        return ours.graph_supports(x) if graph == "distance" else dual_random_walk(correlation_adjacency(x, 3))
+        return (
+            ours.graph_supports(x) if graph == "distance" else dual_random_walk(correlation_adjacency(x, 3))
+        )
 
     supports = ref_supports()
     lo, lr_ = ours(x)[:, 1], ref(x_ref, lengths, supports)[:, 0]

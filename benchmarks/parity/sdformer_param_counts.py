@@ -43,7 +43,8 @@ def count(corpus: str, tokenizer: str) -> int:
 def main() -> None:
     shapes = catalog.get("SDFormer").shapes
     rows = [
-        [NAMES[c], str(5 * shapes[c].n_chans), f"{count(c, 'summary'):,}", f"{count(c, 'trajectory'):,}", PAPER[c]]
+        [NAMES[c], str(5 * shapes[c].n_chans), f"{count(c, 'summary'):,}",
+         f"{count(c, 'trajectory'):,}", PAPER[c]]
         for c in ("sleepedf", "ptbxl", "chbmit")
     ]
     doc = {
@@ -53,7 +54,8 @@ def main() -> None:
         "command": "python benchmarks/parity/sdformer_param_counts.py",
         "page": "results",
         "items": [
-            {"table": {"columns": ["corpus", "tokens", "summary (default)", "trajectory", "paper"], "rows": rows,
+            {"table": {"columns": ["corpus", "tokens", "summary (default)", "trajectory", "paper"],
+                       "rows": rows,
                        "align": ["left", "right", "right", "right", "left"]}},
             {"text": NOTES},
         ],

@@ -31,7 +31,8 @@ _ID_WIDTH = {"apava": 2, "adftd": 2, "ptb": 3, "ptbxl": 5}
 
 def write_standin(out: Path, corpus: str, options: dict | None = None) -> dict[str, int]:
     """Write the stand-in of ``corpus`` under ``out``; returns ``{subject: class}``."""
-    reader = SyntheticReader(SPECS[corpus], **{**synthetic_options(SYNTHETIC_DEFAULTS[corpus]), **(options or {})})
+    reader = SyntheticReader(SPECS[corpus],
+                             **{**synthetic_options(SYNTHETIC_DEFAULTS[corpus]), **(options or {})})
     (out / "Feature").mkdir(parents=True, exist_ok=True)
     (out / "Label").mkdir(parents=True, exist_ok=True)
     labels: dict[int, int] = {}

@@ -229,7 +229,8 @@ def run_worker(root: Path, name: str, steps: int, threads: int, timeout: float) 
     env = {**os.environ, "PYTHONPATH": str(root), "WANDB_MODE": "offline"}
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--steps", str(steps),
            "--threads", str(threads)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, cwd=root, check=False)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=root, check=False)
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         return {"error": f"exit {proc.returncode}: {tail[0]}"}
@@ -246,7 +247,8 @@ def compare(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
         return {}
     return {
         "calls_ratio": _ratio(before["calls"], after["calls"]),
-        "calls_ratio_by_phase": {p: _ratio(before["calls_by_phase"][p], after["calls_by_phase"][p]) for p in PHASES},
+        "calls_ratio_by_phase": {p: _ratio(before["calls_by_phase"][p],
+                                           after["calls_by_phase"][p]) for p in PHASES},
         "cpu_step_time_ratio": _ratio(after["step_ms_median"], before["step_ms_median"]),
     }
 
@@ -258,37 +260,63 @@ def docs_page(result: dict[str, Any]) -> dict[str, Any]:
     for row in result["models"]:
         b, a, r = row.get("before", {}), row.get("after", {}), row.get("ratios", {})
         rows.append([
-            row["model"], a.get("batch", b.get("batch", "")), b.get("calls", b.get("error", "")), a.get("calls", a.get("error", "")),
+            row["model"], a.get("batch", b.get("batch", "")), b.get("calls", b.get("error", "")),
+            a.get("calls", a.get("error", "")),
             r.get("calls_ratio", ""), b.get("views", ""), a.get("views", ""),
             b.get("step_ms_median", ""), a.get("step_ms_median", ""), r.get("cpu_step_time_ratio", ""),
         ])
     return {
         "title": "Dispatched aten calls per training step (device-independent)",
-        "machine": meta["machine"], "dates": [meta["date"][:10]], "command": meta["command"],
+        "machine": meta["machine"],
+        "dates": [meta["date"][:10]],
+        "command": meta["command"],
         "source": "`benchmarks/results/dispatch_calls.json` (per phase, top operators, every step time)",
         "page": "performance",
         "items": [
-            {"text": (
-                "Operators one training step dispatches (forward + loss, backward, gradient clip + optimiser "
-                "with `foreach=True` as on CUDA), counted with a `TorchDispatchMode` below autograd, views "
-                f"apart, at each model's paper batch on its YAML's stand-in: *before* is the package at "
-                f"`{meta['base']}`, *after* this checkout (`{meta['head']}`). Each non-view call is one kernel "
-                "launch on a GPU. CPU step times: median ms, "
-                f"{meta['threads']} threads" + ("." if meta.get("note") else
-                                               "; both checkouts measured in the same run, model by model."))},
-            {"table": {
-                "columns": ["model", "batch", "calls before", "calls after", "fewer calls (x)", "views before",
-                            "views after", "CPU ms before", "CPU ms after", "CPU time after / before"],
-                "align": ["left"] + ["right"] * 9,
-                "rows": rows,
-            }},
+            {
+                "text": (
+                    "Operators one training step dispatches (forward + loss, backward, gradient clip + "
+                    "optimiser "
+                    "with `foreach=True` as on CUDA), counted with a `TorchDispatchMode` below autograd, "
+                    "views "
+                    f"apart, at each model's paper batch on its YAML's stand-in: *before* is the package at "
+                    f"`{meta['base']}`, *after* this checkout (`{meta['head']}`). Each non-view call is one "
+                    f"kernel "
+                    "launch on a GPU. CPU step times: median ms, "
+                    f"{meta['threads']} threads"
+                    + (
+                        "."
+                        if meta.get("note")
+                        else "; both checkouts measured in the same run, model by model."
+                    )
+                )
+            },
+            {
+                "table": {
+                    "columns": [
+                        "model",
+                        "batch",
+                        "calls before",
+                        "calls after",
+                        "fewer calls (x)",
+                        "views before",
+                        "views after",
+                        "CPU ms before",
+                        "CPU ms after",
+                        "CPU time after / before",
+                    ],
+                    "align": ["left"] + ["right"] * 9,
+                    "rows": rows,
+                }
+            },
             *([{"text": meta["note"]}] if meta.get("note") else []),
         ],
     }
 
 
 def _git_head(root: Path) -> str:
-    proc = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+    proc = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True,
                           check=False)
     return proc.stdout.strip() or "unknown"
 
@@ -317,7 +345,8 @@ def add_rows(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--base", type=Path, default=None, help="a checkout of the base commit (its 'before' counts)")
+    ap.add_argument("--base", type=Path, default=None,
+                    help="a checkout of the base commit (its 'before' counts)")
     ap.add_argument("--only", nargs="*", default=None, help="model names (default: all five)")
     ap.add_argument("--steps", type=int, default=5, help="timed CPU steps per model and checkout (default 5)")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
@@ -326,9 +355,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--docs-out", type=Path, default=REPO / "docs" / "results" / "perf_dispatch_calls.json",
                     help="the Performance page's rendering ('' to skip)")
     ap.add_argument("--sides", nargs="+", choices=("before", "after"), default=["before", "after"],
-                    help="which checkouts to measure now (default both; a side not measured keeps its earlier row)")
+                    help="which checkouts to measure now (default both; a side not measured keeps its "
+                         "earlier row)")
     ap.add_argument("--add", nargs=3, action="append", metavar=("MODEL", "SIDE", "WORKER_JSON"), default=[],
-                    help="put a worker's JSON output (--worker MODEL > FILE) into --out as MODEL's SIDE, measure nothing")
+                    help="put a worker's JSON output (--worker MODEL > FILE) into --out as MODEL's SIDE, "
+                         "measure nothing")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
@@ -350,7 +381,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = {r["model"]: r for r in previous.get("models", [])}
     t0 = time.perf_counter()
     for name in names:
-        row: dict[str, Any] = {**rows.get(name, {}), "model": name, "config": f"experiments/{dict(PAPER_MODELS)[name]}"}
+        row: dict[str, Any] = {**rows.get(name, {}), "model": name,
+                               "config": f"experiments/{dict(PAPER_MODELS)[name]}"}
         if args.base is not None and "before" in args.sides:
             row["before"] = run_worker(args.base, name, args.steps, args.threads, args.timeout)
         if "after" in args.sides:
@@ -360,17 +392,20 @@ def main(argv: list[str] | None = None) -> int:
         rows[name] = row
         print(f"[{time.perf_counter() - t0:7.1f} s] {name}: "
               + json.dumps({k: row.get(k) for k in ("ratios",)} | {
-                  side: {k: row[side].get(k) for k in ("calls", "views", "step_ms_median", "error") if k in row[side]}
+                  side: {k: row[side].get(k) for k in ("calls", "views",
+                                                       "step_ms_median", "error") if k in row[side]}
                   for side in ("before", "after") if side in row}), flush=True)
     import torch  # noqa: PLC0415
 
     from biosig_lightning.atomic_io import atomic_write_json  # noqa: PLC0415
 
     meta = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "command": " ".join(["python", "benchmarks/performance/dispatch_calls.py", *(argv or sys.argv[1:])]),
+            "command": " ".join(["python",
+                                 "benchmarks/performance/dispatch_calls.py", *(argv or sys.argv[1:])]),
             "machine": f"cpu ({platform.processor() or platform.machine()}), torch {torch.__version__}, "
                        f"Python {platform.python_version()}",
-            "threads": args.threads, "steps": args.steps, "head": _git_head(REPO), "sides_measured": args.sides,
+            "threads": args.threads, "steps": args.steps, "head": _git_head(REPO),
+            "sides_measured": args.sides,
             "base": _git_head(args.base) if args.base is not None else previous.get("meta", {}).get("base"),
             "loadavg": os.getloadavg()[0]}
     result = {"meta": meta, "models": [rows[n] for n, _ in PAPER_MODELS if n in rows]}

@@ -1,7 +1,8 @@
 """Raw EDF files to training windows: the suite's window cache against MNE + braindecode.
 
 A Sleep-EDF Expanded (Sleep Cassette) tree in its real layout and format is written with pyedflib
-(``biosig_lightning/testing/sleep_edf.py``: per night a PSG with two 100 Hz EEG channels, a 100 Hz EOG and four
+(``biosig_lightning/testing/sleep_edf.py``: per night a PSG with two 100 Hz EEG channels, a 100 Hz EOG and
+four
 1 Hz channels, and an EDF+ hypnogram with merged stage runs, a movement and an unscored epoch, and an
 unscored tail past the PSG end). Then, each in a fresh Python process (so the peak resident memory
 is its own), with the imports done before the clock starts:
@@ -125,7 +126,8 @@ def worker_mne(root: Path, out: Path) -> dict[str, Any]:
 def run_worker(kind: str, root: Path, out: Path) -> dict[str, Any]:
     """``kind`` in a fresh interpreter; its JSON line back."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, __file__, "--worker", kind, "--root", str(root), "--npz", str(out)],
+    proc = subprocess.run([sys.executable, __file__, "--worker", kind, "--root",
+                           str(root), "--npz", str(out)],
                           capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"edf_windows: the {kind} worker failed:\n{proc.stderr[-3000:]}")
@@ -136,8 +138,10 @@ def compare(ours: Path, theirs: Path) -> dict[str, Any]:
     """Same windows? Match by (recording, start); labels equal; samples to float32 tolerance."""
     a, b = np.load(ours), np.load(theirs)
     out: dict[str, Any] = {"windows_biosig": int(len(a["y"])), "windows_mne": int(len(b["y"]))}
-    key_a = {(str(r), round(float(s), 3)): i for i, (r, s) in enumerate(zip(a["recording"], a["start"], strict=True))}
-    key_b = {(str(r), round(float(s), 3)): i for i, (r, s) in enumerate(zip(b["recording"], b["start"], strict=True))}
+    key_a = {(str(r), round(float(s), 3)): i for i,
+             (r, s) in enumerate(zip(a["recording"], a["start"], strict=True))}
+    key_b = {(str(r), round(float(s), 3)): i for i,
+             (r, s) in enumerate(zip(b["recording"], b["start"], strict=True))}
     out["same_epoch_starts"] = set(key_a) == set(key_b)
     common = sorted(set(key_a) & set(key_b))
     ia = np.array([key_a[k] for k in common], dtype=np.int64)
@@ -148,8 +152,12 @@ def compare(ours: Path, theirs: Path) -> dict[str, Any]:
     out["max_abs_diff_uv"] = float(diff.max()) if diff.size else None
     out["max_rel_diff"] = float((diff / np.maximum(np.abs(xa), 1.0)).max()) if diff.size else None
     out["samples_equal_to_float32"] = bool(diff.size and np.allclose(xa, xb, rtol=1e-5, atol=1e-3))
-    out["same_windows"] = bool(out["same_epoch_starts"] and out["labels_equal"] and out["samples_equal_to_float32"]
-                               and out["windows_biosig"] == out["windows_mne"])
+    out["same_windows"] = bool(
+        out["same_epoch_starts"]
+        and out["labels_equal"]
+        and out["samples_equal_to_float32"]
+        and out["windows_biosig"] == out["windows_mne"]
+    )
     return out
 
 
@@ -168,7 +176,8 @@ def loader_and_step(root: Path, cache: Path, epochs: int, model_step: bool) -> d
         for batch in dm.train_dataloader():
             n += int(batch["y"].shape[0])
         rates.append(n / (time.perf_counter() - t0))
-    out: dict[str, Any] = {"loader_windows_per_s": round(statistics.median(rates), 1), "loader_epochs": epochs,
+    out: dict[str, Any] = {"loader_windows_per_s": round(statistics.median(rates), 1),
+                           "loader_epochs": epochs,
                            "train_windows_per_epoch": n}
     if model_step:
         from biosig_lightning.models.sdformer import SDFormer  # noqa: PLC0415
@@ -187,7 +196,8 @@ def loader_and_step(root: Path, cache: Path, epochs: int, model_step: bool) -> d
                 times.append(time.perf_counter() - t0)
         sps = int(batch["y"].shape[0]) / statistics.median(times)
         out["sdformer_cpu_step"] = {"batch": int(batch["y"].shape[0]), "samples_per_s": round(sps, 2),
-                                    "threads": torch.get_num_threads(), "device": "cpu (no GPU step measured here)"}
+                                    "threads": torch.get_num_threads(),
+                                    "device": "cpu (no GPU step measured here)"}
         out["loader_over_cpu_step"] = round(out["loader_windows_per_s"] / sps, 1)
     out["gpu_reference"] = fastest_gpu_step(out["loader_windows_per_s"])
     return out
@@ -212,11 +222,14 @@ def fastest_gpu_step(loader_rate: float, path: Path = REPO / "benchmarks" / "res
     return {"file": str(path.relative_to(REPO)), "device": data.get("meta", {}).get("device"),
             "model": row["model"], "precision": precision, "gpu_samples_per_s": rate,
             "loader_over_gpu_step": round(loader_rate / rate, 1), "target": 10.0,
-            # the same comparison on the GPU's own host, whose CPU served that model's windows in the same file
+            # the same comparison on the GPU's own host, whose CPU served that model's windows in the same
+            # file
             "gpu_host_loader_windows_per_s": (row.get("loader") or {}).get("windows_per_s"),
             "gpu_host_loader_over_step": row[precision].get("loader_over_step"),
-            "note": "loader_over_gpu_step: this machine's CPU (num_workers=0, shared) serving Sleep-EDF windows "
-                    "(2 x 3000, SD-Former's input) over the GPU file's step rate; gpu_host_loader_over_step: the "
+            "note": "loader_over_gpu_step: this machine's CPU (num_workers=0, shared) serving Sleep-EDF "
+                    "windows "
+                    "(2 x 3000, SD-Former's input) over the GPU file's step rate; gpu_host_loader_over_step: "
+                    "the "
                     "loader on the GPU's own host over the same step, from the GPU file"}
 
 
@@ -250,7 +263,8 @@ def main(argv: list[str] | None = None) -> int:
         meta = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                 "command": " ".join(["python", *sys.argv]),
                 "machine": f"{platform.machine()} {platform.processor()}", "cpus": os.cpu_count(),
-                "python": platform.python_version(), "nights": len(nights), "epochs_per_night": args.epochs_per_night,
+                "python": platform.python_version(), "nights": len(nights),
+                "epochs_per_night": args.epochs_per_night,
                 "corpus_mib": round(size / 2**20, 1), "write_s": round(write_s, 2),
                 "loadavg_start": os.getloadavg()[0]}
         runs: dict[str, list[dict[str, Any]]] = {"biosig": [], "mne": []}
@@ -264,22 +278,31 @@ def main(argv: list[str] | None = None) -> int:
         print("check", check, flush=True)
         med = {k: statistics.median(x["seconds"] for x in v) for k, v in runs.items()}
         result: dict[str, Any] = {
-            "meta": meta, "runs": runs, "check": check,
+            "meta": meta,
+            "runs": runs,
+            "check": check,
             "median_s": {k: round(v, 3) for k, v in med.items()},
             "speedup_biosig_over_mne_braindecode": round(med["mne"] / med["biosig"], 2),
             # process CPU time: on a shared machine the wall clock also counts waiting for a core
-            "median_cpu_s": {k: round(statistics.median(x["cpu_seconds"] for x in v), 3) for k, v in runs.items()},
+            "median_cpu_s": {
+                k: round(statistics.median(x["cpu_seconds"] for x in v), 3) for k, v in runs.items()
+            },
             "peak_rss_mib": {k: max(x["peak_rss_mib"] for x in v) for k, v in runs.items()},
             "rss_after_imports_mib": {k: min(x["rss_after_imports_mib"] for x in v) for k, v in runs.items()},
-            # what the work itself added to the process's peak (imports differ: torch + lightning vs mne + braindecode)
-            "peak_rss_over_imports_mib": {k: round(max(x["peak_rss_mib"] - x["rss_after_imports_mib"] for x in v), 1)
-                                          for k, v in runs.items()},
+            # what the work itself added to the process's peak (imports differ: torch + lightning vs mne +
+            # braindecode)
+            "peak_rss_over_imports_mib": {
+                k: round(max(x["peak_rss_mib"] - x["rss_after_imports_mib"] for x in v), 1)
+                for k, v in runs.items()
+            },
         }
-        result["loader"] = loader_and_step(root, work / "cache_biosig_0", args.loader_epochs, not args.no_model_step)
+        result["loader"] = loader_and_step(root, work / "cache_biosig_0",
+                                           args.loader_epochs, not args.no_model_step)
         meta["loadavg_end"] = os.getloadavg()[0]
         result["cpu_speedup_biosig_over_mne_braindecode"] = round(
             result["median_cpu_s"]["mne"] / result["median_cpu_s"]["biosig"], 2)
-        print(json.dumps({k: result[k] for k in ("median_s", "speedup_biosig_over_mne_braindecode", "median_cpu_s",
+        print(json.dumps({k: result[k] for k in ("median_s", "speedup_biosig_over_mne_braindecode",
+                                                 "median_cpu_s",
                                                  "cpu_speedup_biosig_over_mne_braindecode", "peak_rss_mib",
                                                  "peak_rss_over_imports_mib", "loader")}, indent=1))
         if args.out:

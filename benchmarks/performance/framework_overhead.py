@@ -71,11 +71,13 @@ MODELS = {
 BUCKETS = [
     ("metrics", ("torchmetrics", "biosig_lightning/metrics.py")),
     ("checkpointing", ("checkpoint", "cloud_io", "torch/serialization.py", "atomic_io")),
-    ("logging", ("loggers", "logger_connector", "csv_history", "lightning/pytorch/core/module.py", "result.py")),
+    ("logging",
+     ("loggers", "logger_connector", "csv_history", "lightning/pytorch/core/module.py", "result.py")),
     ("data_loading", ("torch/utils/data", "biosig_lightning/data", "numpy", "fetchers")),
     ("config_parsing", ("jsonargparse", "yaml", "docstring", "typeshed", "argparse", "inspect", "typing")),
     ("model_compute", ("torch/nn", "torch/autograd", "torch/_tensor", "torch/optim", "torch/functional",
-                       "biosig_lightning/models", "built-in method torch", "<built-in method", "torch/_C", "torch._C",
+                       "biosig_lightning/models", "built-in method torch", "<built-in method", "torch/_C",
+                       "torch._C",
                        "run_backward")),
 ]
 
@@ -182,7 +184,8 @@ def _split(total: float, startup: float, epochs: list[float], cpu_epochs: list[f
             "teardown_s": total - startup - sum(epochs), "epoch_cpu_s": cpu_epochs}
 
 
-def run_bare(backbone: nn.Module, data: dict[str, torch.Tensor], batch: int, eval_batch: int, clip: float | None,
+def run_bare(backbone: nn.Module, data: dict[str, torch.Tensor], batch: int, eval_batch: int,
+             clip: float | None,
              lr: float, seed: int, epochs: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     torch.manual_seed(seed)
@@ -234,7 +237,8 @@ def run_braindecode(backbone: nn.Module, data: dict[str, torch.Tensor], batch: i
     callbacks: list[Any] = [("starts", Starts())] + ([("clip", GradientNormClipping(clip))] if clip else [])
     valid = Dataset(data["x_val"].numpy(), data["y_val"].numpy())
     clf = EEGClassifier(backbone, criterion=nn.CrossEntropyLoss, optimizer=torch.optim.Adam, optimizer__lr=lr,
-                        batch_size=batch, max_epochs=epochs, train_split=predefined_split(valid), callbacks=callbacks,
+                        batch_size=batch, max_epochs=epochs, train_split=predefined_split(valid),
+                        callbacks=callbacks,
                         iterator_train__shuffle=True, iterator_train__drop_last=False,
                         iterator_valid__batch_size=eval_batch, device="cpu",
                         classes=list(range(int(data["y_train"].max()) + 1)), verbose=0)
@@ -317,7 +321,8 @@ def bucket_profile(stats: pstats.Stats) -> dict[str, float]:
 
 
 def top_functions(stats: pstats.Stats, n: int = 12) -> list[list[Any]]:
-    """The ``n`` functions with the most cumulative time: ``[file:line(function), cumulative s, own s, calls]``."""
+    """The ``n`` functions with the most cumulative time: ``[file:line(function), cumulative s, own s,
+    calls]``."""
     rows = []
     for (path, line, func), (_cc, nc, tottime, cumtime, _callers) in stats.stats.items():  # type: ignore[attr-defined]
         short = path.split("site-packages/")[-1].split("perf36/")[-1]
@@ -353,12 +358,15 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["BIOSIG_CACHE"] = str(work / "cache")  # a private window cache, built once below
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     meta = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "command": " ".join(["python", *sys.argv]), "machine": f"{platform.machine()} {platform.processor()}",
+            "command": " ".join(["python", *sys.argv]),
+            "machine": f"{platform.machine()} {platform.processor()}",
             "cpus": os.cpu_count(), "threads": args.threads, "torch": torch.__version__,
             "python": platform.python_version(), "windows_per_subject": args.windows, "epochs": args.epochs,
             "rounds": args.rounds, "loadavg_start": os.getloadavg()[0]}
-    results: dict[str, Any] = {**({"import_s": import_seconds(args.import_rounds)} if args.import_rounds else {}),
-                               "parser_startup": parser_startup(args.models[0], args.rounds)}
+    results: dict[str, Any] = {
+        **({"import_s": import_seconds(args.import_rounds)} if args.import_rounds else {}),
+        "parser_startup": parser_startup(args.models[0], args.rounds),
+    }
     print("import_s", results.get("import_s", {}).get("median_s"), "parser_startup",
           results["parser_startup"]["median_s"], flush=True)
     ways = ("biosig_fit", "bare", "braindecode")
@@ -377,22 +385,37 @@ def main(argv: list[str] | None = None) -> int:
                 runs["bare"].append(run_bare(copy.deepcopy(init), data, dm.batch_size, dm.eval_batch_size,
                                              clip, lr, args.seed, args.epochs))
                 runs["braindecode"].append(run_braindecode(copy.deepcopy(init), data, dm.batch_size,
-                                                           dm.eval_batch_size, clip, lr, args.seed, args.epochs))
+                                                           dm.eval_batch_size, clip,
+                                                           lr, args.seed, args.epochs))
                 print(name, r, {w: {k: (round(v, 3) if isinstance(v, float) else [round(e, 3) for e in v])
                                     for k, v in runs[w][-1].items()} for w in ways}, flush=True)
             steady = {w: statistics.median(_steady(run["epoch_s"]) for run in runs[w]) for w in ways}
             steady_cpu = {w: statistics.median(_steady(run["epoch_cpu_s"]) for run in runs[w]) for w in ways}
-            startup = {w: statistics.median(run["startup_s"] + run["teardown_s"] for run in runs[w]) for w in ways}
+            startup = {
+                w: statistics.median(run["startup_s"] + run["teardown_s"] for run in runs[w]) for w in ways
+            }
             total = {w: statistics.median(run["total_s"] for run in runs[w]) for w in ways}
             row: dict[str, Any] = {
-                "train_windows": len(y_tr), "val_windows": len(y_va), "batch": dm.batch_size,
+                "train_windows": len(y_tr),
+                "val_windows": len(y_va),
+                "batch": dm.batch_size,
                 "params": sum(p.numel() for p in init.parameters()),
-                "runs": {w: [{k: (round(v, 3) if isinstance(v, float) else [round(e, 3) for e in v])
-                              for k, v in run.items()} for run in runs[w]] for w in ways},
+                "runs": {
+                    w: [
+                        {
+                            k: (round(v, 3) if isinstance(v, float) else [round(e, 3) for e in v])
+                            for k, v in run.items()
+                        }
+                        for run in runs[w]
+                    ]
+                    for w in ways
+                },
                 "median_steady_epoch_s": {w: round(v, 3) for w, v in steady.items()},
                 "median_steady_epoch_cpu_s": {w: round(v, 3) for w, v in steady_cpu.items()},
                 "steady_epoch_cpu_fit_over_bare": round(steady_cpu["biosig_fit"] / steady_cpu["bare"], 3),
-                "steady_epoch_cpu_fit_over_braindecode": round(steady_cpu["biosig_fit"] / steady_cpu["braindecode"], 3),
+                "steady_epoch_cpu_fit_over_braindecode": round(
+                    steady_cpu["biosig_fit"] / steady_cpu["braindecode"], 3
+                ),
                 "median_startup_plus_teardown_s": {w: round(v, 3) for w, v in startup.items()},
                 "median_total_s": {w: round(v, 3) for w, v in total.items()},
                 "steady_epoch_fit_over_bare": round(steady["biosig_fit"] / steady["bare"], 3),
@@ -410,11 +433,13 @@ def main(argv: list[str] | None = None) -> int:
                 for part, p in (("startup", clock.startup_profile), ("steady_epoch", clock.epoch_profile)):
                     if p is not None:
                         stats = pstats.Stats(p)
-                        prof[part] = {"own_time_s": bucket_profile(stats), "top_cumulative": top_functions(stats)}
+                        prof[part] = {"own_time_s": bucket_profile(stats),
+                                      "top_cumulative": top_functions(stats)}
                 row["profile_biosig_fit"] = prof
             results[name] = row
             print(name, {k: row[k] for k in ("median_steady_epoch_s", "median_startup_plus_teardown_s",
-                                              "steady_epoch_fit_over_bare", "steady_epoch_fit_over_braindecode",
+                                              "steady_epoch_fit_over_bare",
+                                             "steady_epoch_fit_over_braindecode",
                                               "steady_epoch_cpu_fit_over_bare",
                                               "fit_startup_in_steady_epochs")}, flush=True)
     finally:

@@ -1,4 +1,5 @@
-"""Every paper model's training step on one accelerator: eager, compiled and CUDA-graphed, float32 and bf16-mixed.
+"""Every paper model's training step on one accelerator: eager, compiled and CUDA-graphed, float32 and
+bf16-mixed.
 
 For each paper model (its experiment YAML on the YAML's synthetic stand-in, which has the real
 corpus's channels, rate and window) this measures, in one run on one device:
@@ -26,12 +27,15 @@ corpus's channels, rate and window) this measures, in one run on one device:
 
 Usage (one line on a GPU machine; CUDA is required unless ``--smoke``)::
 
-    python benchmarks/performance/gpu_steps.py --quick --out $OUT/gpu_steps.json   # well inside 8 minutes on an H100
-    python benchmarks/performance/gpu_steps.py --out $OUT/gpu_steps.json           # every batch x execution x precision
+    python benchmarks/performance/gpu_steps.py --quick --out $OUT/gpu_steps.json   # well inside 8 minutes on
+    an H100
+    python benchmarks/performance/gpu_steps.py --out $OUT/gpu_steps.json           # every batch x execution x
+    precision
     python benchmarks/performance/gpu_steps.py --smoke --out /tmp/gpu_steps_smoke.json   # CPU, tiny models
 
 ``--quick``: 5 timed steps, compiled executions at the paper batch only (the fill batch eager), and
-``--time-limit`` 420 s (``--smoke`` too: compiled runs at the paper batch only): a compiled run that would start past it is recorded as skipped, so the script
+``--time-limit`` 420 s (``--smoke`` too: compiled runs at the paper batch only): a compiled run that would
+start past it is recorded as skipped, so the script
 ends in time whatever the compile times. ``--smoke`` shrinks every backbone to the catalog's test
 size, the stand-ins to a few windows per subject and the batch to 4, and runs on the CPU (unless
 ``--device`` says otherwise) with the ``aot_eager`` compile backend (no CUDA graphs there), so the
@@ -98,7 +102,8 @@ def _cli_args(yaml_name: str, smoke: bool, test_kwargs: dict[str, Any]) -> list[
     args = ["--config", str(EXP / yaml_name), "--config", str(EXP / "overlays" / "synthetic.yaml"),
             "--trainer.logger=false", "--trainer.enable_progress_bar=false", "--trainer.accelerator=cpu"]
     if smoke:
-        args += ["--data.init_args.synthetic_options={windows_per_subject: 6}", f"--data.init_args.batch_size={SMOKE_BATCH}"]
+        args += ["--data.init_args.synthetic_options={windows_per_subject: 6}",
+                 f"--data.init_args.batch_size={SMOKE_BATCH}"]
         args += [f"--model.init_args.backbone.init_args.{k}={json.dumps(v)}" for k, v in test_kwargs.items()]
     return args
 
@@ -134,7 +139,8 @@ def loader_rate(dm: Any, max_batches: int) -> dict[str, Any]:
         if i + 1 >= max_batches:
             break
     wall = time.perf_counter() - t0
-    return {"windows": n, "seconds": round(wall, 4), "windows_per_s": round(n / wall, 1) if wall > 0 else None}
+    return {"windows": n, "seconds": round(wall, 4),
+            "windows_per_s": round(n / wall, 1) if wall > 0 else None}
 
 
 def training_objective(task: Any, batch: dict[str, Any]) -> Any:
@@ -177,7 +183,8 @@ def make_step(task: Any, clip: float | None, device: Any, bf16: bool,
 
 @contextlib.contextmanager
 def execution(task: Any, kind: str, backend: str, device: Any) -> Any:
-    """The backbone eager, compiled (the tasks' ``compile`` option) or compiled with CUDA graphs, for the block."""
+    """The backbone eager, compiled (the tasks' ``compile`` option) or compiled with CUDA graphs, for the
+    block."""
     import torch  # noqa: PLC0415
 
     from biosig_lightning.tasks.compile import compile_backbone  # noqa: PLC0415
@@ -210,7 +217,8 @@ def step_flops(task: Any, batch: dict[str, Any]) -> int | None:
     return int(counter.get_total_flops())
 
 
-#: dense peak TFLOP/s (NVIDIA datasheets): float32 on the CUDA cores (TF32 is off here), bf16 on the tensor cores;
+# : dense peak TFLOP/s (NVIDIA datasheets): float32 on the CUDA cores (TF32 is off here), bf16 on the tensor
+# cores;
 #: the first name contained in the device's name applies
 PEAK_TFLOPS: dict[str, dict[str, float]] = {
     "H100 PCIe": {"float32": 51.2, "bf16-mixed": 756.0},
@@ -309,7 +317,8 @@ def largest_batch(task: Any, clip: float | None, batch: dict[str, Any], device: 
     return {"max_batch": fits, "stopped_by": reason}
 
 
-def _run(task: Any, clip: float | None, batch: dict[str, Any], device: Any, args: argparse.Namespace, which: str,
+def _run(task: Any, clip: float | None, batch: dict[str, Any], device: Any, args: argparse.Namespace,
+         which: str,
          kind: str, precision: str, flops: int | None, init: dict[str, Any]) -> dict[str, Any]:
     """One (batch, execution, precision) measurement."""
     import torch  # noqa: PLC0415
@@ -322,7 +331,8 @@ def _run(task: Any, clip: float | None, batch: dict[str, Any], device: Any, args
         torch.cuda.reset_peak_memory_stats(device)
     try:
         with execution(task, kind, args.backend, device):
-            step, _ = make_step(task, clip, device, bf16=precision != "float32", cudagraphs=kind == "cudagraphs")
+            step, _ = make_step(task, clip, device, bf16=precision != "float32",
+                                cudagraphs=kind == "cudagraphs")
             times, first = time_steps(step, batch, device, args.warmup, args.steps, args.budget)
     except RuntimeError as err:
         if not _is_oom(err):
@@ -374,7 +384,8 @@ def measure(name: str, yaml_name: str, args: argparse.Namespace, device: Any) ->
             if which == "fill" and kind != "eager" and (args.quick or args.smoke):
                 continue
             for precision in ("float32", "bf16-mixed"):
-                entry = {"batch_kind": which, "batch": int(b["y"].shape[0]), "execution": kind, "precision": precision}
+                entry = {"batch_kind": which, "batch": int(b["y"].shape[0]),
+                         "execution": kind, "precision": precision}
                 if kind == "cudagraphs" and device.type != "cuda":
                     runs.append({**entry, "skipped": "CUDA graphs need a CUDA device"})
                 elif kind != "eager" and time.perf_counter() - args.t0 > args.time_limit:
@@ -382,12 +393,18 @@ def measure(name: str, yaml_name: str, args: argparse.Namespace, device: Any) ->
                 else:
                     try:
                         runs.append(_run(task, clip, b, device, args, which, kind, precision, flops, init))
-                    except Exception as err:  # one execution failing (a compile error) keeps the others' numbers
-                        runs.append({**entry, "error": f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"})
+                    except (
+                        Exception
+                    ) as err:  # one execution failing (a compile error) keeps the others' numbers
+                        runs.append(
+                            {**entry, "error": f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"}
+                        )
                 print("   " + json.dumps(runs[-1]), flush=True)
                 rate = row["loader"]["windows_per_s"]
                 if which == "paper" and kind == "eager" and "samples_per_s" in runs[-1]:
-                    runs[-1]["loader_over_step"] = round(rate / runs[-1]["samples_per_s"], 2) if rate else None
+                    runs[-1]["loader_over_step"] = (
+                        round(rate / runs[-1]["samples_per_s"], 2) if rate else None
+                    )
                     row[precision] = runs[-1]  # the earlier files' keys: eager at the paper batch
     row["runs"] = runs
     task.load_state_dict(init)
@@ -405,13 +422,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 3; smoke 0)")
     ap.add_argument("--budget", type=float, default=None,
                     help="seconds per timed mode and per batch search (default 15; smoke 30)")
-    ap.add_argument("--max-batch", type=int, default=None, help="cap of the batch doubling (default 4096; smoke 8)")
-    ap.add_argument("--loader-batches", type=int, default=None, help="batches read for the loader rate (default 200)")
+    ap.add_argument("--max-batch", type=int, default=None,
+                    help="cap of the batch doubling (default 4096; smoke 8)")
+    ap.add_argument("--loader-batches", type=int, default=None,
+                    help="batches read for the loader rate (default 200)")
     ap.add_argument("--quick", action="store_true",
                     help="5 timed steps, compiled runs at the paper batch only, --time-limit 420 s")
     ap.add_argument("--executions", nargs="+", choices=EXECUTIONS, default=list(EXECUTIONS),
                     help="eager, compiled (torch.compile), cudagraphs (mode reduce-overhead); default all")
-    ap.add_argument("--backend", default=None, help="torch.compile backend (default inductor; smoke aot_eager)")
+    ap.add_argument("--backend", default=None,
+                    help="torch.compile backend (default inductor; smoke aot_eager)")
     ap.add_argument("--time-limit", type=float, default=None,
                     help="seconds after which no further compiled run starts (default: none; quick 420)")
     args = ap.parse_args(argv)
@@ -425,14 +445,18 @@ def main(argv: list[str] | None = None) -> int:
 
     missing = missing_packages()
     if missing:
-        print(f"gpu_steps: missing Python packages: {', '.join(missing)}; carry their wheels "
-              "(see /work/.library/device/README.md or pip download) and put them on PYTHONPATH", file=sys.stderr)
+        print(
+            f"gpu_steps: missing Python packages: {', '.join(missing)}; carry their wheels "
+            "(see /work/.library/device/README.md or pip download) and put them on PYTHONPATH",
+            file=sys.stderr,
+        )
         return 2
     import torch  # noqa: PLC0415
 
     device = torch.device(args.device or ("cpu" if args.smoke else "cuda"))
     if device.type == "cuda" and not torch.cuda.is_available():
-        print("gpu_steps: no CUDA device visible (torch.cuda.is_available() is False); use --smoke for a CPU check",
+        print("gpu_steps: no CUDA device visible (torch.cuda.is_available() is False); use --smoke for a CPU "
+              "check",
               file=sys.stderr)
         return 2
     torch.backends.cuda.matmul.allow_tf32 = False  # float32 means float32
@@ -444,7 +468,8 @@ def main(argv: list[str] | None = None) -> int:
             "device": torch.cuda.get_device_name(device) if device.type == "cuda" else
             f"cpu ({platform.processor() or platform.machine()}, {torch.get_num_threads()} threads)",
             "torch": torch.__version__, "python": platform.python_version(), "host": platform.node(),
-            "smoke": args.smoke, "quick": args.quick, "steps": args.steps, "warmup": args.warmup, "tf32": False,
+            "smoke": args.smoke, "quick": args.quick, "steps": args.steps, "warmup": args.warmup,
+            "tf32": False,
             "executions": args.executions, "backend": args.backend, "peak_tflops": PEAK_TFLOPS,
             "loadavg_start": os.getloadavg()[0]}
     rows, t0 = [], time.perf_counter()
@@ -455,7 +480,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             row = measure(name, yaml_name, args, device)
         except Exception as err:  # one model failing must not lose the others' numbers
-            row = {"model": name, "config": f"experiments/{yaml_name}", "error": f"{type(err).__name__}: {err}"}
+            row = {"model": name, "config": f"experiments/{yaml_name}",
+                   "error": f"{type(err).__name__}: {err}"}
         print("   " + json.dumps({k: row.get(k) for k in ("batch", "max_batch", "gflop_per_sample", "error")
                                   if k in row}), flush=True)
         rows.append(row)

@@ -17,7 +17,8 @@ Timings depend on the machine and its load; compare rows of one run, not runs of
 
 Usage::
 
-    python benchmarks/performance/paper_models.py [--only bioformer|sdformer] [--no-baselines] [--steps 5] [--threads 2] [--out FILE]
+    python benchmarks/performance/paper_models.py [--only bioformer|sdformer] [--no-baselines] [--steps 5]
+    [--threads 2] [--out FILE]
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ BIOFORMER_CASES = [
     ("Medformer", "apava", [EXP / "bioformer_apava.yaml", EXP / "bioformer/baselines/medformer.yaml"]),
 ]
 SDFORMER_CASES = [
-    (name, corpus, [EXP / (f"sdformer_{corpus}.yaml" if name == "SDFormer" else f"sdformer/{name}_{corpus}.yaml")])
+    (name, corpus,
+     [EXP / (f"sdformer_{corpus}.yaml" if name == "SDFormer" else f"sdformer/{name}_{corpus}.yaml")])
     for corpus in ("sleepedf", "chbmit")
     for name in ("SDFormer", "patchtst", "transformer", "static_gnn", "cnn1d")
 ]
@@ -83,7 +85,8 @@ def edge_share(configs: list[Path], batch_size: int, steps: int) -> dict[str, An
 
 
 def gate_gradient_cost(model: torch.nn.Module, x: torch.Tensor, steps: int) -> dict[str, Any]:
-    """Extra ms per train step for the gate gradient of SD-Former's masked attentions (see the module docstring).
+    """Extra ms per train step for the gate gradient of SD-Former's masked attentions (see the module
+    docstring).
 
     Whatever ``masked_attention`` does with a learning gate (the zero-valued bridge term before,
     one fused autograd function now) is compared with itself on a constant gate, so the figure
@@ -94,7 +97,8 @@ def gate_gradient_cost(model: torch.nn.Module, x: torch.Tensor, steps: int) -> d
     real = sdformer.masked_attention
     captured: list[tuple[torch.Tensor, ...]] = []
 
-    def capture(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, gate: torch.Tensor | None = None) -> torch.Tensor:
+    def capture(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                gate: torch.Tensor | None = None) -> torch.Tensor:
         if gate is not None:
             captured.append(tuple(t.detach().clone() for t in (q, k, v, gate)))
         return real(q, k, v, gate)
@@ -150,7 +154,8 @@ def main() -> None:
         cases += [(n, c, cfg, 64) for n, c, cfg in SDFORMER_CASES if n == "SDFormer" or not args.no_baselines]
     rows = []
     for name, corpus, configs, batch in cases:
-        res = profile([*_args(configs), "--batch_size", str(batch), "--steps", str(args.steps), "--warmup", "2",
+        res = profile([*_args(configs), "--batch_size", str(batch), "--steps", str(args.steps), "--warmup",
+                       "2",
                        "--device", "cpu"])
         row = {"model": name, "corpus": corpus, "batch": batch, "params": res["params"],
                "gflops_per_sample": round(res["flops_per_sample"] / 1e9, 4), "step_ms": res["train_step_ms"],
@@ -162,12 +167,15 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row), flush=True)
     out = {"machine": {"cpu": platform.processor() or platform.machine(), "threads": args.threads,
-                       "torch": torch.__version__}, "loadavg_start": load_start, "loadavg_end": os.getloadavg(),
+                       "torch": torch.__version__}, "loadavg_start": load_start,
+           "loadavg_end": os.getloadavg(),
            "rows": rows}
     args.out.write_text(json.dumps(out, indent=2))
-    print("\n| model | corpus | batch | params | GFLOP/sample | step ms | samples/s |\n|---|---|---|---|---|---|---|")
+    print("\n| model | corpus | batch | params | GFLOP/sample | step ms | samples/s "
+          "|\n|---|---|---|---|---|---|---|")
     for r in rows:
-        extra = (f" (edge scoring {100 * r['edge_share']:.1f} %, gate gradient {100 * r['gate_grad_share']:.1f} %)"
+        extra = (f" (edge scoring {100 * r['edge_share']:.1f} %, gate gradient "
+                 f"{100 * r['gate_grad_share']:.1f} %)"
                  if "edge_share" in r else "")
         print(f"| {r['model']} | {r['corpus']} | {r['batch']} | {r['params']:,} | {r['gflops_per_sample']} | "
               f"{r['step_ms']:.0f}{extra} | {r['samples_per_s']:.1f} |")

@@ -1,4 +1,5 @@
-"""Signed-graph denoiser pair against braindecode's EEGNet / Deep4Net, and Lanczos against dense eigh filtering.
+"""Signed-graph denoiser pair against braindecode's EEGNet / Deep4Net, and Lanczos against dense eigh
+filtering.
 
 Yao et al. (App. I, Table 10) compare training and inference time with EEGNet, FBCSPNet and Deep4Net.
 Everything here is a ratio against a baseline timed in the same run, the runs of the models interleaved
@@ -34,8 +35,10 @@ repeat by repeat so that a busy machine slows all of them alike:
 Usage::
 
     python benchmarks/performance/signed_graph.py                # writes benchmarks/results/signed_graph.json
-    python benchmarks/performance/signed_graph.py --table10      # only section 5, merged into the existing file
-    python benchmarks/performance/signed_graph.py --quick        # 1500-sample windows, fewer repeats, no file unless --out
+    python benchmarks/performance/signed_graph.py --table10      # only section 5, merged into the existing
+    file
+    python benchmarks/performance/signed_graph.py --quick        # 1500-sample windows, fewer repeats, no file
+    unless --out
     python benchmarks/performance/signed_graph.py --threads 2 --out /tmp/sg.json
 """
 
@@ -68,7 +71,8 @@ from biosig_lightning.tasks.denoiser_pair import DenoiserPairTask
 ROOT = Path(__file__).resolve().parents[2]
 YAML = ROOT / "experiments" / "signed_graph_turkish.yaml"
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "results" / "signed_graph.json"
-#: the pair as its YAML builds it (``filter_method: auto``), the same pair forced to Lanczos, and the baselines
+# : the pair as its YAML builds it (``filter_method: auto``), the same pair forced to Lanczos, and the
+# baselines
 PAIR, PAIR_LANCZOS = "SignedGraphClassifier", "SignedGraphClassifier[lanczos]"
 MODELS = (PAIR, PAIR_LANCZOS, "EEGNetv4", "Deep4Net")
 BASELINES = ("EEGNetv4", "Deep4Net")
@@ -80,7 +84,9 @@ TABLE10_MODELS = (PAIR, EEGNET_TABLE1, "EEGNetv4")
 def paper_config() -> tuple[dict[str, Any], int]:
     """The pair's backbone arguments and the batch size of ``experiments/signed_graph_turkish.yaml``."""
     cfg = yaml.safe_load(YAML.read_text())
-    return dict(cfg["model"]["init_args"]["backbone"]["init_args"]), int(cfg["data"]["init_args"]["batch_size"])
+    return dict(cfg["model"]["init_args"]["backbone"]["init_args"]), int(
+        cfg["data"]["init_args"]["batch_size"]
+    )
 
 
 def build(name: str, n_chans: int, n_times: int, sfreq: float, x: torch.Tensor, y: torch.Tensor
@@ -134,7 +140,8 @@ def build(name: str, n_chans: int, n_times: int, sfreq: float, x: torch.Tensor, 
 
 
 def _standin(windows_per_subject: int) -> Any:
-    """The Turkish-epilepsy stand-in of ``experiments/signed_graph_turkish.yaml`` (its split, normalisation, batch),
+    """The Turkish-epilepsy stand-in of ``experiments/signed_graph_turkish.yaml`` (its split, normalisation,
+    batch),
     set up for fitting."""
     from biosig_lightning.runs.biosig_cli import BiosigCLI
 
@@ -147,7 +154,8 @@ def _standin(windows_per_subject: int) -> Any:
 
 
 def _fit_until(name: str, dm: Any, criterion: float, max_epochs: int, seed: int) -> dict[str, Any]:
-    """Train ``name`` epoch by epoch on ``dm`` (the pair as its task does: class polarities at the epoch start,
+    """Train ``name`` epoch by epoch on ``dm`` (the pair as its task does: class polarities at the epoch
+    start,
     eq. 23 with Adam 1e-3; an EEGNet with cross-entropy and Adam 1e-3); after each epoch the validation
     accuracy (eq. 22 for the pair). Stops at the first epoch whose accuracy reaches ``criterion``."""
     first = next(iter(dm.train_dataloader()))
@@ -163,7 +171,8 @@ def _fit_until(name: str, dm: Any, criterion: float, max_epochs: int, seed: int)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             kernel = {"kernel_length": EEGNET_TABLE1_KERNEL} if name == EEGNET_TABLE1 else {}
-            net = braindecode_model("EEGNetv4")(n_chans=n_chans, n_outputs=2, n_times=n_times, sfreq=500.0, **kernel)
+            net = braindecode_model("EEGNetv4")(n_chans=n_chans, n_outputs=2,
+                                                n_times=n_times, sfreq=500.0, **kernel)
     opt = torch.optim.Adam(net.parameters(), 1e-3)
     history: list[dict[str, float]] = []
     reached = None
@@ -192,7 +201,8 @@ def _fit_until(name: str, dm: Any, criterion: float, max_epochs: int, seed: int)
             for batch in dm.val_dataloader():
                 correct += int((net(batch["x"]).argmax(-1) == batch["y"]).sum())
                 total += int(batch["y"].shape[0])
-        history.append({"epoch": epoch, "train_s": train_s, "train_windows": n_windows, "val_acc": correct / total})
+        history.append({"epoch": epoch, "train_s": train_s, "train_windows": n_windows,
+                        "val_acc": correct / total})
         print(f"  {name:22s} epoch {epoch:2d}  {train_s:7.1f} s  val acc {correct / total:.3f}", flush=True)
         if reached is None and correct / total >= criterion:
             reached = epoch
@@ -203,14 +213,16 @@ def _fit_until(name: str, dm: Any, criterion: float, max_epochs: int, seed: int)
             "val_windows": total, "history": history}
 
 
-def table10(criterion: float, max_epochs: int, windows_per_subject: int, repeats: int, seed: int) -> dict[str, Any]:
+def table10(criterion: float, max_epochs: int,
+            windows_per_subject: int, repeats: int, seed: int) -> dict[str, Any]:
     """Section 5: the pair against Table 1's EEGNet (kernel 254) and the default EEGNet, per window and as
     time to convergence on the stand-in, and the reading of Table 10 the numbers support."""
     kwargs, batch = paper_config()
     x, y = _batch(35, 6000, batch)
     built = {name: build(name, 35, 6000, 500.0, x, y) for name in TABLE10_MODELS}
     if built[EEGNET_TABLE1][2] != EEGNET_TABLE1_PARAMS:
-        raise RuntimeError(f"braindecode EEGNet with kernel {EEGNET_TABLE1_KERNEL} has {built[EEGNET_TABLE1][2]} "
+        raise RuntimeError(f"braindecode EEGNet with kernel {EEGNET_TABLE1_KERNEL} has "
+                           f"{built[EEGNET_TABLE1][2]} "
                            f"parameters, not Table 1's {EEGNET_TABLE1_PARAMS}")
     train = _interleaved({k: v[0] for k, v in built.items()}, repeats)
     infer = _interleaved({k: v[1] for k, v in built.items()}, repeats)
@@ -235,7 +247,8 @@ def _to_criterion(row: dict[str, Any]) -> tuple[float, bool]:
 
 
 def _table10_reading(t: dict[str, Any]) -> tuple[dict[str, Any], str]:
-    """The ratios (a baseline's time over the pair's: above 1 the pair is faster) and which reading of Table 10
+    """The ratios (a baseline's time over the pair's: above 1 the pair is faster) and which reading of Table
+    10
     (the pair faster per window, or faster to a converged model) they support. A model that did not reach the
     criterion bounds the time-to-criterion ratio by the training time it spent."""
     pw, conv = t["per_window"], t["convergence"]
@@ -254,11 +267,17 @@ def _table10_reading(t: dict[str, Any]) -> tuple[dict[str, Any], str]:
             ratios[key] = {"above": theirs / mine}
         else:
             ratios[key] = None
-    per_window = [ratios[f"{k}_per_window_{b}_over_pair"] for k in ("train", "infer") for b in (EEGNET_TABLE1, "EEGNetv4")]
+    per_window = [
+        ratios[f"{k}_per_window_{b}_over_pair"]
+        for k in ("train", "infer")
+        for b in (EEGNET_TABLE1, "EEGNetv4")
+    ]
     epochs = {k: v["epochs_to_criterion"] for k, v in conv.items()}
     text = (f"Per window the pair trains at {per_window[0]:.3g}x / {per_window[1]:.3g}x and infers at "
-            f"{per_window[2]:.3g}x / {per_window[3]:.3g}x the speed of EEGNet with kernel 254 (Table 1's 9,170 "
-            f"parameters) / kernel 64 (above 1 the pair is faster). Epochs to the criterion ({t['criterion']}, at most "
+            f"{per_window[2]:.3g}x / {per_window[3]:.3g}x the speed of EEGNet with kernel 254 (Table 1's "
+            f"9,170 "
+            f"parameters) / kernel 64 (above 1 the pair is faster). Epochs to the criterion "
+            f"({t['criterion']}, at most "
             f"{t['max_epochs']}; None: not reached): {epochs}. ")
     faster, slower = [], []
     for base in (EEGNET_TABLE1, "EEGNetv4"):
@@ -267,7 +286,8 @@ def _table10_reading(t: dict[str, Any]) -> tuple[dict[str, Any], str]:
             continue
         if isinstance(r, dict):
             (side, bound), = r.items()
-            (faster if side == "above" else slower).append(f"{base}: {'>' if side == 'above' else '<'} {bound:.3g}x")
+            (faster if side == "above" else slower).append(f"{base}: {'>' if side == 'above' else '<'} "
+                                                           f"{bound:.3g}x")
         else:
             (faster if r > 1 else slower).append(f"{base}: {r:.3g}x")
     if faster:
@@ -281,7 +301,8 @@ def _table10_reading(t: dict[str, Any]) -> tuple[dict[str, Any], str]:
     else:
         support = "neither reading (the pair faster per window, or faster to a converged model)"
     text += (f"On this CPU the numbers support {support} as the reading of Table 10's speed claim. "
-             "CPU only, shared machine, one seed, a small stand-in; Table 10 was measured on a GPU (App. E.4).")
+             "CPU only, shared machine, one seed, a small stand-in; Table 10 was measured on a GPU (App. "
+             "E.4).")
     return ratios, text
 
 
@@ -330,7 +351,8 @@ STAGES = {
 
 
 def profile_breakdown(n_chans: int, n_times: int, sfreq: float, batch: int) -> dict[str, Any]:
-    """Self CPU time of one training step and one inference batch of the pair, grouped by stage (fractions)."""
+    """Self CPU time of one training step and one inference batch of the pair, grouped by stage
+    (fractions)."""
     from torch.profiler import ProfilerActivity, profile
 
     x, y = _batch(n_chans, n_times, batch)
@@ -376,14 +398,17 @@ def flops_per_window(n_chans: int, n_times: int, sfreq: float, batch: int) -> di
             eig = sg.EIGH_FLOPS_PER_N3 * (n ** 3 if method == "exact" else d * min(m, n) ** 3)
             row["filter"] = method
             row["eigh_gflop_per_window_infer"] = 2 * blocks * eig / 1e9  # two denoisers
-            row["filter_model_gflop_per_window_infer"] = 2 * blocks * sg.filter_flops(n_chans, h, d, m)[method] / 1e9
+            row["filter_model_gflop_per_window_infer"] = (
+                2 * blocks * sg.filter_flops(n_chans, h, d, m)[method] / 1e9
+            )
         out[name] = row
         print(f"  flops {name}: {row}", flush=True)
     return out
 
 
 def _status_mib(field: str) -> float:
-    """``VmRSS`` / ``VmHWM`` of this process in MiB (``ru_maxrss`` would carry the parent's peak across exec)."""
+    """``VmRSS`` / ``VmHWM`` of this process in MiB (``ru_maxrss`` would carry the parent's peak across
+    exec)."""
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
@@ -446,7 +471,8 @@ def filter_scaling(n_chans: int, n_times: int, chunks: list[int], krylov_dim: in
         t = _interleaved({"lanczos": lambda: run("lanczos"), "eigh": lambda: run("exact")}, repeats)
         with torch.no_grad():
             ref = sg.exact_filter(lap.dense(), y, 1.0)
-            err = float((sg.lanczos_filter(lap, y, 1.0, krylov_dim, reorth_passes=0) - ref).norm() / ref.norm())
+            err = float((sg.lanczos_filter(lap, y, 1.0,
+                                           krylov_dim, reorth_passes=0) - ref).norm() / ref.norm())
         flops = sg.filter_flops(n_chans, h, n_times // h, krylov_dim)
         rows.append({"H": h, "N": n_chans * h, "D": n_times // h, "lanczos_ms": 1e3 * t["lanczos"],
                      "eigh_ms": 1e3 * t["eigh"], "speedup_lanczos_over_eigh": t["eigh"] / t["lanczos"],
@@ -459,7 +485,8 @@ def filter_scaling(n_chans: int, n_times: int, chunks: list[int], krylov_dim: in
 
 def _commit() -> str | None:
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True,
                               check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
@@ -489,8 +516,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n-times", type=int, default=6000, help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--table10", action="store_true",
-                        help="only section 5 (Table 1's EEGNet, per window and to convergence), merged into --out")
-    parser.add_argument("--criterion", type=float, default=0.9, help="validation accuracy of section 5's criterion")
+                        help="only section 5 (Table 1's EEGNet, per window and to convergence), merged into "
+                             "--out")
+    parser.add_argument("--criterion", type=float, default=0.9,
+                        help="validation accuracy of section 5's criterion")
     parser.add_argument("--max-epochs", type=int, default=6, help="section 5's epoch cap per model")
     parser.add_argument("--windows-per-subject", type=int, default=6, help="section 5's stand-in size")
     args = parser.parse_args(argv)
@@ -504,12 +533,24 @@ def main(argv: list[str] | None = None) -> None:
         target = args.out or DEFAULT_OUT
         result = json.loads(target.read_text()) if target.is_file() else {}
         started, commit = time.time(), _commit()
-        section = table10(args.criterion, args.max_epochs, args.windows_per_subject, args.repeats or 3, seed=0)
-        section.update({"command": " ".join(["python", "benchmarks/performance/signed_graph.py",
-                                             *(sys.argv[1:] if argv is None else argv)]),
-                        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                        "machine": machine(args.threads), "loadavg": os.getloadavg(),
-                        "wall_s": time.time() - started, "code_commit": commit})
+        section = table10(args.criterion, args.max_epochs, args.windows_per_subject,
+                          args.repeats or 3, seed=0)
+        section.update(
+            {
+                "command": " ".join(
+                    [
+                        "python",
+                        "benchmarks/performance/signed_graph.py",
+                        *(sys.argv[1:] if argv is None else argv),
+                    ]
+                ),
+                "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "machine": machine(args.threads),
+                "loadavg": os.getloadavg(),
+                "wall_s": time.time() - started,
+                "code_commit": commit,
+            }
+        )
         result["table10"] = section
         atomic_write_json(target, result)
         print(section["reading"])
@@ -520,7 +561,8 @@ def main(argv: list[str] | None = None) -> None:
     out = args.out or (None if args.quick else DEFAULT_OUT)
     started = time.time()
     result: dict[str, Any] = {
-        "command": " ".join(["python", "benchmarks/performance/signed_graph.py", *(sys.argv[1:] if argv is None else argv)]),
+        "command": " ".join(["python", "benchmarks/performance/signed_graph.py",
+                             *(sys.argv[1:] if argv is None else argv)]),
         "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(args.threads), "loadavg_start": os.getloadavg(),
         "note": "ratios from runs interleaved in one process on a machine shared with other jobs; "
@@ -561,7 +603,8 @@ def main(argv: list[str] | None = None) -> None:
     result["wall_s"] = time.time() - started
     result["complete"] = True
     for row in result["filter"]:
-        print(f"  H {row['H']:3d}  N {row['N']:4d}  D {row['D']:5d}  eigh/lanczos {row['speedup_lanczos_over_eigh']:6.2f}"
+        print(f"  H {row['H']:3d}  N {row['N']:4d}  D {row['D']:5d}  eigh/lanczos "
+              f"{row['speedup_lanczos_over_eigh']:6.2f}"
               f"  rel.diff {row['relative_difference']:.1e}")
     save()
     if out is not None:

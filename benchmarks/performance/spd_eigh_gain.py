@@ -1,5 +1,6 @@
 """SPD preprocessing of one whole recording (8 h, 960 epochs, the synthetic MASS SS3 stand-in) with the
-numba Jacobi eigensolver (``accel/jacobi.py``, ``features/jacobi.py`` before) against ``torch.linalg.eigh``: the keep-or-delete test.
+numba Jacobi eigensolver (``accel/jacobi.py``, ``features/jacobi.py`` before) against ``torch.linalg.eigh``:
+the keep-or-delete test.
 
 Alternating fresh processes (``jacobi``, ``eigh``, ``jacobi``, ...), ``--repeats`` of each, medians;
 the kernel is compiled (or loaded from numba's disk cache) before the timing. Both give the same tokens
@@ -32,7 +33,8 @@ def one(variant: str, epochs: int, threads: int) -> dict:
         jacobi._numba = None
     else:  # compile (or load numba's disk cache) outside the timing
         jacobi.eigh(torch.eye(9, dtype=torch.float64).expand(128, 9, 9).clone())
-    reader = SyntheticReader(MASSSS3.make_spec(), n_subjects=1, windows_per_subject=epochs, kind="sleep", seed=0)
+    reader = SyntheticReader(MASSSS3.make_spec(), n_subjects=1,
+                             windows_per_subject=epochs, kind="sleep", seed=0)
     block = next(reader.iter_blocks())
     x, starts = block.x.astype(np.float64), block.start
     t0, c0 = time.perf_counter(), time.process_time()
@@ -59,7 +61,8 @@ def main() -> None:
     rows = {"jacobi": [], "eigh": []}
     for r in range(a.repeats):
         for v in rows:
-            out = subprocess.run([sys.executable, __file__, "--one", v, f"--epochs={a.epochs}", f"--threads={a.threads}"],
+            out = subprocess.run([sys.executable, __file__, "--one", v, f"--epochs={a.epochs}",
+                                  f"--threads={a.threads}"],
                                  capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
             res = json.loads(out)
             res["load"] = open("/proc/loadavg").read().split()[:3]

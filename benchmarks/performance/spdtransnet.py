@@ -33,8 +33,10 @@ Preprocessing of one synthetic 8 h recording (960 epochs, 8 electrodes, 256 Hz; 
 * ``--per-epoch-baseline``: our maths one epoch at a time with scipy/pyriemann (the earlier baseline).
 
     python benchmarks/performance/spdtransnet.py --authors /tmp/spd_authors                  # all of it
-    python benchmarks/performance/spdtransnet.py --authors /tmp/spd_authors --skip-train     # preprocessing only
-    python benchmarks/performance/spdtransnet.py --configs ours@4 ours_ckpt@32 --skip-preprocessing   # without their code
+    python benchmarks/performance/spdtransnet.py --authors /tmp/spd_authors --skip-train     # preprocessing
+    only
+    python benchmarks/performance/spdtransnet.py --configs ours@4 ours_ckpt@32 --skip-preprocessing   #
+    without their code
 """
 
 from __future__ import annotations
@@ -59,7 +61,8 @@ BEST = dict(d_model=351, tokens_per_epoch=10, intra_heads=9, intra_layers=5, int
             d_ff=1035, fc_width=1035, dropout=0.1, pe="learnable")
 
 
-# --------------------------------------------------------------------------- the authors' code (--authors PATH)
+# --------------------------------------------------------------------------- the authors' code (--authors
+# PATH)
 
 _A_MODEL = "_4_models._4_1_sequence_based_models"
 _A_INTRA = f"{_A_MODEL}.intra_element_block.Transformer_based_feature_extraction"
@@ -93,8 +96,10 @@ def authors_shims(path: str) -> None:
 
     class TorchOneElevenEncoderLayer(nn.TransformerEncoderLayer):
         def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation=torch.relu,  # noqa: ANN001
-                     layer_norm_eps=1e-5, batch_first=False, norm_first=False, device=None, dtype=None) -> None:
-            super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
+                     layer_norm_eps=1e-5, batch_first=False,
+                     norm_first=False, device=None, dtype=None) -> None:
+            super().__init__(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                             batch_first,
                              norm_first, bias=True, device=device, dtype=dtype)
 
     sub.__bases__ = (TorchOneElevenEncoderLayer,)
@@ -106,15 +111,18 @@ def authors_shims(path: str) -> None:
 
 
 def authors_model(path: str, context: int = 21, cfg: dict[str, Any] | None = None) -> torch.nn.Module:
-    """Their four blocks (formatting, intra, inter, classification) set up as their model's ``setup()`` does."""
+    """Their four blocks (formatting, intra, inter, classification) set up as their model's ``setup()``
+    does."""
     cfg = {**BEST, **(cfg or {})}
     authors_shims(path)
     fmt = _authors_import(path, f"{_A_MODEL}.data_formatting_block.SPD_from_EEG_data_reformatting."
                                 "VectorizedSPDFromEEGDataMultichannelSuccessionReformattingBlock")
-    intra = _authors_import(path, f"{_A_INTRA}.TransformerBasedSPDSequenceToSmallerFeaturesSequenceIntraElementBlock")
+    intra = _authors_import(path,
+                            f"{_A_INTRA}.TransformerBasedSPDSequenceToSmallerFeaturesSequenceIntraElementBlock")
     inter = _authors_import(path, f"{_A_MODEL}.inter_element_block.Transformer_based_feature_comparison."
                                   "TransformerBasedSPDLearnablePositionalEncodingSequenceToSequenceInterElementBlock")
-    head = _authors_import(path, f"{_A_MODEL}.classification_block.classification_from_sequence_central_feature."
+    head = _authors_import(path,
+                           f"{_A_MODEL}.classification_block.classification_from_sequence_central_feature."
                                  "CentralGroupOfFeaturesInSequenceClassificationBlock")
     t, d = cfg["tokens_per_epoch"], cfg["d_model"]
     blocks = [fmt.VectorizedSPDFromEEGDataMultichannelSuccessionReformattingBlock(),
@@ -149,7 +157,8 @@ def _cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
-_IMPLS = {"ours": "auto", "ours_cpu": "auto", "sdpa": "sdpa", "fused": "fused", "recompute": "recompute", "stored_maps": "recompute"}
+_IMPLS = {"ours": "auto", "ours_cpu": "auto", "sdpa": "sdpa", "fused": "fused", "recompute": "recompute",
+          "stored_maps": "recompute"}
 
 
 def parse_variant(variant: str) -> tuple[str, bool, bool]:
@@ -177,7 +186,8 @@ def build(variant: str, context: int = 21, authors: str | None = None, device: s
 
     if base == "stored_maps":
         SPMultiheadAttention.forward = _stored_maps_forward
-    model = SPDTransNet(n_chans=context * 210, n_outputs=5, n_times=45, sfreq=256.0, attention_impl=_IMPLS[base],
+    model = SPDTransNet(n_chans=context * 210, n_outputs=5, n_times=45, sfreq=256.0,
+                        attention_impl=_IMPLS[base],
                         checkpoint_layers=ckpt, **{**BEST, **(cfg or {})}).to(device)
     if base == "ours_cpu" and device == "cpu":
         from biosig_lightning import accel
@@ -276,9 +286,11 @@ def check(variants: list[str], batch: int = 2, context: int = 5, seed: int = 0) 
         num = sum(float((grads[n].grad.double().cpu() - g).norm() ** 2) for n, g in ref_grads.items()
                   if grads[n].grad is not None)
         den = sum(float(g.norm() ** 2) for g in ref_grads.values())
-        rows[variant] = {"logits_rel_err": float((logits.detach().double().cpu() - ref_out).norm() / ref_out.norm()),
-                         "grads_rel_err": (num / den) ** 0.5,
-                         "grads_missing": sorted(n for n in ref_grads if grads[n].grad is None)}
+        rows[variant] = {
+            "logits_rel_err": float((logits.detach().double().cpu() - ref_out).norm() / ref_out.norm()),
+            "grads_rel_err": (num / den) ** 0.5,
+            "grads_missing": sorted(n for n in ref_grads if grads[n].grad is None),
+        }
         print(f"check {variant:16s} {json.dumps(rows[variant])}", flush=True)
     return {"device": device, "batch": batch, "context": context, "variants": rows}
 
@@ -305,13 +317,16 @@ def max_batch(variant: str, args: argparse.Namespace, start: int = 32, limit: in
             fits[mid], lo = r, mid
         else:
             hi = mid
-    return {"largest": lo, "smallest_failing": hi, **({k: v for k, v in fits[lo].items() if k != "steps_cpu_s"}
+    return {"largest": lo, "smallest_failing": hi,
+            **({k: v for k, v in fits[lo].items() if k != "steps_cpu_s"}
                                                       if lo in fits else {})}
 
 
 def _in_subprocess(variant: str, batch: int, steps: int, context: int = 21, authors: str | None = None,
-                   threads: int | None = None, env: dict[str, str] | None = None, warmup: int = 0) -> dict[str, Any]:
-    code = (f"import json, sys; sys.path.insert(0, {str(REPO)!r}); from benchmarks.performance.spdtransnet import train_step; "
+                   threads: int | None = None,
+                   env: dict[str, str] | None = None, warmup: int = 0) -> dict[str, Any]:
+    code = (f"import json, sys; sys.path.insert(0, {str(REPO)!r}); from benchmarks.performance.spdtransnet "
+            f"import train_step; "
             f"print('RESULT', json.dumps(train_step({variant!r}, {batch}, {steps}, {context}, {authors!r}, "
             f"{threads!r}, {warmup})))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -326,7 +341,8 @@ def recording(n_epochs: int = 960, seed: int = 0) -> tuple[np.ndarray, np.ndarra
     from biosig_lightning.data.corpora.mass_ss3 import MASSSS3
     from biosig_lightning.data.synthetic import SyntheticReader
 
-    reader = SyntheticReader(MASSSS3.make_spec(), n_subjects=1, windows_per_subject=n_epochs, kind="sleep", seed=seed)
+    reader = SyntheticReader(MASSSS3.make_spec(), n_subjects=1,
+                             windows_per_subject=n_epochs, kind="sleep", seed=seed)
     block = next(reader.iter_blocks())
     return block.x.astype(np.float64), block.start
 
@@ -386,14 +402,18 @@ def authors_tokens(path: str, x: np.ndarray, alpha: float = 2.4904, beta: float 
         sig = u.channel_wise_signal_transformation(z, kind, cfg, sampling_frequency=sfreq)
         windows, shape = u.batch_windowed_signal_reformatting(u.subdivide_signal(sig, t // 30, 30))
         covs.append(u.batch_windowed_signal_to_covariance_matrices(windows, shape, "cov", None))
-        psds.append(u.batch_windowed_signal_to_statistic_vectors(windows, shape, "psd", sampling_frequency=sfreq))
+        psds.append(u.batch_windowed_signal_to_statistic_vectors(windows, shape, "psd",
+                                                                 sampling_frequency=sfreq))
     t1 = time.perf_counter()
     means = np.stack([u.batch_spd_matrices_affine_invariant_mean(c) for c in covs])
     mean_psd = np.stack([u.batch_vectors_euclidean_mean(p) for p in psds])
     t2 = time.perf_counter()
     with torch.no_grad():
         ref = augment(torch.Tensor(means), torch.Tensor(mean_psd).unsqueeze(-1))
-        cov_t, psd_t = torch.Tensor(np.stack(covs)), torch.Tensor(np.stack(psds))  # (C, E, S, n, n), (C, E, S, n)
+        cov_t, psd_t = (
+            torch.Tensor(np.stack(covs)),
+            torch.Tensor(np.stack(psds)),
+        )  # (C, E, S, n, n), (C, E, S, n)
         out = [vectorise(whiten(augment(cov_t[:, e], psd_t[:, e].unsqueeze(-1)), ref)) for e in range(n_ep)]
     t3 = time.perf_counter()
     return torch.stack(out).numpy(), {"covariances_s": t1 - t0, "reference_s": t2 - t1, "tokens_s": t3 - t2,
@@ -414,7 +434,8 @@ def per_epoch_tokens(x: np.ndarray, alpha: float = 2.4904, beta: float = 1.01,
     n_ep, n, t = x.shape
     cont = x.transpose(1, 0, 2).reshape(n, -1)
     cont = (cont - cont.mean(1, keepdims=True)) / cont.std(1, keepdims=True)
-    chans = [cont] + [sps.sosfiltfilt(sps.butter(4, [lo / 128, hi / 128], "bandpass", output="sos"), cont, axis=-1)
+    chans = [cont] + [sps.sosfiltfilt(sps.butter(4, [lo / 128, hi / 128],
+                                                 "bandpass", output="sos"), cont, axis=-1)
                       for lo, hi in SPD_BANDS.values()]
     covs = np.empty((len(chans), n_ep, 30, n, n))
     psds = np.empty((len(chans), n_ep, 30, n))
@@ -488,21 +509,25 @@ def preprocessing_report(args: argparse.Namespace) -> dict[str, Any]:
     """Ours (paper options, code options) and theirs (``--authors``) on ``--recordings`` recordings, one
     after the other in this process (the first pays each code's first-call costs: thread pools, malloc
     arenas, page faults; later ones are what a corpus run sees per recording), tokens compared."""
-    return {"epochs": args.epochs, "recordings": [_one_recording(args, seed) for seed in range(args.recordings)]}
+    return {"epochs": args.epochs,
+            "recordings": [_one_recording(args, seed) for seed in range(args.recordings)]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--authors", default=None, help="local copy of github MathieuSeraphim/SPDTransNet")
     parser.add_argument("--configs", nargs="+", default=["authors@4", "ours@4", "ours_ckpt@32"],
-                        help="VARIANT@BATCH training configurations, each in a fresh process, run in this order "
+                        help="VARIANT@BATCH training configurations, each in a fresh process, run in this "
+                             "order "
                              "--repeats times (variants: authors, ours, ours_ckpt, sdpa, stored_maps)")
     parser.add_argument("--repeats", type=int, default=2, help="rounds over --configs (interleaved)")
     parser.add_argument("--steps", type=int, default=2, help="training steps per process (median reported)")
     parser.add_argument("--steps-large", type=int, default=1, help="steps per process at batch >= 16")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads in every process (default: torch's)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads in every process (default: torch's)")
     parser.add_argument("--context", type=int, default=21, help="L, epochs per sequence (paper's best: 21)")
-    parser.add_argument("--epochs", type=int, default=960, help="epochs of the synthetic recording (960 = 8 h)")
+    parser.add_argument("--epochs", type=int, default=960,
+                        help="epochs of the synthetic recording (960 = 8 h)")
     parser.add_argument("--recordings", type=int, default=1,
                         help="recordings (seeds 0, 1, ...) preprocessed one after the other by each code")
     parser.add_argument("--per-epoch-baseline", action="store_true",
@@ -510,7 +535,8 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=0,
                         help="untimed training steps before the timed ones (use >= 2 on a GPU)")
     parser.add_argument("--check", action="store_true",
-                        help="first compare each --configs variant on this device with a float64 CPU reference")
+                        help="first compare each --configs variant on this device with a float64 CPU "
+                             "reference")
     parser.add_argument("--max-batch", nargs="+", default=[], metavar="VARIANT",
                         help="(GPU) find the largest batch whose training step fits, for each variant")
     parser.add_argument("--skip-train", action="store_true")
@@ -542,17 +568,27 @@ def main() -> None:
                 r["load_before"] = load
                 runs[c].append(r)
                 print(f"{c:16s} {json.dumps(r)}", flush=True)
-        rows = {c: {"step_s": float(np.median([r["step_s"] for r in rs if "step_s" in r] or [np.nan])),
-                    "step_cpu_s": float(np.median([r["step_cpu_s"] for r in rs if "step_cpu_s" in r] or [np.nan])),
-                    "peak_rss_gib": max([r.get("peak_rss_gib", 0.0) for r in rs]), "runs": rs}
-                for c, rs in runs.items()}
+        rows = {
+            c: {
+                "step_s": float(np.median([r["step_s"] for r in rs if "step_s" in r] or [np.nan])),
+                "step_cpu_s": float(
+                    np.median([r["step_cpu_s"] for r in rs if "step_cpu_s" in r] or [np.nan])
+                ),
+                "peak_rss_gib": max([r.get("peak_rss_gib", 0.0) for r in rs]),
+                "runs": rs,
+            }
+            for c, rs in runs.items()
+        }
         for b in sorted({c.split("@")[1] for c in configs}):
             for ours in ("ours", "ours_bf16"):
                 ratio = _ratio(rows, f"authors@{b}", f"{ours}@{b}", "step_s")
                 ratio_cpu = _ratio(rows, f"authors@{b}", f"{ours}@{b}", "step_cpu_s")
                 if ratio:
                     rows[f"authors/{ours}@{b}"] = {"step_ratio": ratio, "step_cpu_ratio": ratio_cpu}
-                    print(f"batch {b}: authors' step / {ours} = {ratio:.2f}x wall, {ratio_cpu:.2f}x CPU", flush=True)
+                    print(
+                        f"batch {b}: authors' step / {ours} = {ratio:.2f}x wall, {ratio_cpu:.2f}x CPU",
+                        flush=True,
+                    )
         report["train"] = rows
     if args.max_batch:
         if not torch.cuda.is_available():

@@ -9,7 +9,8 @@ order rotated each round), so load from other processes falls on all of them ali
 It measures the tree that still held every kernel, commit b0bf872 (the kernels that did not pay were
 deleted after this measurement, so they exist only there); run it from an export of that commit:
 
-    git archive b0bf872 biosig_lightning | tar -x -C /tmp/pre && cp benchmarks/performance/spdtransnet_kernel_gains.py /tmp/pre/
+    git archive b0bf872 biosig_lightning | tar -x -C /tmp/pre && cp
+    benchmarks/performance/spdtransnet_kernel_gains.py /tmp/pre/
     cd /tmp/pre && python spdtransnet_kernel_gains.py --rounds 3 --out step_gains.json
 
 The kept ones (padded heads, numba map kernels) now live in :mod:`biosig_lightning.accel.spdtransnet`;
@@ -74,7 +75,11 @@ class Switch:
             if on == "feed_forward":
                 h = k.feed_forward(x, lin1, lin2, d.p, self.training)
             else:
-                h = lin(drop(torch.relu(lin(x, lin1.weight, lin1.bias)), d.p, self.training), lin2.weight, lin2.bias)
+                h = lin(
+                    drop(torch.relu(lin(x, lin1.weight, lin1.bias)), d.p, self.training),
+                    lin2.weight,
+                    lin2.bias,
+                )
             return self.norm2(x + drop(h, self.drop2.p, self.training))
 
         pad = on == "head_pad"
@@ -83,14 +88,16 @@ class Switch:
             dh = x.shape[-1] // self.heads
             q, k_ = self._qk_heads(x, -(-dh // 8) * 8 if pad else dh, factors)
             p = self.dropout if self.training else 0.0
-            return k.SPAttention.apply(q, k_, x.contiguous(), self.weights(), p, k.draw_seed() if p > 0 else 0)
+            return k.SPAttention.apply(q, k_, x.contiguous(), self.weights(), p,
+                                       k.draw_seed() if p > 0 else 0)
 
         att.SPEncoderLayer.forward, att.SPMultiheadAttention.forward = layer_forward, mha_forward
 
 
 class BackendSwitch:
     """``--backend``: the current tree's plain model against the same model switched to the CPU backend
-    (:func:`biosig_lightning.accel.enable_spdtransnet_cpu`), by turning its SP-MHA modules' class back and forth."""
+    (:func:`biosig_lightning.accel.enable_spdtransnet_cpu`), by turning its SP-MHA modules' class back and
+    forth."""
 
     variants = ("plain", "cpu_backend")
 
@@ -152,9 +159,11 @@ def main() -> None:
     out = {"command": " ".join(["python", *sys.argv]), "started_utc": started,
            "finished_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "machine": f"{platform.node()}: {platform.processor() or platform.machine()}, "
-                      f"{subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores, shared",
+                      f"{subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores, "
+                      f"shared",
            "torch": torch.__version__,
-           "config": {**cfg, "batch": a.batch, "context_L": a.context, "threads": a.threads, "rounds": a.rounds},
+           "config": {**cfg, "batch": a.batch, "context_L": a.context,
+                      "threads": a.threads, "rounds": a.rounds},
            "median_step_wall_s": med, "median_step_cpu_s": med_cpu,
            "gain_over_plain_wall": {v: round(med["plain"] / med[v], 3) for v in variants},
            "gain_over_plain_cpu": {v: round(med_cpu["plain"] / med_cpu[v], 3) for v in variants},

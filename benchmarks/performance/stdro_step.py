@@ -8,9 +8,11 @@ one ascent step in ERM steps, ``(STDRO - ERM) / m / ERM``). The M step (environm
 once every ``N_theta`` theta steps; it is timed on its own and reported amortised over one epoch of
 ``--steps-per-block`` steps (Appendix C: N_theta is counted in epochs).
 
-    python benchmarks/performance/stdro_step.py                 # DCRNN (distance graph), TUSZ 12-s shape, batch 32
+    python benchmarks/performance/stdro_step.py                 # DCRNN (distance graph), TUSZ 12-s shape,
+    batch 32
     python benchmarks/performance/stdro_step.py --quick         # 16 units, batch 8: a minute on a busy CPU
-    python benchmarks/performance/stdro_step.py --quick --phases 40   # forward / backward of an ERM and an ascent step
+    python benchmarks/performance/stdro_step.py --quick --phases 40   # forward / backward of an ERM and an
+    ascent step
 """
 
 from __future__ import annotations
@@ -73,7 +75,8 @@ def measure(m: int, units: int, batch: int, repeats: int, steps_per_block: int) 
     m_step = time.perf_counter() - t0
     erm_s, stdro_s = (statistics.median(w for w, _ in times[k]) for k in ("erm", "stdro"))
     erm_cpu, stdro_cpu = (statistics.median(c for _, c in times[k]) for k in ("erm", "stdro"))
-    return {"m": m, "erm_s": round(erm_s, 4), "stdro_s": round(stdro_s, 4), "ratio": round(stdro_s / erm_s, 2),
+    return {"m": m, "erm_s": round(erm_s, 4), "stdro_s": round(stdro_s, 4),
+            "ratio": round(stdro_s / erm_s, 2),
             # CPU time of this process: on a shared machine, time spent waiting for a core is not counted
             "cpu_ratio": round(stdro_cpu / erm_cpu, 2),
             "bound_m_plus_1": m + 1,
@@ -105,7 +108,8 @@ def phases(units: int, batch: int, repeats: int) -> dict[str, float]:
         loss.backward()
         t2 = time.perf_counter()
         opt.step()
-        keep("erm_forward", t1 - t0), keep("erm_backward", t2 - t1), keep("erm_adam", time.perf_counter() - t2)
+        keep("erm_forward", t1 - t0), keep("erm_backward", t2 - t1), keep("erm_adam",
+                                                                          time.perf_counter() - t2)
         opt.zero_grad()
         for frozen in (True, False):
             for p in params:
@@ -120,7 +124,9 @@ def phases(units: int, batch: int, repeats: int) -> dict[str, float]:
     erm = best["erm_forward"] + best["erm_backward"] + best["erm_adam"]
     out = {k: round(v, 2) for k, v in best.items()}
     for tag in ("frozen", "trainable"):
-        out[f"ascent_over_erm_{tag}"] = round((best[f"ascent_forward_{tag}"] + best[f"ascent_backward_{tag}"]) / erm, 3)
+        out[f"ascent_over_erm_{tag}"] = round(
+            (best[f"ascent_forward_{tag}"] + best[f"ascent_backward_{tag}"]) / erm, 3
+        )
     return out
 
 
@@ -132,16 +138,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--phases", type=int, default=0, metavar="N",
                         help="instead: the fastest of N runs of each phase of an ERM and an ascent step (ms)")
     parser.add_argument("--steps-per-block", type=int, default=680,
-                        help="theta steps between M steps (TUSZ 12-s balanced train set / batch 40 = 682 per epoch)")
+                        help="theta steps between M steps (TUSZ 12-s balanced train set / batch 40 = 682 per "
+                             "epoch)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     units, batch = (16, 8) if args.quick else (64, 32)
     if args.phases:
-        print(json.dumps({"threads": args.threads, "units": units, "batch": batch, "load_average": os.getloadavg(),
+        print(json.dumps({"threads": args.threads, "units": units, "batch": batch,
+                          "load_average": os.getloadavg(),
                           "phases_ms": phases(units, batch, args.phases)}, indent=2))
         return
     rows = [measure(m, units, batch, args.repeats, args.steps_per_block) for m in (5, 10)]
-    print(json.dumps({"threads": args.threads, "units": units, "batch": batch, "load_average": os.getloadavg(),
+    print(json.dumps({"threads": args.threads, "units": units, "batch": batch,
+                      "load_average": os.getloadavg(),
                       "results": rows}, indent=2))
 
 

@@ -37,7 +37,8 @@ MODELS: dict[str, type[nn.Module]] = {"CNN1D": CNN1D, "TransformerClassifier": T
 
 def _time_steps(step: Callable[[], None], warmup: int, steps: int, budget_s: float | None,
                 min_steps: int) -> list[float]:
-    """Seconds of up to ``steps`` timed steps; stops early, after ``min_steps``, once ``budget_s`` is spent."""
+    """Seconds of up to ``steps`` timed steps; stops early, after ``min_steps``, once ``budget_s`` is
+    spent."""
     for _ in range(warmup):
         step()
     times: list[float] = []

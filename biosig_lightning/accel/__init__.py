@@ -6,7 +6,8 @@ with the same results to round-off. Native bfloat16 decides whether ``bf16-mixed
 
 The kernels: :mod:`biosig_lightning.accel.jacobi` (the SPD preprocessing's batched eigendecompositions,
 used by :mod:`biosig_lightning.features.spd` whenever numba is there) and SPDTransNet's CPU training
-kernels (:mod:`biosig_lightning.accel.spdtransnet`, :mod:`biosig_lightning.accel.map_kernels`), switched on in one
+kernels (:mod:`biosig_lightning.accel.spdtransnet`, :mod:`biosig_lightning.accel.map_kernels`), switched on in
+one
 place, :func:`enable_spdtransnet_cpu` (the task's ``cpu_kernels: true``); the model itself is plain torch
 and never imports this package.
 """
@@ -69,7 +70,8 @@ def bf16_cpu_warning(precision: str, device_type: str, native: bool | None) -> s
     """
     if device_type != "cpu" or not str(precision).startswith("bf16") or native is not False:
         return None
-    return (f"trainer.precision={precision} on a CPU without bfloat16 instructions (no avx512_bf16 or amx_bf16 "
+    return (f"trainer.precision={precision} on a CPU without bfloat16 instructions (no avx512_bf16 or "
+            f"amx_bf16 "
             "in /proc/cpuinfo): bfloat16 products are emulated and may be slower than float32; "
             "drop --trainer.precision to train in float32")
 

@@ -18,7 +18,8 @@ eigenvectors as columns, like ``torch.linalg.eigh``, and the lower triangle is r
 
 numba is optional (``pip install biosig-lightning[fast]``). Its first use on a machine compiles the
 kernel (seconds), and numba caches the machine code on disk next to this module (or in its user
-cache). Without it, with ``BIOSIG_NUMBA=0`` in the environment, and for float32, complex, batches under :data:`MIN_BATCH` matrices, orders above
+cache). Without it, with ``BIOSIG_NUMBA=0`` in the environment, and for float32, complex, batches under
+:data:`MIN_BATCH` matrices, orders above
 :data:`MAX_N`, or inputs that need gradients, :func:`eigh` is ``torch.linalg.eigh``. The kernel is
 compiled with ``fastmath``, which assumes finite numbers, so a batch with a non-finite entry goes to
 torch, and so does a block whose sweeps do not converge: errors and NaNs come out as torch gives them.
@@ -142,7 +143,8 @@ def _build(njit):  # noqa: ANN001, ANN202
                         row_pq, row_pp, row_qq = a[p, q], a[p, p], a[q, q]  # 1-D, contiguous: SIMD loops
                         for i in range(lanes):
                             apq, app, aqq = row_pq[i], row_pp[i], row_qq[i]
-                            # rotate: 1.0 where |a_pq| is above the threshold, else 0.0 (branch-free, for SIMD)
+                            # rotate: 1.0 where |a_pq| is above the threshold, else 0.0 (branch-free, for
+                            # SIMD)
                             rotate = 1.0 * (apq * apq > tol2 * abs(app * aqq))
                             # t = tan(theta), the smaller root of t^2 + 2 tau t - 1 = 0 (GvL Alg. 8.5.1)
                             tau = (aqq - app) / (2.0 * apq + (1.0 - rotate))
@@ -236,7 +238,8 @@ def eigh_congruent(mats: torch.Tensor, congruence: torch.Tensor,
 
 def _check_basis(mats: torch.Tensor, basis: torch.Tensor | None) -> None:
     if basis is not None and basis.shape != mats.shape:
-        raise ValueError(f"eigh: basis of shape {tuple(basis.shape)} does not match matrices {tuple(mats.shape)}")
+        raise ValueError(f"eigh: basis of shape {tuple(basis.shape)} does not match matrices "
+                         f"{tuple(mats.shape)}")
 
 
 def _as_array(t: torch.Tensor, n: int) -> np.ndarray:

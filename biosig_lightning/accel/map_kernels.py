@@ -1,7 +1,8 @@
 """numba kernels for SP-MHA's attention maps on CPUs: dropout, combination and the elementwise backward.
 
 Used by :class:`~.spdtransnet.SPAttention` when numba is installed (``pip install biosig-lightning[fast]``)
-and not disabled (``BIOSIG_NUMBA=0``); the plain torch function of the model is the reference and the fallback.
+and not disabled (``BIOSIG_NUMBA=0``); the plain torch function of the model is the reference and the
+fallback.
 Per chunk of sequences, with ``P_h`` the h softmax maps, ``M_h`` their keep masks (the same SFC64
 words as :func:`~.spdtransnet.mask_words`: an entry is dropped where its 16-bit word is below
 ``thr = round(p 2^16)``) and ``ws_h = w_h / (1 - p)``:
@@ -112,7 +113,8 @@ def _ranges(n: int, pool: ThreadPoolExecutor | None, workers: int) -> list[tuple
     return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
-def combine(probs: np.ndarray, raw: np.ndarray | None, thr: int, ws: np.ndarray, comb: np.ndarray, encode: bool,
+def combine(probs: np.ndarray, raw: np.ndarray | None, thr: int, ws: np.ndarray, comb: np.ndarray,
+            encode: bool,
             pool: ThreadPoolExecutor | None = None, workers: int = 1) -> None:
     """``comb = sum_h ws_h M_h P_h`` for ``probs`` of shape ``(n, h, t, t)`` (C-contiguous), ``raw`` its
     16-bit mask words in the same order (``None``: no dropout); ``encode`` negates the dropped entries

@@ -152,7 +152,11 @@ def _slab(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     npdtype = torch.empty(0, dtype=dtype).numpy().dtype
     with _SLAB_LOCK:
         for i in range(len(_SLABS)):
-            if _SLABS[i].size == n and _SLABS[i].dtype == npdtype and sys.getrefcount(_SLABS[i]) == _SLAB_FREE_REFS[0]:
+            if (
+                _SLABS[i].size == n
+                and _SLABS[i].dtype == npdtype
+                and sys.getrefcount(_SLABS[i]) == _SLAB_FREE_REFS[0]
+            ):
                 return torch.from_numpy(_SLABS[i]).view(shape)
         _SLABS.append(np.empty(n, dtype=npdtype))
         if not _SLAB_FREE_REFS:
@@ -246,7 +250,8 @@ class SPAttention(torch.autograd.Function):
                     signed = _chunk_buffer("sp_maps", chunks, sl, (h, t, t), x)
                     SPAttention._combine(SPAttention._signed_maps(q[sl], k[sl], signed), p, seed, c, ws, comb,
                                          encode=True)
-                g = recompute._bmm(dl[sl], xl[sl].transpose(1, 2), _chunk_buffer("sp_g", chunks, sl, (t, t), x))
+                g = recompute._bmm(dl[sl], xl[sl].transpose(1, 2),
+                                   _chunk_buffer("sp_g", chunks, sl, (t, t), x))
                 ds = _chunk_buffer("sp_ds", chunks, sl, (h, t, t), x)
                 r = map_kernels.backward(signed.numpy(), g.numpy(), ws, ds.numpy(), comb.numpy(), _pool(),
                                          torch.get_num_threads())
@@ -262,7 +267,8 @@ class SPAttention(torch.autograd.Function):
 KEEP_MAPS_BYTES = 1 << 29
 
 
-def _chunk_buffer(name: str, chunks: list[slice], sl: slice, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+def _chunk_buffer(name: str, chunks: list[slice], sl: slice,
+                  shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
     """Chunk ``sl``'s part of a per-thread workspace sized for the largest chunk of ``chunks``."""
     step = chunks[0].stop - chunks[0].start
     return _workspace(name, (step, *shape), like)[: sl.stop - sl.start]
@@ -276,7 +282,8 @@ def _numba_maps(x: torch.Tensor) -> bool:
 class CPUSPMultiheadAttention(SPMultiheadAttention):
     """:class:`~biosig_lightning.models.spdtransnet.SPMultiheadAttention` whose ``fused`` way (``auto``'s
     choice) pads each head to a multiple of :data:`HEAD_ALIGN` columns and, where numba is available,
-    forms the maps through :class:`SPAttention`. Other ways, and inputs off the CPU, run as the plain module."""
+    forms the maps through :class:`SPAttention`. Other ways, and inputs off the CPU, run as the plain
+    module."""
 
     def forward(self, x: torch.Tensor, factors: Factors | None = None) -> torch.Tensor:
         if self.impl not in ("auto", "fused") or x.device.type != "cpu":

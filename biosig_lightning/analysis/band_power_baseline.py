@@ -36,7 +36,8 @@ __all__ = ["EEG_BANDS", "band_power_baseline", "datamodule_baseline", "log_band_
 EEG_BANDS: tuple[tuple[float, float], ...] = ((0.5, 4.0), (4.0, 8.0), (8.0, 13.0), (13.0, 30.0), (30.0, 45.0))
 
 
-def log_band_powers(x: np.ndarray, sfreq: float, bands: Sequence[tuple[float, float]] = EEG_BANDS) -> np.ndarray:
+def log_band_powers(x: np.ndarray, sfreq: float,
+                    bands: Sequence[tuple[float, float]] = EEG_BANDS) -> np.ndarray:
     """``(N, C * n_bands)`` log mean power per channel and band of windows ``x`` ``(N, C, T)``.
 
     Bands beyond Nyquist or holding no frequency bin are dropped (one clear error if none is left).
@@ -96,7 +97,8 @@ def newest_run(path: str | Path) -> Path:
         return path
     found = sorted(path.rglob("results.json"), key=lambda p: p.stat().st_mtime)
     if not found:
-        raise SystemExit(f"{path}: no results.json in or below it (give a run directory that biosig fit printed)")
+        raise SystemExit(f"{path}: no results.json in or below it (give a run directory that biosig fit "
+                         f"printed)")
     return found[-1].parent
 
 
@@ -121,7 +123,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     """``python -m biosig_lightning.analysis.band_power_baseline RUN_DIR [--seed N]``."""
     parser = argparse.ArgumentParser(prog="python -m biosig_lightning.analysis.band_power_baseline",
                                      description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("run_dir", help="a run directory holding results.json (what biosig fit printed), or a "
+    parser.add_argument("run_dir",
+                        help="a run directory holding results.json (what biosig fit printed), or a "
                                         "folder of runs: its newest results.json below it is taken")
     parser.add_argument("--seed", type=int, default=0, help="the logistic regression's random_state")
     args = parser.parse_args(argv)

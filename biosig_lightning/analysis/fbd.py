@@ -67,7 +67,8 @@ class AnalysisError(ValueError):
 # --------------------------------------------------------------------------- the math
 
 
-def band_power(z: np.ndarray, fs: float, bin_hz: float = 2.0, demean: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def band_power(z: np.ndarray, fs: float,
+               bin_hz: float = 2.0, demean: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Band power ``E_b`` of every window (Eqs. 14-16).
 
     Args:
@@ -117,7 +118,8 @@ class FBDResult:
     classes_without_spread: list[int]
 
 
-def fbd_from_band_power(power: np.ndarray, labels: np.ndarray, subjects: np.ndarray, eps: float = EPS) -> FBDResult:
+def fbd_from_band_power(power: np.ndarray, labels: np.ndarray,
+                        subjects: np.ndarray, eps: float = EPS) -> FBDResult:
     """FBD per bin (Eqs. 17-20) from per-window band powers ``(N, n_bins)``.
 
     Subject-class cells are averaged over their windows first; ``Std_s`` is the sample standard
@@ -148,13 +150,15 @@ def fbd_from_band_power(power: np.ndarray, labels: np.ndarray, subjects: np.ndar
             without.append(c)
     if not spreads:
         raise AnalysisError(
-            f"FBD needs a class with at least two subjects to measure subject spread (Eq. 17); subjects per class: "
+            f"FBD needs a class with at least two subjects to measure subject spread (Eq. 17); subjects per "
+            f"class: "
             f"{members}"
         )
     class_means = np.stack(means)
     intra = np.mean(np.stack(spreads), axis=0)
     inter = class_means.max(axis=0) - class_means.min(axis=0)
-    return FBDResult(intra=intra, inter=inter, fbd=inter / (intra + eps), class_means=class_means, classes=classes,
+    return FBDResult(intra=intra, inter=inter, fbd=inter / (intra + eps), class_means=class_means,
+                     classes=classes,
                      subjects_per_class=members, classes_without_spread=without)
 
 
@@ -168,7 +172,9 @@ def parse_bands(spec: str | None) -> tuple[Band, ...]:
             name, rng = item.split(":")
             lo, hi = (float(v) for v in rng.split("-"))
         except ValueError:
-            raise AnalysisError(f"--bands: cannot parse {item!r}; expected NAME:LOW-HIGH, e.g. low:0-20") from None
+            raise AnalysisError(
+                f"--bands: cannot parse {item!r}; expected NAME:LOW-HIGH, e.g. low:0-20"
+            ) from None
         if not 0 <= lo < hi:
             raise AnalysisError(f"--bands: band {name!r} needs 0 <= low < high, got {lo}-{hi}")
         bands.append((name.strip(), lo, hi))
@@ -244,14 +250,17 @@ def split_batches(loaded: LoadedRun, split: str, batch_size: int = 256) -> Itera
 
 
 def _token_fn(backbone: nn.Module, layer: str) -> Callable[[torch.Tensor], list[torch.Tensor]]:
-    """The function giving the layer's token sequences ``[(B, L_j, D)]`` (readings 7 and 10 of :func:`compute_fbd`)."""
+    """The function giving the layer's token sequences ``[(B, L_j, D)]`` (readings 7 and 10 of
+    :func:`compute_fbd`)."""
     name = type(backbone).__name__
     if layer == "final":
         tokens = getattr(backbone, "forward_tokens", None)
         if tokens is None:
             raise AnalysisError(
-                f"--layer final: backbone {name} has no forward_tokens(x) -> (B, L, D) temporal embedding, and FBD "
-                "is a spectrum over time (Appendix F); BioFormer, TransformerClassifier and Medformer provide one. "
+                f"--layer final: backbone {name} has no forward_tokens(x) -> (B, L, D) temporal embedding, "
+                f"and FBD "
+                "is a spectrum over time (Appendix F); BioFormer, TransformerClassifier and Medformer "
+                "provide one. "
                 "Use --layer input for the input FBD alone"
             )
 
@@ -262,18 +271,21 @@ def _token_fn(backbone: nn.Module, layer: str) -> Callable[[torch.Tensor], list[
         return final
     if layer == "scln":
         if not all(hasattr(backbone, a) for a in ("encode", "norm", "seq_lens")):
-            raise AnalysisError(f"--layer scln needs a BioFormer backbone (encode, norm, seq_lens), got {name}")
+            raise AnalysisError(f"--layer scln needs a BioFormer backbone (encode, norm, seq_lens), got "
+                                f"{name}")
         bioformer: Any = backbone  # checked above: a BioFormer's encode, norm and seq_lens
         return lambda x: list(bioformer.norm(bioformer.encode(x)).split(bioformer.seq_lens, dim=1))
     raise AnalysisError(f"--layer must be one of {', '.join(LAYERS)}, got {layer!r}")
 
 
-def collect_band_powers(loaded: LoadedRun, split: str, layer: str, bin_hz: float, demean: bool, batch_size: int,
+def collect_band_powers(loaded: LoadedRun, split: str, layer: str, bin_hz: float, demean: bool,
+                        batch_size: int,
                         device: torch.device) -> dict[str, Any]:
     """Per-window band powers of the input and of every token branch, with labels and subjects."""
     sfreq = getattr(loaded.datamodule, "sfreq", None)
     if not sfreq:
-        raise AnalysisError(f"run {loaded.run_dir}: its DataModule exposes no sfreq; FBD needs the sampling rate")
+        raise AnalysisError(f"run {loaded.run_dir}: its DataModule exposes no sfreq; FBD needs the sampling "
+                            f"rate")
     backbone = loaded.task.backbone.to(device).eval()
     tokens = _token_fn(backbone, layer) if layer != "input" else None
     parts: dict[str, list[np.ndarray]] = {"y": [], "subject": [], "input": []}
@@ -296,7 +308,8 @@ def collect_band_powers(loaded: LoadedRun, split: str, layer: str, bin_hz: float
                 rates = [float(sfreq) * s.shape[1] / n_times for s in seqs]
             for j, seq in enumerate(seqs):
                 if seq.ndim != 3:
-                    raise AnalysisError(f"layer {layer}: expected token sequences (B, L, D), got {tuple(seq.shape)}")
+                    raise AnalysisError(f"layer {layer}: expected token sequences (B, L, D), got "
+                                        f"{tuple(seq.shape)}")
                 power, edges[f"branch{j}"] = band_power(seq.float().transpose(1, 2).cpu().numpy(), rates[j],
                                                         bin_hz, demean)
                 branch_power[j].append(power)
@@ -332,7 +345,9 @@ def _entry(result: FBDResult, edges: np.ndarray, fs: float, bands: Sequence[Band
 def plot(path: Path, report: dict[str, Any], class_names: list[str]) -> None:
     from matplotlib.figure import Figure
 
-    views = [("input", report["input"])] + ([("embedding", report["embedding"])] if "embedding" in report else [])
+    views = [("input", report["input"])] + (
+        [("embedding", report["embedding"])] if "embedding" in report else []
+    )
     fig = Figure(figsize=(9, 3.2 * (1 + len(views))), layout="constrained")
     axes = fig.subplots(1 + len(views), 1)
     ax = axes[0]
@@ -343,7 +358,8 @@ def plot(path: Path, report: dict[str, Any], class_names: list[str]) -> None:
         ax.plot(centres, values, marker="o", ms=3, color=color, label=f"{name} (all-bin mean "
                 f"{view['bands'].get('all', {}).get('fbd_mean', float('nan')):.2f})")
     ax.axhline(1.0, color="k", lw=0.8, ls="--")
-    ax.set(xlabel="frequency (Hz)", ylabel="FBD = Inter / Intra", title=f"FBD per {report['bin_hz']:g} Hz bin "
+    ax.set(xlabel="frequency (Hz)", ylabel="FBD = Inter / Intra",
+           title=f"FBD per {report['bin_hz']:g} Hz bin "
            f"({report['split']} split, {report['n_windows']} windows, {len(report['subjects'])} subjects)")
     ax.legend()
     for ax, (name, view) in zip(axes[1:], views, strict=True):
@@ -353,7 +369,8 @@ def plot(path: Path, report: dict[str, Any], class_names: list[str]) -> None:
             label = class_names[cls] if cls < len(class_names) else str(cls)
             ax.plot(centres, [np.nan if v is None else v for v in row], marker=".", label=label)
         ax.set_yscale("log")
-        ax.set(xlabel="frequency (Hz)", ylabel="band power (class mean)", title=f"{name}: class-mean band power")
+        ax.set(xlabel="frequency (Hz)", ylabel="band power (class mean)",
+               title=f"{name}: class-mean band power")
         ax.legend(fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -405,12 +422,14 @@ def compute_fbd(loaded: LoadedRun, split: str = "test", layer: str = "final", bi
         raise AnalysisError(f"--layer must be one of {', '.join(LAYERS)}, got {layer!r}")
     if not bin_hz > 0:
         raise AnalysisError(f"--bin-hz must be positive, got {bin_hz}")
-    data = collect_band_powers(loaded, split, layer, bin_hz, demean, batch_size, device or torch.device("cpu"))
+    data = collect_band_powers(loaded, split, layer, bin_hz, demean, batch_size,
+                               device or torch.device("cpu"))
     y, subjects = data["y"], data["subject"]
     sfreq = float(loaded.datamodule.sfreq)
     inp = fbd_from_band_power(data["input"], y, subjects)
     report: dict[str, Any] = {
-        "run_dir": str(loaded.run_dir), "checkpoint": str(loaded.checkpoint), "model": loaded.results.get("model"),
+        "run_dir": str(loaded.run_dir), "checkpoint": str(loaded.checkpoint),
+        "model": loaded.results.get("model"),
         "split": split, "layer": layer, "bin_hz": bin_hz, "demean": demean, "eps": EPS,
         "n_windows": int(len(y)), "subjects": sorted(int(s) for s in np.unique(subjects)),
         "classes": inp.classes, "subjects_per_class": {str(k): v for k, v in inp.subjects_per_class.items()},

@@ -1,4 +1,5 @@
-"""``biosig graphs``: the learned SD-Former graphs of finished runs, per class, and their stability over seeds.
+"""``biosig graphs``: the learned SD-Former graphs of finished runs, per class, and their stability over
+seeds.
 
 SD-Former (Sharma, Sec. 4) infers a sparse directed graph per window and uses it as an
 attention mask; its Limitations section (Sec. 8) lists as missing: "We do not visualize the
@@ -93,9 +94,11 @@ class ClassGraphs:
 def _require_learned_graph(backbone: Any, where: str) -> None:
     name = type(backbone).__name__
     if not callable(getattr(backbone, "forward_with_aux", None)) or not hasattr(backbone, "graph"):
-        raise GraphError(f"{where}: backbone {name} has no learned graph (biosig graphs needs an SD-Former run)")
+        raise GraphError(f"{where}: backbone {name} has no learned graph (biosig graphs needs an SD-Former "
+                         f"run)")
     if backbone.graph != "learned":
-        raise GraphError(f"{where}: backbone {name} uses a fixed graph (graph={backbone.graph!r}), not a learned "
+        raise GraphError(f"{where}: backbone {name} uses a fixed graph (graph={backbone.graph!r}), not a "
+                         f"learned "
                          "one; biosig graphs needs graph: learned")
 
 
@@ -146,7 +149,8 @@ def class_graphs(backbone: nn.Module, loader: Any, classes: list[str], node_name
         out = sdformer.forward_with_aux(batch["x"].to(device))
         adjacency = (out.adjacency.detach() > 0.5).double()
         if adjacency.shape[1:] != (m, m):
-            raise GraphError(f"graph of shape {tuple(adjacency.shape[1:])}, expected {m} nodes ({node_names[:3]}...)")
+            raise GraphError(f"graph of shape {tuple(adjacency.shape[1:])}, expected {m} nodes "
+                             f"({node_names[:3]}...)")
         is_dag = notears_acyclicity(adjacency) < 1e-6
         y = batch["y"].to(device)
         for c in y.unique().tolist():
@@ -194,7 +198,8 @@ def run_graphs(run_dir: Path, split: str, checkpoint: str, batch_size: int,
     dm.prepare_data()
     dm.setup("test")
     names = graph_node_names(backbone, list(dm.spec.ch_names))
-    graphs = class_graphs(backbone, _split_loader(dm, split, batch_size), list(dm.spec.classes), names, device)
+    graphs = class_graphs(backbone, _split_loader(dm, split, batch_size),
+                          list(dm.spec.classes), names, device)
     truth = planted_truth(dm, names)
     meta = {"run_dir": str(run_dir), "checkpoint": str(loaded.checkpoint), "split": split,
             "model": loaded.results.get("model"), "dataset": loaded.results.get("dataset"),
@@ -297,7 +302,8 @@ def stability(graphs: list[ClassGraphs], labels: list[str], threshold: float = T
         if empty:
             shown = ", ".join(f"{labels[r]} (density {density[r]:.4f}, {edges[r]} edges > {threshold})"
                               for r in range(len(graphs)) if labels[r] in empty)
-            warnings.append(f"class {name}: near-empty graph in {shown}; its Jaccard index measures agreement "
+            warnings.append(f"class {name}: near-empty graph in {shown}; its Jaccard index measures "
+                            f"agreement "
                             "on absent edges, not a stable structure")
     return {"runs": labels, "threshold": threshold, "near_empty_density": NEAR_EMPTY_DENSITY,
             "pairs": [[labels[i], labels[j]] for i, j in pairs], "classes": per_class, "warnings": warnings}
@@ -488,7 +494,9 @@ def write_run_outputs(graphs: ClassGraphs, meta: dict[str, Any], out: Path, figu
     meta = dict(meta)
     planted = meta.pop("planted", None)
     buf = io.BytesIO()
-    arrays: dict[str, Any] = graphs.arrays()  # (numpy's savez stub would read a dict[str, ndarray] as allow_pickle)
+    arrays: dict[str, Any] = (
+        graphs.arrays()
+    )  # (numpy's savez stub would read a dict[str, ndarray] as allow_pickle)
     if planted is not None:
         arrays["planted"] = np.asarray(planted, dtype=bool)
     np.savez(buf, **arrays)
@@ -501,8 +509,11 @@ def write_run_outputs(graphs: ClassGraphs, meta: dict[str, Any], out: Path, figu
         per_class[cls] = {
             "n_windows": int(graphs.n_windows[c]),
             "edge_density": _finite(graphs.edge_density[c]),
-            "mean_edge_probability": _finite(graphs.edge_probability[c][~np.eye(len(names), dtype=bool)].mean())
-            if len(names) > 1 else None,
+            "mean_edge_probability": _finite(
+                graphs.edge_probability[c][~np.eye(len(names), dtype=bool)].mean()
+            )
+            if len(names) > 1
+            else None,
             "acyclic_fraction": _finite(graphs.acyclic_fraction[c]),
             "edges_above_threshold": int((freq > THRESHOLD).sum()) if graphs.n_windows[c] else 0,
             "top_edges": _top_edges(freq, names, top),
@@ -510,7 +521,8 @@ def write_run_outputs(graphs: ClassGraphs, meta: dict[str, Any], out: Path, figu
         if figures and graphs.n_windows[c]:
             title = f"{meta.get('model')} on {meta.get('dataset')} ({meta['split']}): class {cls}, " \
                     f"{int(graphs.n_windows[c])} windows, density {graphs.edge_density[c]:.3f}"
-            written.append(str(plot_class_graph(freq, names, title, out / f"graph_{c}_{safe_name(cls)}.png", top)))
+            written.append(str(plot_class_graph(freq, names, title,
+                                                out / f"graph_{c}_{safe_name(cls)}.png", top)))
     summary = {
         **meta,
         "orientation": "edge_frequency[k, i, j] = fraction of class-k windows with a_ij = 1, i.e. j -> i "
@@ -528,7 +540,8 @@ def write_run_outputs(graphs: ClassGraphs, meta: dict[str, Any], out: Path, figu
         probability = graphs.all_edge_probability
         if probability is None:
             raise GraphError("planted-graph recovery needs the all-windows edge probabilities")
-        summary["planted_edges"] = [{"parent": names[j], "child": names[i]} for i, j in zip(*np.nonzero(planted),
+        summary["planted_edges"] = [{"parent": names[j], "child": names[i]} for i,
+                                    j in zip(*np.nonzero(planted),
                                                                                             strict=True)]
         summary["recovery"] = edge_recovery(graphs.all_edge_frequency, probability, planted)
     atomic_write_json(out / "graphs.json", summary)

@@ -206,7 +206,8 @@ def pairwise(board: Leaderboard, a: str, b: str) -> dict[str, Any]:
     """Welch's t-test per corpus over the runs, and Wilcoxon's signed-rank test across corpora."""
     for m in (a, b):
         if m not in board.methods:
-            raise LeaderboardError(f"--pair: no method {m!r} in the leaderboard (methods: {', '.join(board.methods)})")
+            raise LeaderboardError(f"--pair: no method {m!r} in the leaderboard (methods: "
+                                   f"{', '.join(board.methods)})")
     out: dict[str, Any] = {"a": a, "b": b, "per_corpus": {}}
     diffs = []
     for c in board.corpora:
@@ -226,7 +227,8 @@ def pairwise(board: Leaderboard, a: str, b: str) -> dict[str, Any]:
         diffs.append(sign * (entry["mean_a"] - entry["mean_b"]))
     if len(diffs) >= 2 and any(d != 0 for d in diffs):
         w = sps.wilcoxon(diffs)
-        out["wilcoxon"] = {"statistic": float(w.statistic), "p_value": float(w.pvalue), "n_corpora": len(diffs)}
+        out["wilcoxon"] = {"statistic": float(w.statistic),
+                           "p_value": float(w.pvalue), "n_corpora": len(diffs)}
     else:
         out["wilcoxon"] = {"skipped": f"needs two corpora with a nonzero difference; has {len(diffs)}"}
     return out
@@ -268,7 +270,8 @@ def corpus_rows(board: Leaderboard, corpus: str) -> tuple[list[str], list[list[s
         got = board.runs.get(corpus, {}).get(m)
         if got:
             rows.append([m, *[mean_std(got.get(k, [])) for k in board.metrics[corpus]],
-                         f"{int(np.mean(got['params'])):,}", mean_std(got["fit_seconds"], 1), str(len(got["params"]))])
+                         f"{int(np.mean(got['params'])):,}",
+                         mean_std(got["fit_seconds"], 1), str(len(got["params"]))])
     return ["method", *board.metrics[corpus], "params", "fit_seconds", "runs"], rows
 
 
@@ -369,11 +372,13 @@ def write_cd_diagram(board: Leaderboard, out: Path) -> list[Path]:
 
 def _jsonable(board: Leaderboard) -> dict[str, Any]:
     summary = {c: {m: {k: {"mean": float(np.mean(v)), "std": float(np.std(v, ddof=1)) if len(v) > 1 else 0.0,
-                           "n": len(v)} for k, v in got.items()} for m, got in ms.items()} for c, ms in board.runs.items()}
+                           "n": len(v)} for k, v in got.items()} for m, got in ms.items()} for c,
+               ms in board.runs.items()}
     return {"corpora": board.corpora, "methods": board.methods, "metrics": board.metrics, "summary": summary,
             "ranks": board.ranks, "avg_rank": {m: board.avg_rank(m) for m in board.methods},
             "wins": {m: board.wins(m) for m in board.methods},
-            "not_applicable": [{"corpus": c, "method": m, "reason": r} for (c, m), r in board.not_applicable.items()],
+            "not_applicable": [{"corpus": c, "method": m, "reason": r} for (c, m),
+                               r in board.not_applicable.items()],
             "friedman": board.friedman, "pairs": board.pairs}
 
 
@@ -382,7 +387,8 @@ def write(board: Leaderboard, out: Path) -> list[Path]:
     out = Path(out)
     figs = write_cd_diagram(board, out)
     written = [
-        atomic_write_bytes(out / "leaderboard.md", render_markdown(board, "cd_diagram.png" if figs else None).encode()),
+        atomic_write_bytes(out / "leaderboard.md",
+                           render_markdown(board, "cd_diagram.png" if figs else None).encode()),
         atomic_write_bytes(out / "leaderboard.csv", render_csv(board).encode()),
         atomic_write_bytes(out / "leaderboard.tex", render_latex(board).encode()),
         atomic_write_json(out / "leaderboard.json", _jsonable(board)),

@@ -34,7 +34,8 @@ import numpy as np
 
 from biosig_lightning.analysis.stats import AnovaResult, one_way_anova, per_subject_correct, table1_row
 
-__all__ = ["SLEEP_TABLE1_DERIVED", "TABLE1_METRICS", "RunStatsError", "metric_values", "paired_values", "run_key",
+__all__ = ["SLEEP_TABLE1_DERIVED", "TABLE1_METRICS", "RunStatsError", "metric_values", "paired_values",
+           "run_key",
            "sleep_table1_metrics", "subject_accuracy", "subject_anova", "subject_outcomes", "table1_metrics"]
 
 Run = tuple[Path, dict[str, Any]]
@@ -100,7 +101,8 @@ def predictions_path(path: Path, results: dict[str, Any], purpose: str = "per-su
 
 
 def subject_outcomes(runs: Sequence[Run]) -> dict[int, list[np.ndarray]]:
-    """``{subject: [0/1 correctness of its test windows in run 1, in run 2, ...]}`` over the runs that tested it."""
+    """``{subject: [0/1 correctness of its test windows in run 1, in run 2, ...]}`` over the runs that tested
+    it."""
     out: dict[int, list[np.ndarray]] = defaultdict(list)
     for path, results in runs:
         npz = predictions_path(path, results)
@@ -126,7 +128,8 @@ def subject_accuracy(outcomes: dict[int, list[np.ndarray]]) -> dict[int, float]:
 
 
 def subject_anova(outcomes: dict[int, list[np.ndarray]]) -> tuple[AnovaResult, str]:
-    """Table 9's one-way ANOVA between subjects, and the observation unit used (``"runs"`` or ``"windows"``)."""
+    """Table 9's one-way ANOVA between subjects, and the observation unit used (``"runs"`` or
+    ``"windows"``)."""
     if len(outcomes) < 2:
         raise RunStatsError(f"{len(outcomes)} subject(s) in the test predictions; an ANOVA between subjects "
                             "needs at least two")
@@ -157,7 +160,8 @@ def _describe(key: tuple[str, Any]) -> str:
     return f"seed {seed}" + (f" (split {split})" if split else "")
 
 
-def paired_values(runs_a: Sequence[Run], runs_b: Sequence[Run], metric: str, names: tuple[str, str] = ("A", "B")
+def paired_values(runs_a: Sequence[Run], runs_b: Sequence[Run], metric: str,
+                  names: tuple[str, str] = ("A", "B")
                   ) -> tuple[list[tuple[str, Any]], list[float], list[float]]:
     """``(keys, a, b)``: ``metric`` of the two rows' runs matched by :func:`run_key`, in key order.
 
@@ -173,14 +177,18 @@ def paired_values(runs_a: Sequence[Run], runs_b: Sequence[Run], metric: str, nam
                 raise RunStatsError(f"{path}: no finite {metric} for the paired t-test of {name}")
             key = run_key(res)
             if key in got:
-                raise RunStatsError(f"{name} has two runs of {_describe(key)}; a paired test needs one per seed")
+                raise RunStatsError(f"{name} has two runs of {_describe(key)}; a paired test needs one per "
+                                    f"seed")
             got[key] = float(value)
         by_key.append(got)
     only = [(names[i], sorted(set(by_key[i]) - set(by_key[1 - i]), key=repr)) for i in (0, 1)]
     unpaired = [f"{name}: {', '.join(_describe(k) for k in keys)}" for name, keys in only if keys]
     if unpaired:
-        raise RunStatsError(f"unpaired seeds, runs without a partner in the other row ({'; '.join(unpaired)})")
+        raise RunStatsError(
+            f"unpaired seeds, runs without a partner in the other row ({'; '.join(unpaired)})"
+        )
     keys = sorted(by_key[0], key=repr)
     if len(keys) < 2:
-        raise RunStatsError(f"{len(keys)} paired run(s) of {names[0]} and {names[1]}; a paired t-test needs at least two")
+        raise RunStatsError(f"{len(keys)} paired run(s) of {names[0]} and {names[1]}; a paired t-test needs "
+                            f"at least two")
     return keys, [by_key[0][k] for k in keys], [by_key[1][k] for k in keys]

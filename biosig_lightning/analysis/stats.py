@@ -87,7 +87,8 @@ def per_subject_correct(pred: Sequence[int] | np.ndarray, target: Sequence[int] 
     """``{subject: 0/1 correctness of its windows}`` (sorted by subject id)."""
     p, t, s = np.asarray(pred), np.asarray(target), np.asarray(subject)
     if not (p.shape == t.shape == s.shape) or p.ndim != 1:
-        raise ValueError(f"pred, target and subject must be 1-D of one length, got {p.shape}, {t.shape}, {s.shape}")
+        raise ValueError(f"pred, target and subject must be 1-D of one length, got {p.shape}, {t.shape}, "
+                         f"{s.shape}")
     return {int(k): (p[s == k] == t[s == k]).astype(float) for k in np.unique(s)}
 
 
@@ -137,6 +138,7 @@ def paired_t_test(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarr
     sqrt(n))``, ``df = n - 1``; ``t`` is infinite (p = 0) when every difference is the same non-zero value."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape or x.ndim != 1 or x.size < 2:
-        raise ValueError(f"paired t-test needs two 1-D samples of one length >= 2, got {x.shape} and {y.shape}")
+        raise ValueError(f"paired t-test needs two 1-D samples of one length >= 2, got {x.shape} and "
+                         f"{y.shape}")
     res = _quiet(_st.ttest_rel, x, y)
     return TTestResult(float(res.statistic), float(res.pvalue), x.size - 1, float((x - y).mean()))

@@ -2,7 +2,8 @@
 
 ``biosig probe RUN_DIR [--split test] [--out DIR] [--epochs 100] [--hidden 256] [--lr 1e-3]
 [--test-fraction 0.3] [--seed 0] [--max-windows 3000] [--checkpoint best] [--batch-size 256]
-[--probe-batch-size 64] [--device auto]`` reopens the run with :func:`biosig_lightning.runs.load_run`, extracts frozen
+[--probe-batch-size 64] [--device auto]`` reopens the run with :func:`biosig_lightning.runs.load_run`,
+extracts frozen
 features ``task.backbone.forward_features(x)`` (eval mode: no dropout, no in-model augmentation)
 for every window of one split and writes ``probe.json`` and ``probe.png`` to ``--out`` (default
 ``RUN_DIR/analysis``). Lower subject scores mean less subject-specific information.
@@ -103,8 +104,17 @@ def _expected_mutual_info(table: np.ndarray) -> float:
             if lo > hi:
                 continue
             nij = np.arange(lo, hi + 1, dtype=np.float64)
-            log_p = (gammaln(a + 1) + gammaln(b + 1) + gammaln(n - a + 1) + gammaln(n - b + 1) - lg_n
-                     - gammaln(nij + 1) - gammaln(a - nij + 1) - gammaln(b - nij + 1) - gammaln(n - a - b + nij + 1))
+            log_p = (
+                gammaln(a + 1)
+                + gammaln(b + 1)
+                + gammaln(n - a + 1)
+                + gammaln(n - b + 1)
+                - lg_n
+                - gammaln(nij + 1)
+                - gammaln(a - nij + 1)
+                - gammaln(b - nij + 1)
+                - gammaln(n - a - b + nij + 1)
+            )
             total += float((nij / n * (np.log(n * nij) - math.log(a * b)) * np.exp(log_p)).sum())
     return total
 
@@ -177,7 +187,8 @@ def silhouette_score(x: np.ndarray, labels: np.ndarray, chunk: int = 1024) -> fl
     _, ids = np.unique(np.asarray(labels).ravel(), return_inverse=True)
     n, k = x.shape[0], int(ids.max(initial=-1)) + 1
     if not 2 <= k <= n - 1:
-        raise AnalysisError(f"silhouette needs 2 <= number of groups <= n_samples - 1, got {k} groups, {n} samples")
+        raise AnalysisError(f"silhouette needs 2 <= number of groups <= n_samples - 1, got {k} groups, {n} "
+                            f"samples")
     onehot = np.zeros((n, k))
     onehot[np.arange(n), ids] = 1.0
     sizes = onehot.sum(axis=0)
@@ -270,7 +281,8 @@ def probe_split(subjects: np.ndarray, labels: np.ndarray, test_fraction: float =
     for s in np.unique(subjects):
         if not np.any(subjects[train_idx] == s) or not np.any(subjects[test_idx] == s):
             raise AnalysisError(
-                f"subject {int(s)} has {int(np.sum(subjects == s))} window(s): the probe needs at least 2 per subject "
+                f"subject {int(s)} has {int(np.sum(subjects == s))} window(s): the probe needs at least 2 "
+                f"per subject "
                 "(one to train on, one to test on)"
             )
     return train_idx, test_idx
@@ -284,7 +296,8 @@ def train_probe(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, *,
     ``y_train`` holds any integer ids; the predictions use the same ids.
     """
     if epochs < 1 or hidden < 1 or batch_size < 1:
-        raise AnalysisError(f"probe needs epochs, hidden and batch size >= 1, got {epochs}, {hidden}, {batch_size}")
+        raise AnalysisError(f"probe needs epochs, hidden and batch size >= 1, got {epochs}, {hidden}, "
+                            f"{batch_size}")
     device = device or torch.device("cpu")
     ids, targets = np.unique(np.asarray(y_train), return_inverse=True)
     mean = x_train.mean(axis=0)
@@ -322,7 +335,8 @@ def collect_features(loaded: LoadedRun, split: str, batch_size: int = 256,
     backbone = loaded.task.backbone.to(device or torch.device("cpu")).eval()
     if not hasattr(backbone, "forward_features"):
         raise AnalysisError(
-            f"backbone {type(backbone).__name__} of run {loaded.run_dir} has no forward_features(x) -> (B, F); "
+            f"backbone {type(backbone).__name__} of run {loaded.run_dir} has no forward_features(x) -> (B, "
+            f"F); "
             "the subject probe needs the representation before the classifier head"
         )
     feats, ys, subs = [], [], []
@@ -363,7 +377,8 @@ def compute_probe(loaded: LoadedRun, split: str = "test", *, epochs: int = 100, 
        correlated, so probe scores are an upper bound on subject recoverability, as in the paper.
     3. Probe: features standardised with the probe-train mean/std, then
        ``Linear(F, hidden) -> ReLU -> Dropout(0.1) -> Linear(hidden, n_subjects)``, trained with
-       AdamW (``lr``, weight decay 1e-4, mini-batches of ``--probe-batch-size`` = 64) and cross-entropy for a fixed number of epochs;
+       AdamW (``lr``, weight decay 1e-4, mini-batches of ``--probe-batch-size`` = 64) and cross-entropy for a
+       fixed number of epochs;
        the final weights are scored (no early stopping: there is no third set to stop on without
        touching the probe test windows). Macro-F1 averages over the subjects present in the probe's
        true or predicted labels (``zero_division = 0``).
@@ -372,7 +387,8 @@ def compute_probe(loaded: LoadedRun, split: str = "test", *, epochs: int = 100, 
        because silhouettes need all pairwise distances. Both run on the exact principal coordinates
        of the features (:func:`principal_coordinates`: a rotation that keeps every distance, at most
        ``n - 1`` dimensions), which makes them fast on wide features without changing any score.
-       k-means is k-means++ seeded Lloyd, best of 10 starts by inertia. NMI uses the arithmetic mean of the two entropies (sklearn's default);
+       k-means is k-means++ seeded Lloyd, best of 10 starts by inertia. NMI uses the arithmetic mean of the
+       two entropies (sklearn's default);
        AMI corrects MI by its expectation under the hypergeometric model (Vinh et al., 2010). Both
        are implemented here with numpy/scipy (no scikit-learn at run time) and tested against
        scikit-learn.
@@ -385,20 +401,23 @@ def compute_probe(loaded: LoadedRun, split: str = "test", *, epochs: int = 100, 
     x, y, subjects = data["features"], data["y"], data["subject"]
     n_subjects = len(np.unique(subjects))
     if n_subjects < 2:
-        raise AnalysisError(f"run {loaded.run_dir}: split {split!r} holds {n_subjects} subject; the probe needs >= 2")
+        raise AnalysisError(f"run {loaded.run_dir}: split {split!r} holds {n_subjects} subject; the probe "
+                            f"needs >= 2")
     train_idx, test_idx = probe_split(subjects, y, test_fraction, seed)
     pred = train_probe(x[train_idx], subjects[train_idx], x[test_idx], epochs=epochs, hidden=hidden, lr=lr,
                        batch_size=probe_batch_size, seed=seed, device=device)
     truth = subjects[test_idx]
     rng = np.random.default_rng(seed)
-    keep = np.sort(rng.choice(len(y), size=max_windows, replace=False)) if len(y) > max_windows else np.arange(len(y))
+    keep = np.sort(rng.choice(len(y),
+                              size=max_windows, replace=False)) if len(y) > max_windows else np.arange(len(y))
     # exact principal coordinates: same distances as the features, at most n - 1 dimensions
     xs, explained = principal_coordinates(x[keep])
     ys, ss = y[keep], subjects[keep]
     clusters = kmeans(xs, n_subjects, seed=seed)
     coords = np.pad(xs[:, :2], ((0, 0), (0, max(0, 2 - xs.shape[1]))))
     report = {
-        "run_dir": str(loaded.run_dir), "checkpoint": str(loaded.checkpoint), "model": loaded.results.get("model"),
+        "run_dir": str(loaded.run_dir), "checkpoint": str(loaded.checkpoint),
+        "model": loaded.results.get("model"),
         "split": split, "features": "backbone.forward_features (eval mode)", "feature_dim": int(x.shape[1]),
         "n_windows": int(len(y)), "subjects": sorted(int(s) for s in np.unique(subjects)),
         "classes": sorted(int(c) for c in np.unique(y)), "seed": seed,
@@ -408,7 +427,8 @@ def compute_probe(loaded: LoadedRun, split: str = "test", *, epochs: int = 100, 
             "n_train": int(len(train_idx)), "n_test": int(len(test_idx)), "test_fraction": test_fraction,
             "epochs": epochs, "hidden": hidden, "lr": lr, "batch_size": probe_batch_size,
         },
-        "clustering": {"k": n_subjects, "n_windows": int(len(keep)), "nmi": normalized_mutual_info(ss, clusters),
+        "clustering": {"k": n_subjects, "n_windows": int(len(keep)),
+                       "nmi": normalized_mutual_info(ss, clusters),
                        "ami": adjusted_mutual_info(ss, clusters)},
         "silhouette": {"subject": _silhouette_or_reason(xs, ss), "label": _silhouette_or_reason(xs, ys),
                        "n_windows": int(len(keep))},

@@ -123,7 +123,8 @@ def map_channels(source: Sequence[str], target: Sequence[str]) -> ChannelMapping
 
     source, target = tuple(source), tuple(target)
     if not source or not target:
-        raise TransferError(f"channel mapping needs channels on both sides, got source={source} target={target}")
+        raise TransferError(f"channel mapping needs channels on both sides, got source={source} "
+                            f"target={target}")
     try:
         src_pos = electrode_positions(source)
         tgt_pos = electrode_positions(target)
@@ -399,7 +400,8 @@ def fit_probe(train: tuple[torch.Tensor, torch.Tensor], val: tuple[torch.Tensor,
     one-class validation split) never counts as an improvement.
     """
     if settings.monitor != "loss" and settings.monitor not in METRIC_KEYS:
-        raise TransferError(f"--monitor must be 'loss' or one of {list(METRIC_KEYS)}, got {settings.monitor!r}")
+        raise TransferError(f"--monitor must be 'loss' or one of {list(METRIC_KEYS)}, got "
+                            f"{settings.monitor!r}")
     minimise = settings.monitor in ("loss", "ece")
     x_tr, y_tr = train
     seed = settings.seed or 0
@@ -411,7 +413,8 @@ def fit_probe(train: tuple[torch.Tensor, torch.Tensor], val: tuple[torch.Tensor,
     weight = None
     if settings.class_weight == "balanced":
         counts = torch.bincount(y_tr, minlength=n_classes).float()
-        weight = torch.where(counts > 0, counts.sum() / (n_classes * counts.clamp_min(1)), torch.zeros_like(counts))
+        weight = torch.where(counts > 0, counts.sum() / (n_classes * counts.clamp_min(1)),
+                             torch.zeros_like(counts))
     elif settings.class_weight != "none":
         raise TransferError(f"--class-weight must be 'none' or 'balanced', got {settings.class_weight!r}")
     metrics = build_metrics(n_classes) if settings.monitor != "loss" else None
@@ -434,7 +437,8 @@ def fit_probe(train: tuple[torch.Tensor, torch.Tensor], val: tuple[torch.Tensor,
                 break
     probe.load_state_dict(best_state)
     probe.eval()
-    summary = {"best_epoch": best_epoch, "epochs_run": epoch, "val": _evaluate(probe, *val, n_classes, "val/")}
+    summary = {"best_epoch": best_epoch, "epochs_run": epoch,
+               "val": _evaluate(probe, *val, n_classes, "val/")}
     return probe, summary
 
 

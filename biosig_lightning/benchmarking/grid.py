@@ -34,9 +34,12 @@ A grid file holds::
 
 A corpus's ``data`` swaps in the DataModule of a user's own data (:data:`OWN_DATA`: a BIDS root, an
 ``mne.Epochs`` file or an ``.npz`` array file with subject ids, its path relative to the current directory or
-the grid file; the other keys are the DataModule's arguments); ``configs`` are then optional (model and trainer
-settings shared by every method). A cell is one ``biosig fit``: the corpus's ``configs`` and ``data``, then the method's configs for that corpus,
-backbone and recipe swaps, overrides and ``corpus_overrides`` for that corpus, then the corpus's ``overlays``, ``overrides`` and split
+the grid file; the other keys are the DataModule's arguments); ``configs`` are then optional (model and
+trainer
+settings shared by every method). A cell is one ``biosig fit``: the corpus's ``configs`` and ``data``, then
+the method's configs for that corpus,
+backbone and recipe swaps, overrides and ``corpus_overrides`` for that corpus, then the corpus's ``overlays``,
+``overrides`` and split
 (given last, so every method on a corpus trains under the same data, budget and subjects), then
 the grid's ``fit_args``. A method whose ``tasks`` do not include the corpus's ``task``, or which
 names the corpus under ``not_applicable``, gets an n/a cell with its reason instead of runs.
@@ -74,7 +77,8 @@ OLD_FOLD_KEY = "data.init_args.split.fold"
 def fold_key(key: str) -> str:
     """``key``, after one line on stderr when it is the deprecated :data:`OLD_FOLD_KEY`."""
     if key == OLD_FOLD_KEY:
-        print(f"biosig: deprecated fold key {OLD_FOLD_KEY}: use {FOLD_KEY} (the same test fold of a loso or kfold "
+        print(f"biosig: deprecated fold key {OLD_FOLD_KEY}: use {FOLD_KEY} (the same test fold of a loso or "
+              f"kfold "
               "split)", file=sys.stderr, flush=True)
     return key
 
@@ -219,7 +223,8 @@ def run_placement(run_dir: Path, group: str) -> list[str]:
 def _own_data_args(c: Corpus, m: Method) -> list[str]:
     """The own-data DataModule swapped in, or, where the method trains on a DataModule that wraps a corpus's
     (one with a ``corpus`` argument, e.g. SPD tokens of the windows; its ``data.class_path`` in the method's
-    overrides), that wrapper with the own-data DataModule as its ``corpus`` and its arguments as ``corpus_args``
+    overrides), that wrapper with the own-data DataModule as its ``corpus`` and its arguments as
+    ``corpus_args``
     (``root`` and the shared DataModule arguments stay the wrapper's)."""
     assert c.data is not None
     wrapper = {**m.overrides, **m.corpus_overrides.get(c.name, {})}.get("data.class_path")
@@ -258,7 +263,8 @@ def _find(path: str, grid: Path, where: str) -> Path:
     for cand in candidates:
         if cand.is_file():
             return cand.resolve()
-    raise GridError(f"{grid}: {where}: config file {path!r} not found (looked in the current directory and above "
+    raise GridError(f"{grid}: {where}: config file {path!r} not found (looked in the current directory and "
+                    f"above "
                     "the grid file)")
 
 
@@ -290,7 +296,9 @@ def _class_spec(value: Any, where: str, grid: Path, catalog_name: bool = False) 
     if "class_path" not in spec or extra:
         raise GridError(f"{grid}: {where} needs class_path (and optional init_args), got keys {sorted(spec)}")
     name = str(spec["class_path"])
-    if catalog_name and "." not in name:  # a catalog name (a recipe's short name is LightningCLI's to resolve)
+    if (
+        catalog_name and "." not in name
+    ):  # a catalog name (a recipe's short name is LightningCLI's to resolve)
         import biosig_lightning.models  # noqa: F401  (fills the catalog)
         from biosig_lightning.models import catalog
 
@@ -299,7 +307,8 @@ def _class_spec(value: Any, where: str, grid: Path, catalog_name: bool = False) 
         except KeyError as err:
             raise GridError(f"{grid}: {where}: {err.args[0]}") from None
     elif not catalog_name and not _recipe_exists(name):  # else every cell of the method would run and fail
-        raise GridError(f"{grid}: {where}: class_path {name!r} names no task (neither an importable class nor a "
+        raise GridError(f"{grid}: {where}: class_path {name!r} names no task (neither an importable class "
+                        f"nor a "
                         "LightningModule of biosig_lightning.tasks or biosig_lightning.robust)")
     return {"class_path": name, "init_args": _mapping(spec.get("init_args"), f"{where}.init_args", grid)}
 
@@ -344,14 +353,16 @@ def _own_data(value: Any, where: str, grid: Path) -> dict[str, Any]:
     candidates = [raw] if raw.is_absolute() else [Path.cwd() / raw, grid.resolve().parent / raw]
     found = next((p for p in candidates if p.exists()), None)
     if found is None:
-        raise GridError(f"{grid}: {where}.{kinds[0]}: {str(raw)!r} not found (looked in the current directory and "
+        raise GridError(f"{grid}: {where}.{kinds[0]}: {str(raw)!r} not found (looked in the current "
+                        f"directory and "
                         "the grid file's folder)")
     cls = getattr(datamodules, class_path.rsplit(".", 1)[1])
     allowed = {p for c in (cls, BiosignalDataModule) for p in inspect.signature(c.__init__).parameters} - {
         "self", "kwargs", "root", path_arg}
     unknown = sorted(set(spec) - allowed)
     if unknown:
-        raise GridError(f"{grid}: {where}: {cls.__name__} has no argument(s) {unknown} (it takes {sorted(allowed)})")
+        raise GridError(f"{grid}: {where}: {cls.__name__} has no argument(s) {unknown} (it takes "
+                        f"{sorted(allowed)})")
     return {"class_path": class_path, "init_args": {path_arg: str(found.resolve()), **spec}}
 
 
@@ -396,15 +407,18 @@ def load_grid(path: str | Path) -> Grid:
         if not configs and data is None:
             raise GridError(f"{path}: {where}: give configs (the corpus's reference experiment YAML) or data "
                             f"(your own: {', '.join(OWN_DATA)})")
-        corpora[str(name)] = Corpus(str(name), spec["task"], configs, _paths(spec.get("overlays"), f"{where}.overlays",
-                                    path), _mapping(spec.get("overrides"), f"{where}.overrides", path), split, folds,
+        corpora[str(name)] = Corpus(str(name), spec["task"], configs,
+                                    _paths(spec.get("overlays"), f"{where}.overlays",
+                                    path), _mapping(spec.get("overrides"), f"{where}.overrides", path), split,
+                                    folds,
                                     tuple(m.removeprefix("test/") for m in metrics),
                                     fold_key(str(protocol.get("fold_key", FOLD_KEY))), data)
     methods: dict[str, Method] = {}
     for name, spec in _mapping(raw.get("methods"), "methods", path).items():
         where = f"methods.{name}"
         spec = _mapping(spec, where, path)
-        _known(spec, {"tasks", "backbone", "recipe", "configs", "overrides", "corpus_overrides", "not_applicable"},
+        _known(spec,
+               {"tasks", "backbone", "recipe", "configs", "overrides", "corpus_overrides", "not_applicable"},
                where, path)
         tasks = spec.get("tasks")
         if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) for t in tasks):
@@ -412,16 +426,20 @@ def load_grid(path: str | Path) -> Grid:
         configs = {str(c): _paths(v, f"{where}.configs.{c}", path)
                    for c, v in _mapping(spec.get("configs"), f"{where}.configs", path).items()}
         per_corpus = {str(c): _mapping(v, f"{where}.corpus_overrides.{c}", path)
-                      for c, v in _mapping(spec.get("corpus_overrides"), f"{where}.corpus_overrides", path).items()}
+                      for c,
+                      v in _mapping(spec.get("corpus_overrides"), f"{where}.corpus_overrides", path).items()}
         for key, named in (("configs", configs), ("corpus_overrides", per_corpus)):
             unknown = sorted(set(named) - set(corpora))
             if unknown:
                 raise GridError(f"{path}: {where}.{key} names corpora the grid does not have: {unknown}")
         na = {str(k): str(v) for k, v in _mapping(spec.get("not_applicable"), f"{where}.not_applicable",
                                                  path).items()}
-        methods[str(name)] = Method(str(name), tuple(tasks), _class_spec(spec.get("backbone"), f"{where}.backbone",
-                                    path, catalog_name=True), _class_spec(spec.get("recipe"), f"{where}.recipe", path), configs,
-                                    _mapping(spec.get("overrides"), f"{where}.overrides", path), na, per_corpus)
+        methods[str(name)] = Method(str(name), tuple(tasks),
+                                    _class_spec(spec.get("backbone"), f"{where}.backbone",
+                                    path, catalog_name=True),
+                                    _class_spec(spec.get("recipe"), f"{where}.recipe", path), configs,
+                                    _mapping(spec.get("overrides"),
+                                             f"{where}.overrides", path), na, per_corpus)
     if not corpora or not methods:
         raise GridError(f"{path}: a grid needs at least one corpus and one method")
     for n in [*corpora, *methods]:

@@ -114,6 +114,7 @@ def fit_inline(args: list[str]) -> int:
             raise
         if exc.code in (0, None):
             return 0
-        print(exc.code if isinstance(exc.code, str) else f"biosig fit: exit {exc.code}", file=sys.stderr, flush=True)
+        print(exc.code if isinstance(exc.code, str) else f"biosig fit: exit {exc.code}",
+              file=sys.stderr, flush=True)
         return 1
     return 0

@@ -37,7 +37,8 @@ warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning
 OPEN = (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE)
 MAX_RETRY = 3
 # Optuna >= 4.9 names the retry callback after heartbeats; older releases have only the first name
-_RETRY = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None) or optuna.storages.RetryFailedTrialCallback
+_RETRY = getattr(optuna.storages,
+                 "RetryHeartbeatStaleTrialCallback", None) or optuna.storages.RetryFailedTrialCallback
 
 
 def default_storage(out: Path) -> str:
@@ -48,7 +49,8 @@ def default_storage(out: Path) -> str:
 def open_study(url: str, name: str, heartbeat: int | None = None, grace: int = 60) -> optuna.Study:
     """The grid's queue study on ``url`` (created when missing), with heartbeats and retries; a bad or
     unreachable URL is one :class:`~biosig_lightning.tuning.errors.TuneError` naming it (password hidden)."""
-    storage = open_storage(url, heartbeat, grace, stale_callback=_RETRY(max_retry=MAX_RETRY), gone_is_stale=True,
+    storage = open_storage(url, heartbeat, grace, stale_callback=_RETRY(max_retry=MAX_RETRY),
+                           gone_is_stale=True,
                            atomic_sqlite=True)
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # a failed cell is said by the runner, in one line
     return optuna.create_study(study_name=name, storage=storage, direction="maximize", load_if_exists=True)

@@ -233,7 +233,8 @@ def select(grid: Grid, only: list[str] | None = None) -> dict[str, Cell]:
     if only:
         cells = {cid: c for cid, c in cells.items() if any(fnmatch.fnmatchcase(cid, pat) for pat in only)}
         if not cells:
-            raise ValueError(f"--only {' '.join(only)}: no cell of grid {grid.name} matches (cell ids look like "
+            raise ValueError(f"--only {' '.join(only)}: no cell of grid {grid.name} matches (cell ids look "
+                             f"like "
                              f"{next(iter(grid.cells())).id})")
     return cells
 

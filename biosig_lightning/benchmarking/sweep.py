@@ -1,4 +1,5 @@
-"""One experiment over seeds or over folds: the one-corpus, one-method grid of ``biosig repeat`` and ``biosig cv``.
+"""One experiment over seeds or over folds: the one-corpus, one-method grid of ``biosig repeat`` and ``biosig
+cv``.
 
 A sweep is the ``biosig fit`` arguments of one experiment and the values of the one thing that
 varies: seeds (``DIR/seed_<s>/``, ``--seed_everything s``) or folds (``DIR/fold_KK/``, the fold key
@@ -39,8 +40,12 @@ def parse_seeds(text: str) -> list[int]:
         try:
             seeds.append(int(item))
         except ValueError:
-            raise SweepError(f"--seeds: {item!r} is not an integer (expected e.g. --seeds 41,42,43)") from None
-        if not SEED_MIN <= seeds[-1] <= SEED_MAX:  # checked here: Lightning would fail after the directory exists
+            raise SweepError(
+                f"--seeds: {item!r} is not an integer (expected e.g. --seeds 41,42,43)"
+            ) from None
+        if (
+            not SEED_MIN <= seeds[-1] <= SEED_MAX
+        ):  # checked here: Lightning would fail after the directory exists
             raise SweepError(f"--seeds: {item} is out of range (seeds are integers {SEED_MIN}..{SEED_MAX})")
     dup = sorted({s for s in seeds if seeds.count(s) > 1})
     if dup:
@@ -49,7 +54,8 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def parse_folds(text: str) -> list[int]:
-    """``"0-30"``, ``"0,3,5"`` or ``"0-3,7"`` -> sorted unique fold indices, counted before any range is built."""
+    """``"0-30"``, ``"0,3,5"`` or ``"0-3,7"`` -> sorted unique fold indices, counted before any range is
+    built."""
     return parse_index_ranges(text, "--folds", SweepError)
 
 
@@ -61,7 +67,8 @@ def _refuse(fit_args: list[str], own: tuple[str, ...], command: str, per: str) -
 
 def seed_jobs(fit_args: list[str], out: Path, seeds: list[int]) -> list[Job]:
     """One job per seed: ``out/seed_<s>/`` with ``--seed_everything s`` (log ``out/seed_<s>.log``)."""
-    _refuse(fit_args, ("--seed_everything", "--trainer.logger.init_args.version", "--run.version", "--ckpt_path"),
+    _refuse(fit_args,
+            ("--seed_everything", "--trainer.logger.init_args.version", "--run.version", "--ckpt_path"),
             "repeat", "seed")
     return [Job(f"seed {s}", out / f"seed_{s}", (*fit_args, "--seed_everything", str(s),
                                                  *run_placement(out / f"seed_{s}", out.name)),
@@ -85,10 +92,12 @@ def summarise(runs: dict[str, Path], metrics: tuple[str, ...]) -> dict[str, Any]
         if path.is_file():
             got = json.loads(path.read_text()).get("metrics", {})
             rows[name] = {m: float(got[m]) for m in metrics if isinstance(got.get(m), int | float)}
-    summary: dict[str, Any] = {"folds": rows, "n_folds": len(rows), "missing": [n for n in runs if n not in rows]}
+    summary: dict[str, Any] = {"folds": rows, "n_folds": len(rows),
+                               "missing": [n for n in runs if n not in rows]}
     for m in metrics:
         vals = np.array([r[m] for r in rows.values() if m in r], dtype=np.float64)
         if len(vals):
-            summary[m] = {"mean": float(vals.mean()), "std": float(vals.std(ddof=1)) if len(vals) > 1 else 0.0,
+            summary[m] = {"mean": float(vals.mean()),
+                          "std": float(vals.std(ddof=1)) if len(vals) > 1 else 0.0,
                           "n": int(len(vals))}
     return summary

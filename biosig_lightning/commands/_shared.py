@@ -17,7 +17,8 @@ def run_dir_parser(prog: str, doc: str | None) -> argparse.ArgumentParser:
     return parser
 
 
-def add_loading_options(parser: argparse.ArgumentParser, batch_help: str | None = None, device: bool = True) -> None:
+def add_loading_options(parser: argparse.ArgumentParser,
+                        batch_help: str | None = None, device: bool = True) -> None:
     """``--checkpoint``, ``--batch-size`` (feature extraction) and ``--device``: how the run is reopened
     (``device=False``: the caller adds ``--device`` itself, after options of its own)."""
     parser.add_argument("--checkpoint", default="best", help="best, last or a checkpoint path")

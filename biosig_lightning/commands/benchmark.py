@@ -32,21 +32,26 @@ USAGE = ("biosig benchmark --grid FILE --out DIR [--storage URL] [--workers N] [
 def run(argv: list[str]) -> int:
     """Entry point of ``biosig benchmark`` (argv without the command word)."""
     ap = argparse.ArgumentParser(prog="biosig benchmark", usage=USAGE, allow_abbrev=False,
-                                 description="run a benchmark grid (experiments/benchmarks/*.yaml) and its leaderboard")
-    ap.add_argument("--grid", required=True, type=Path, help="grid file, e.g. experiments/benchmarks/smoke.yaml")
+                                 description="run a benchmark grid (experiments/benchmarks/*.yaml) and its "
+                                             "leaderboard")
+    ap.add_argument("--grid", required=True, type=Path,
+                    help="grid file, e.g. experiments/benchmarks/smoke.yaml")
     ap.add_argument("--out", required=True, type=Path, help="folder of the cells' runs and the leaderboard")
-    ap.add_argument("--storage", default=None, help="SQLAlchemy URL of the shared queue (default sqlite:///DIR/"
+    ap.add_argument("--storage", default=None,
+                    help="SQLAlchemy URL of the shared queue (default sqlite:///DIR/"
                     "benchmark.db); workers on other machines give the same URL and the same --out")
     ap.add_argument("--workers", type=int, default=1, help="worker processes started here (default 1)")
     ap.add_argument("--inline", action="store_true", help="fit cells in the worker's process (single-device "
                     "cells only; default: one process per cell, so a cell may run DDP)")
     ap.add_argument("--grace-period", type=int, default=60,
-                    help="seconds without heartbeat after which another machine's running cell is queued again")
+                    help="seconds without heartbeat after which another machine's running cell is queued "
+                         "again")
     ap.add_argument("--pair", nargs=2, action="append", default=[], metavar=("A", "B"),
                     help="also test method A against B (Welch per corpus, Wilcoxon across corpora)")
     ap.add_argument("--only", nargs="+", default=None, metavar="GLOB",
                     help="run only the cells whose id (<corpus>/<method>/seed_<s>[/fold_<k>]) matches a glob")
-    ap.add_argument("--print-commands", action="store_true", help="print each cell's `biosig fit` command and stop")
+    ap.add_argument("--print-commands", action="store_true",
+                    help="print each cell's `biosig fit` command and stop")
     a = ap.parse_args(argv)
     if a.workers < 1:
         raise SystemExit(f"biosig benchmark: error: --workers must be >= 1, got {a.workers}")
@@ -72,8 +77,10 @@ def run(argv: list[str]) -> int:
         except TuneError as err:  # the storage: a bad URL, a server that does not answer, a missing driver
             raise SystemExit(f"biosig benchmark: error: {err}") from None
     else:
-        cmd = [sys.executable, "-m", "biosig_lightning.cli", "benchmark", "--grid", str(a.grid), "--out", str(a.out),
-               "--storage", storage, "--grace-period", str(a.grace_period), *(["--inline"] if a.inline else []),
+        cmd = [sys.executable, "-m", "biosig_lightning.cli", "benchmark", "--grid", str(a.grid), "--out",
+               str(a.out),
+               "--storage", storage, "--grace-period", str(a.grace_period),
+               *(["--inline"] if a.inline else []),
                *(["--only", *a.only] if a.only else [])]
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // a.workers)))
@@ -88,7 +95,8 @@ def run(argv: list[str]) -> int:
                     t.join(0.2)
         failed = ["(a worker)"] if any(codes) else []
     if stop_signal():
-        raise SystemExit(f"biosig benchmark: interrupted ({stop_signal()}); running cells were stopped and marked; "
+        raise SystemExit(f"biosig benchmark: interrupted ({stop_signal()}); running cells were stopped and "
+                         f"marked; "
                          "rerun the same command to resume them")
     _, written = write_leaderboard(a.out, [tuple(p) for p in a.pair])
     print(f"leaderboard: {', '.join(str(p) for p in written)}", flush=True)

@@ -44,7 +44,8 @@ def run(argv: list[str]) -> Path:
     parser = argparse.ArgumentParser(prog="biosig cv", description=__doc__.split("\n\n")[0])
     parser.add_argument("--folds", default="0-30", help="fold indices, e.g. 0-30 or 0,3,5 (default 0-30)")
     parser.add_argument("--out", default=None, help="folder of the fold runs (default runs/cv/<config stem>)")
-    parser.add_argument("--fold-key", default=FOLD_KEY, help=f"config key set to the fold index (default {FOLD_KEY})")
+    parser.add_argument("--fold-key", default=FOLD_KEY,
+                        help=f"config key set to the fold index (default {FOLD_KEY})")
     parser.add_argument("--metrics", default=",".join(DEFAULT_METRICS), help="metrics summarised over folds")
     args, fit_args = parser.parse_known_args(argv)
     folds = parse_folds(args.folds)

@@ -39,7 +39,8 @@ def _cell(value: float | None) -> str:
 
 
 def _print_recovery(summary: dict[str, Any]) -> None:
-    """The planted-edge recovery table (analysis.graphs.edge_recovery) beside a random graph of equal density."""
+    """The planted-edge recovery table (analysis.graphs.edge_recovery) beside a random graph of equal
+    density."""
     recovery = summary.get("recovery")
     if not recovery:
         return
@@ -53,7 +54,9 @@ def _print_recovery(summary: dict[str, Any]) -> None:
         for i, (label, key) in enumerate((("learned", "learned"), ("random", "random_expected"),
                                           ("  drawn", "random_drawn"))):
             r = row[key]
-            lead = f"  {view:<9} {row['planted']:>7} {row['pairs']:>6} {row['edges']:>6}" if i == 0 else " " * 33
+            lead = (
+                f"  {view:<9} {row['planted']:>7} {row['pairs']:>6} {row['edges']:>6}" if i == 0 else " " * 33
+            )
             print(f"{lead}  {label:<9} {_cell(r['precision']):>9} {_cell(r['recall']):>7} "
                   f"{_cell(r['top_k_precision']):>6} {_cell(r['auroc']):>6}")
 
@@ -91,11 +94,14 @@ def _labels(run_dirs: list[Path]) -> tuple[Path, list[str]]:
 def run(argv: list[str]) -> None:
     """Entry point of ``biosig graphs`` (argv without the command word)."""
     ap = argparse.ArgumentParser(prog="biosig graphs", allow_abbrev=False,
-                                 description="per-class learned SD-Former graphs and their stability over seeds")
-    ap.add_argument("run_dirs", nargs="+", type=Path, help="finished `biosig fit` run directories (SD-Former)")
+                                 description="per-class learned SD-Former graphs and their stability over "
+                                             "seeds")
+    ap.add_argument("run_dirs", nargs="+", type=Path,
+                    help="finished `biosig fit` run directories (SD-Former)")
     ap.add_argument("--split", default="test", choices=SPLITS, help="windows to average over")
     ap.add_argument("--out", type=Path, default=None,
-                    help="output directory (default: RUN_DIR/graphs for one run, <common parent>/graphs for several)")
+                    help="output directory (default: RUN_DIR/graphs for one run, <common parent>/graphs for "
+                         "several)")
     ap.add_argument("--checkpoint", default="best", help="best, last or a checkpoint path")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--top-edges", type=int, default=20, help="edges listed and drawn per class")

@@ -1,4 +1,5 @@
-"""``biosig fit|validate|test|predict``: LightningCLI (:class:`~biosig_lightning.runs.biosig_cli.BiosigCLI`)."""
+"""``biosig fit|validate|test|predict``: LightningCLI
+(:class:`~biosig_lightning.runs.biosig_cli.BiosigCLI`)."""
 
 from __future__ import annotations
 

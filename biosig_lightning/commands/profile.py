@@ -43,14 +43,22 @@ def profile(argv: list[str]) -> dict[str, Any]:
     flops = count_forward_flops(model, batch["x"][:1])
 
     model.train()
-    opt = model.build_optimizer() if hasattr(model, "build_optimizer") else torch.optim.AdamW(model.parameters())
+    opt = (
+        model.build_optimizer()
+        if hasattr(model, "build_optimizer")
+        else torch.optim.AdamW(model.parameters())
+    )
     times = []
     for i in range(own.warmup + own.steps):
         if device.type == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model.training_loss(batch)[0] if hasattr(model, "training_loss") else model.training_step(batch, 0)
+        loss = (
+            model.training_loss(batch)[0]
+            if hasattr(model, "training_loss")
+            else model.training_step(batch, 0)
+        )
         loss.backward()
         opt.step()
         if device.type == "cuda":

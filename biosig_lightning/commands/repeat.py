@@ -22,9 +22,10 @@ from biosig_lightning.benchmarking.sweep import SEED_MAX, SweepError, parse_seed
 from biosig_lightning.runs.naming import experiment_name
 
 SUMMARY_METRICS = ("test/acc", "test/f1", "test/auroc")
-USAGE = "biosig repeat --config X.yaml [--config MORE.yaml] --seeds 41,42,43 [--out DIR] [--workers N] [--key value ...]"
-EPILOG = """Every other option goes to `biosig fit` unchanged: --config files (one or more; later ones override
-earlier ones) and any --key value of `biosig fit --help`, e.g. --trainer.max_epochs 5. Each seed runs
+USAGE = ("biosig repeat --config X.yaml [--config MORE.yaml] --seeds 41,42,43 [--out DIR] [--workers N] "
+         "[--key value ...]")
+EPILOG = """Every other option goes to `biosig fit` unchanged: --config files (one or more; later ones
+override earlier ones) and any --key value of `biosig fit --help`, e.g. --trainer.max_epochs 5. Each seed runs
 into DIR/seed_<s>/; a seed whose results.json exists is skipped, so rerunning the command resumes."""
 
 
@@ -47,7 +48,8 @@ def repeat(fit_args: list[str], seeds: list[int], out: Path | None = None, worke
     print(f"repeat: {summary['n_folds']}/{len(seeds)} seeds finished under {out}")
     failed = [int(j.label.split()[1]) for j in jobs if outcome.get(j.label, FAILED) == FAILED]
     if failed:
-        raise SystemExit(f"biosig repeat: seed(s) {failed} did not finish; rerun the same command to resume them")
+        raise SystemExit(f"biosig repeat: seed(s) {failed} did not finish; rerun the same command to resume "
+                         f"them")
     return out
 
 
@@ -56,7 +58,8 @@ def run(argv: list[str]) -> Path:
     ap = argparse.ArgumentParser(prog="biosig repeat", allow_abbrev=False, usage=USAGE, epilog=EPILOG,
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  description="one biosig fit per seed, each in its own run directory")
-    ap.add_argument("--seeds", required=True, help=f"comma-separated integer seeds in 0..{SEED_MAX}, e.g. 41,42,43")
+    ap.add_argument("--seeds", required=True,
+                    help=f"comma-separated integer seeds in 0..{SEED_MAX}, e.g. 41,42,43")
     ap.add_argument("--out", type=Path, default=None, help="parent dir (default runs/repeat/<experiment>)")
     ap.add_argument("--workers", type=int, default=1, help="parallel fit processes (default 1: in-process)")
     own, rest = ap.parse_known_args(argv)

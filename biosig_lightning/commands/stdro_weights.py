@@ -47,7 +47,8 @@ def run(argv: list[str]) -> None:
     """Parse ``argv`` and write the figure (and its panel arrays)."""
     parser = argparse.ArgumentParser(prog="biosig stdro-weights", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path, help="run directory with stdro_weights.npz (or the npz itself)")
-    parser.add_argument("--out", type=Path, default=None, help="figure path (default RUN_DIR/stdro_weights.png)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="figure path (default RUN_DIR/stdro_weights.png)")
     parser.add_argument("--at", choices=("end", "start"), default="end",
                         help="top row at the end of training (default) or at its start")
     parser.add_argument("--channels", default=None, help="comma-separated channel names for the axes")

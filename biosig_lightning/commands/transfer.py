@@ -19,7 +19,8 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     ap.add_argument("--target-config", required=True, type=Path,
                     help="YAML whose data section is the target dataset")
     ap.add_argument("--config", action="append", default=[], type=Path,
-                    help="more YAML overriding the target data (repeatable, e.g. experiments/overlays/synthetic.yaml)")
+                    help="more YAML overriding the target data (repeatable, e.g. "
+                         "experiments/overlays/synthetic.yaml)")
     ap.add_argument("--out", type=Path, default=None,
                     help="output directory (default: SOURCE/transfer/<target dataset>)")
     ap.add_argument("--checkpoint", default="best", help="best, last or a checkpoint path of the source run")
@@ -27,8 +28,10 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     ap.add_argument("--epochs", type=int, default=defaults.epochs, help="maximum probe epochs")
     ap.add_argument("--lr", type=float, default=defaults.lr)
     ap.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
-    ap.add_argument("--patience", type=int, default=defaults.patience, help="early-stopping patience (epochs)")
-    ap.add_argument("--batch-size", type=int, default=defaults.batch_size, help="probe and feature batch size")
+    ap.add_argument("--patience", type=int, default=defaults.patience,
+                    help="early-stopping patience (epochs)")
+    ap.add_argument("--batch-size", type=int, default=defaults.batch_size,
+                    help="probe and feature batch size")
     ap.add_argument("--monitor", default=defaults.monitor, choices=("loss", *METRIC_KEYS),
                     help="validation quantity for early stopping (loss and ece are minimised)")
     ap.add_argument("--class-weight", default=defaults.class_weight, choices=("none", "balanced"))

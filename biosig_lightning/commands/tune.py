@@ -10,15 +10,19 @@ specs::
     model.init_args.backbone.init_args.n_blocks: {type: int, low: 2, high: 4, step: 1}
     model.init_args.optimizer: {type: categorical, choices: [adamw, adam]}
 
-:func:`~biosig_lightning.tuning.search_space.load_search_space` turns the specs into Optuna distributions (a bad spec is one error naming
-the key), and :func:`~biosig_lightning.tuning.search_space.validate_space` checks every categorical choice and both ends of every range
+:func:`~biosig_lightning.tuning.search_space.load_search_space` turns the specs into Optuna distributions (a
+bad spec is one error naming
+the key), and :func:`~biosig_lightning.tuning.search_space.validate_space` checks every categorical choice and
+both ends of every range
 against the real ``biosig fit`` parser before any study exists. The setup every trial shares is
-checked up front too (:func:`~biosig_lightning.tuning.trial_setup.check_setup`): the metric, and a trainer that can run inside this
+checked up front too (:func:`~biosig_lightning.tuning.trial_setup.check_setup`): the metric, and a trainer
+that can run inside this
 process (``--trainer.strategy ddp`` would relaunch the whole command; ``ddp_spawn`` is the one).
 
 Each trial is a fresh ``BiosigCLI(args=[configs..., --key=value..., logger name trial_<n>],
 run=False)`` whose trainer is fitted with :class:`~biosig_lightning.tuning.pruning.OptunaPruning`
-(reports the monitored metric each validation epoch, raises ``TrialPruned`` when the pruner says so); the objective is the
+(reports the monitored metric each validation epoch, raises ``TrialPruned`` when the pruner says so); the
+objective is the
 best validation score of ``--metric`` (the checkpoint callback's ``best_model_score`` when it
 monitors that metric). ``--metric``/``--direction`` default to the experiment's own
 ``model.init_args.monitor``/``mode``. Trial runs land in ``runs/tune/<study>/trial_<n>/``.
@@ -71,7 +75,8 @@ EPILOG = """Every other option goes to `biosig fit` unchanged: --config files an
 def run(argv: list[str]) -> optuna.Study:
     """Entry point of ``biosig tune`` (argv without the command word)."""
     ap = argparse.ArgumentParser(prog="biosig tune", allow_abbrev=False, epilog=EPILOG,
-                                 usage="biosig tune --config X.yaml [--config MORE.yaml] --search-space SPACE.yaml "
+                                 usage="biosig tune --config X.yaml [--config MORE.yaml] --search-space "
+                                       "SPACE.yaml "
                                        "--study-name S --n-trials N [options] [--key value ...]",
                                  description="Optuna study over config keys of a biosig fit experiment")
     ap.add_argument("--search-space", required=True, help="YAML: dotted config key -> spec")
@@ -84,13 +89,15 @@ def run(argv: list[str]) -> optuna.Study:
     ap.add_argument("--direction", default=None, choices=("maximize", "minimize"),
                     help="default: from the experiment's model.init_args.mode (max: maximize)")
     ap.add_argument("--runs-dir", type=Path, default=None, help="default runs/tune/<study-name>")
-    ap.add_argument("--max-failures", type=int, default=None, help="this worker stops after so many FAIL trials")
+    ap.add_argument("--max-failures", type=int, default=None,
+                    help="this worker stops after so many FAIL trials")
     ap.add_argument("--grace-period", type=int, default=120,
                     help="seconds without heartbeat after which a RUNNING trial counts as dead")
     ap.add_argument("--best-out", type=Path, default=None, help="default <runs-dir>/best.yaml")
     own, rest = ap.parse_known_args(argv)
     try:
-        study = tune(rest, own.search_space, own.study_name, own.n_trials, own.storage, own.metric, own.direction,
+        study = tune(rest, own.search_space, own.study_name, own.n_trials, own.storage, own.metric,
+                     own.direction,
                      own.runs_dir, own.max_failures, grace_period=own.grace_period)
         states = [t.state for t in study.get_trials(deepcopy=False)]
         if not any(s == TrialState.COMPLETE for s in states):

@@ -266,7 +266,8 @@ class WindowCache:
 
 
 def _fail(cache_dir: Path, what: str) -> CacheError:
-    return CacheError(f"window cache {cache_dir} is unusable: {what}. Delete that directory, or build it again: "
+    return CacheError(f"window cache {cache_dir} is unusable: {what}. Delete that directory, or build it "
+                      f"again: "
                       f"add --data.init_args.rebuild_cache true to the biosig command (from Python: "
                       f"load_or_build(..., rebuild=True))")
 
@@ -468,7 +469,8 @@ def _build(reader: CorpusReader, tmp: Path, key: str, preprocess: dict[str, Any]
     spec = reader.spec
     n, recordings, signals_checksum = _write_arrays(reader, tmp, progress)
     if n == 0:
-        raise DataError(f"{spec.name}: the reader yielded no windows (root: {reader.config().get('root')!r}); "
+        raise DataError(f"{spec.name}: the reader yielded no windows (root: "
+                        f"{reader.config().get('root')!r}); "
                         f"check that the corpus is there in its public layout")
     table: dict[str, Any] = {}
     for name, (dtype, ndim) in _ARRAYS.items():
@@ -533,17 +535,20 @@ def load_or_build(reader: CorpusReader, cache_root: str | Path, preprocess: dict
         if not (is_storage_error(err) and inside):
             raise
         raise CacheError(storage_message(err, "the window cache", cache_root,
-                                         "free space there, or point --data.init_args.cache_dir (or BIOSIG_CACHE) "
+                                         "free space there, or point --data.init_args.cache_dir (or "
+                                         "BIOSIG_CACHE) "
                                          "at a writable directory")) from err
 
 
 def _check_cache_root(cache_root: Path) -> None:
-    """A cache directory that is a file, or lies below one, is one line naming both (not ``FileExistsError``)."""
+    """A cache directory that is a file, or lies below one, is one line naming both (not
+    ``FileExistsError``)."""
     for path in (cache_root, *cache_root.parents):
         if path.exists():
             if not path.is_dir():
                 below = "" if path == cache_root else f" (it lies below {path})"
-                raise CacheError(f"window cache {cache_root}: {path} is a file, not a directory{below}; point "
+                raise CacheError(f"window cache {cache_root}: {path} is a file, not a directory{below}; "
+                                 f"point "
                                  "BIOSIG_CACHE (or --data.init_args.cache_dir) at a directory")
             return
 

@@ -39,7 +39,8 @@ def fft_spec(spec: CorpusSpec, step_seconds: float = 1.0) -> tuple[CorpusSpec, i
                          f"{spec.sfreq:g} Hz")
     n_steps = spec.n_times // step
     if n_steps < 1 or n_steps * step != spec.n_times:
-        raise ValueError(f"{spec.name}: windows of {spec.n_times} samples are not whole {step_seconds:g} s steps")
+        raise ValueError(f"{spec.name}: windows of {spec.n_times} samples are not whole {step_seconds:g} s "
+                         f"steps")
     return replace(spec, n_times=n_steps * (step // 2)), step // 2
 
 
@@ -75,7 +76,8 @@ class LogFFTReader:
 
     def iter_blocks(self) -> Iterator[WindowBlock]:
         for block in self.reader.iter_blocks():
-            out = WindowBlock(subject=block.subject, recording=block.recording, x=log_fft_steps(block.x, self.step),
+            out = WindowBlock(subject=block.subject, recording=block.recording,
+                              x=log_fft_steps(block.x, self.step),
                               y=block.y, start=block.start)
             out.validate(self.spec, source=block.recording)
             yield out

@@ -72,7 +72,9 @@ class WindowDataset(Dataset):
         subjects = np.asarray(self.cache.subjects[idx])
         if self.neighbours is not None:
             nbr = self.neighbours[pos]  # (B, L)
-            x = np.asarray(self.cache.signals[nbr.reshape(-1)]).reshape(nbr.shape + self.cache.signals.shape[1:])
+            x = np.asarray(self.cache.signals[nbr.reshape(-1)]).reshape(
+                nbr.shape + self.cache.signals.shape[1:]
+            )
         else:
             x = np.asarray(self.cache.signals[idx])
         x = self._normalise(x.astype(np.float32, copy=False), subjects)
@@ -165,7 +167,8 @@ class BiosignalDataModule(LightningDataModule):
     ) -> None:
         super().__init__()
         if normalization not in ("window", "channel", "subject", "none"):
-            raise ValueError(f"data.normalization must be one of window/channel/subject/none, got {normalization!r}")
+            raise ValueError(f"data.normalization must be one of window/channel/subject/none, got "
+                             f"{normalization!r}")
         if context < 0:
             raise ValueError(f"data.context must be >= 0, got {context}")
         self.root = root
@@ -239,7 +242,8 @@ class BiosignalDataModule(LightningDataModule):
 
     @property
     def step_bins(self) -> int:
-        """FFT bins per 1-s step when ``x`` holds step-major spectra (see ``LogFFTReader``); 0 for raw signals."""
+        """FFT bins per 1-s step when ``x`` holds step-major spectra (see ``LogFFTReader``); 0 for raw
+        signals."""
         return 0
 
     @property
@@ -256,7 +260,8 @@ class BiosignalDataModule(LightningDataModule):
         if not self.root:
             raise DataError(
                 f"{type(self).__name__}: no corpus given: set data.init_args.root to the {self.spec.name} "
-                "corpus in its public on-disk layout, or data.init_args.synthetic: true for the built-in stand-in")
+                "corpus in its public on-disk layout, or data.init_args.synthetic: true for the built-in "
+                "stand-in")
         root = Path(self.root).expanduser()
         if not root.exists():
             raise DataError(f"{self.spec.name}: corpus root {root} does not exist "
@@ -285,7 +290,8 @@ class BiosignalDataModule(LightningDataModule):
         if self.split_fold is not None:
             if cfg.strategy not in ("loso", "kfold"):
                 raise SplitError(f"data.fold={self.split_fold} needs a loso or kfold split, and "
-                                 f"{type(self).__name__}'s is {cfg.strategy!r} (set data.init_args.split.strategy)")
+                                 f"{type(self).__name__}'s is {cfg.strategy!r} (set "
+                                 f"data.init_args.split.strategy)")
             cfg = _replace(cfg, fold=self.split_fold)
         if self.subject_groups:
             # the corpus's groups are facts about its subjects (one person recorded twice), so
@@ -298,7 +304,8 @@ class BiosignalDataModule(LightningDataModule):
         indices["train"] = self.select_training_windows(cache, indices["train"])
         for s in SPLITS:
             if len(indices[s]) == 0:
-                raise DataError(f"{self.dataset_name}: split {s!r} has subjects {self.subjects[s]} but no windows")
+                raise DataError(f"{self.dataset_name}: split {s!r} has subjects {self.subjects[s]} but no "
+                                f"windows")
         stats = self._fit_stats(cache, indices["train"])
         groups = self._group_labels(cache, indices)
         self.datasets = {
@@ -317,7 +324,8 @@ class BiosignalDataModule(LightningDataModule):
                 m, s = channel_stats(cache.signals, cache.indices_for_subjects([int(sid)]))
                 means.append(m)
                 stds.append(s)
-            return {"subject_ids": np.asarray(ids), "subject_mean": np.stack(means), "subject_std": np.stack(stds)}
+            return {"subject_ids": np.asarray(ids), "subject_mean": np.stack(means),
+                    "subject_std": np.stack(stds)}
         return {}
 
     def _group_labels(self, cache: WindowCache, indices: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -370,7 +378,9 @@ class BiosignalDataModule(LightningDataModule):
     def predict_dataloader(self) -> DataLoader:
         return self._loader("test", train=False)
 
-    def on_after_batch_transfer(self, batch: dict[str, torch.Tensor], dataloader_idx: int) -> dict[str, torch.Tensor]:
+    def on_after_batch_transfer(
+        self, batch: dict[str, torch.Tensor], dataloader_idx: int
+    ) -> dict[str, torch.Tensor]:
         trainer = getattr(self, "trainer", None)
         if trainer is not None and trainer.training and self.augment.active:
             batch = dict(batch)

@@ -30,14 +30,20 @@ def npy_header(path: str | Path) -> tuple[tuple[int, ...], np.dtype, int]:
             offset = fh.tell()
     except (ValueError, OSError, EOFError, SyntaxError) as err:
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise NpyError(f"{path}: cannot read as a numeric .npy array (not a readable .npy file: {reason})") from None
+        raise NpyError(
+            f"{path}: cannot read as a numeric .npy array (not a readable .npy file: {reason})"
+        ) from None
     if dtype.hasobject:
-        raise NpyError(f"{path}: cannot read as a numeric .npy array (it holds Python objects, dtype {dtype})")
+        raise NpyError(
+            f"{path}: cannot read as a numeric .npy array (it holds Python objects, dtype {dtype})"
+        )
     need = int(np.prod(shape, dtype=object)) * dtype.itemsize
     have = path.stat().st_size - offset
     if need != have:
-        raise NpyError(f"{path}: cannot read as a numeric .npy array (its header says shape {tuple(shape)} of {dtype}, "
-                       f"{need:,} bytes, but the file holds {have:,} bytes of data: truncated or not written by np.save)")
+        raise NpyError(f"{path}: cannot read as a numeric .npy array (its header says shape {tuple(shape)} "
+                       f"of {dtype}, "
+                       f"{need:,} bytes, but the file holds {have:,} bytes of data: truncated or not written "
+                       f"by np.save)")
     return tuple(shape), dtype, offset
 
 

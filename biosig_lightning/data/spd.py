@@ -58,7 +58,9 @@ __all__ = ["CovarianceStage", "SPDDataModule", "SPDSequenceDataset", "TokenStage
            "segment_neighbours"]
 
 Scope = Literal["recording", "train"]
-STAGE_VERSION = 3  # 2: float32 Gram + float64 mean correction, accelerated Karcher flow; 3: block-wise zero-phase bank
+STAGE_VERSION = (
+    3  # 2: float32 Gram + float64 mean correction, accelerated Karcher flow; 3: block-wise zero-phase bank
+)
 #: the authors' search couples the eigenvalue floor to beta (its hundredths digit switches the floor on)
 EPS_BY_BETA: dict[float, float | None] = {1.0: None, 1.01: 1e-2, 10.0: None, 10.01: 1e-1}
 
@@ -116,9 +118,11 @@ def _unpack(cache: WindowCache, rows: np.ndarray, n: int, c: int, s: int,
 class TokenStage:
     """Stage 2 as a corpus reader over a stage-1 cache: tokens ``(E, C*S, d(n+1))`` per recording."""
 
-    def __init__(self, covariances: WindowCache, n_electrodes: int, n_subwindows: int, alpha: float, beta: float,
+    def __init__(self, covariances: WindowCache, n_electrodes: int, n_subwindows: int, alpha: float,
+                 beta: float,
                  eps: float | None, reference: Reference = "augmented", scope: Scope = "recording",
-                 sqrt2: bool = True, train_recordings: Sequence[str] | None = None, shrinkage: float = 0.0) -> None:
+                 sqrt2: bool = True,
+                 train_recordings: Sequence[str] | None = None, shrinkage: float = 0.0) -> None:
         if scope not in ("recording", "train"):
             raise ValueError(f"whitening scope must be 'recording' or 'train', got {scope!r}")
         if scope == "train" and not train_recordings:
@@ -170,7 +174,8 @@ class TokenStage:
                 continue
             cov, psd = _unpack(self.cov, rows, self.n, self.c, self.s, self.shrinkage)
             if shared is None:
-                tok, _ = recording_tokens(cov, psd, self.alpha, self.beta, self.eps, self.reference, self.sqrt2)
+                tok, _ = recording_tokens(cov, psd, self.alpha, self.beta, self.eps,
+                                          self.reference, self.sqrt2)
             else:
                 tok = spd_tokens(cov, psd, self.alpha, self.beta, self.eps, shared, self.sqrt2)
             e = tok.shape[0]
@@ -213,7 +218,8 @@ def segment_neighbours(recordings: np.ndarray, starts: np.ndarray, epoch_seconds
 
 
 def trimmed(pos: np.ndarray, length: np.ndarray, trim: int) -> np.ndarray:
-    """Mask of centres at least ``trim`` epochs from both recording ends (the middle epoch of too-short ones)."""
+    """Mask of centres at least ``trim`` epochs from both recording ends (the middle epoch of too-short
+    ones)."""
     t = np.minimum(trim, (length - 1) // 2)
     return (pos >= t) & (pos < length - t)
 
@@ -291,7 +297,8 @@ class SPDDataModule(BiosignalDataModule):
                  causal: bool = False, zscore: bool = True, n_subwindows: int = 30, oversample: bool = True,
                  trim: int | None = None, test_trim: int = 24, shrinkage: float = 0.0, **kwargs: Any) -> None:
         if context < 1 or context % 2 == 0:
-            raise ValueError(f"data.context is L, the odd number of epochs per sequence (13, 21, 29), got {context}")
+            raise ValueError(f"data.context is L, the odd number of epochs per sequence (13, 21, 29), got "
+                             f"{context}")
         if whitening not in ("recording", "train"):
             raise ValueError(f"data.whitening must be 'recording' or 'train', got {whitening!r}")
         for key, off in (("balanced_sampler", False), ("augment", None), ("group_by", "none")):
@@ -357,7 +364,8 @@ class SPDDataModule(BiosignalDataModule):
                 subjects = self._split(cov.subject_ids().tolist(), cov)
                 keep = np.isin(cov.subjects, subjects["train"])
                 train = sorted({cov.recording_names[r] for r in np.unique(cov.recordings[keep])})
-            stage = TokenStage(cov, self.raw_spec().n_chans, self.n_subwindows, self.alpha, self.beta, self.eps,
+            stage = TokenStage(cov, self.raw_spec().n_chans, self.n_subwindows, self.alpha, self.beta,
+                               self.eps,
                                self.reference, self.whitening, self.sqrt2, train, self.shrinkage)
             self._cache = load_or_build(stage, self.cache_dir, rebuild=self.rebuild_cache, progress=False)
             self.rebuild_cache = False
@@ -377,13 +385,15 @@ class SPDDataModule(BiosignalDataModule):
             idx = cache.indices_for_subjects(self.subjects[s])
             idx = idx[trimmed(pos[idx], length[idx], self.test_trim if s == "test" else self.trim)]
             if len(idx) == 0:
-                raise DataError(f"{self.dataset_name}: split {s!r} (subjects {self.subjects[s]}) has no epoch left")
+                raise DataError(f"{self.dataset_name}: split {s!r} (subjects {self.subjects[s]}) has no "
+                                f"epoch left")
             if s == "train" and self.oversample:
                 idx = idx[oversample(np.asarray(cache.labels[idx]), seed)]
             self.datasets[s] = SPDSequenceDataset(cache, idx, nb)
         if self.whitening == "recording":
             warnings.warn("SPD whitening per recording (the authors' choice) uses every recording's own "
-                          "unlabelled signals, test recordings included; set data.whitening: train to avoid it",
+                          "unlabelled signals, test recordings included; set data.whitening: train to avoid "
+                          "it",
                           stacklevel=2)
 
     def describe(self) -> dict[str, Any]:

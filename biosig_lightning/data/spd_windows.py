@@ -35,7 +35,8 @@ __all__ = ["SPDWindowsDataModule", "subwindows_for"]
 
 
 def subwindows_for(spec: CorpusSpec) -> int:
-    """1-s subwindows (the paper's) where the window is a whole number of seconds dividing its samples, else 1."""
+    """1-s subwindows (the paper's) where the window is a whole number of seconds dividing its samples, else
+    1."""
     seconds = spec.window_seconds
     s = int(round(seconds))
     return s if s >= 1 and abs(seconds - s) < 1e-9 and spec.n_times % s == 0 else 1
@@ -69,7 +70,8 @@ class SPDWindowsDataModule(SPDDataModule):
         context, trim, test_trim, **kwargs: :class:`~biosig_lightning.data.spd.SPDDataModule`'s.
     """
 
-    def __init__(self, corpus: str, corpus_args: dict[str, Any] | None = None, n_subwindows: int | None = None,
+    def __init__(self, corpus: str, corpus_args: dict[str, Any] | None = None,
+                 n_subwindows: int | None = None,
                  context: int = 3, trim: int | None = 0, test_trim: int = 0, shrinkage: float = 0.01,
                  **kwargs: Any) -> None:
         cls = _corpus_class(corpus)
@@ -83,7 +85,8 @@ class SPDWindowsDataModule(SPDDataModule):
                              "covariance matrix of at least two channels")
         s = subwindows_for(raw) if n_subwindows is None else int(n_subwindows)
         if s < 1 or raw.n_times % s:
-            raise ValueError(f"data.init_args.n_subwindows={s} does not divide the {raw.n_times}-sample windows "
+            raise ValueError(f"data.init_args.n_subwindows={s} does not divide the {raw.n_times}-sample "
+                             f"windows "
                              f"of {raw.name}")
         self.subject_groups = self.corpus.subject_groups
         super().__init__(context=context, n_subwindows=s, trim=trim, test_trim=test_trim, shrinkage=shrinkage,

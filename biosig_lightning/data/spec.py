@@ -103,16 +103,20 @@ class WindowBlock:
             raise DataError(f"{where}: windows of {t} samples, but {spec.name} is configured for "
                             f"{spec.n_times} ({spec.window_seconds:g} s at {spec.sfreq:g} Hz)")
         if len(self.y) != n or len(self.start) != n:
-            raise DataError(f"{where}: {n} windows but {len(self.y)} labels and {len(self.start)} start times")
+            raise DataError(
+                f"{where}: {n} windows but {len(self.y)} labels and {len(self.start)} start times"
+            )
         if n and (self.y.min() < 0 or self.y.max() >= spec.n_outputs):
-            raise DataError(f"{where}: label {int(self.y.max() if self.y.max() >= spec.n_outputs else self.y.min())} "
+            raise DataError(f"{where}: label "
+                            f"{int(self.y.max() if self.y.max() >= spec.n_outputs else self.y.min())} "
                             f"outside 0..{spec.n_outputs - 1} ({', '.join(spec.classes)})")
         if not np.isfinite(self.x).all():
             found = []
             for kind, mask in (("NaN", np.isnan(self.x)), ("Inf", np.isinf(self.x))):
                 if mask.any():  # the first bad value of each kind, with its own window and channel
                     win, ch, _ = (int(i) for i in np.argwhere(mask)[0])
-                    found.append(f"{kind} in channel {spec.ch_names[ch]!r} (window {win}, t={self.start[win]:g} s)")
+                    found.append(f"{kind} in channel {spec.ch_names[ch]!r} (window {win}, "
+                                 f"t={self.start[win]:g} s)")
             raise DataError(f"{where}: {'; '.join(found)}")
 
 

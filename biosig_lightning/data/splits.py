@@ -104,7 +104,9 @@ class SplitConfig:
     def check(self) -> None:
         """Raise :class:`SplitError` for settings that are wrong whatever the corpus."""
         if self.strategy not in ("fixed", "ratio", "loso", "kfold"):
-            raise SplitError(f"unknown split strategy {self.strategy!r}; expected fixed, ratio, loso or kfold")
+            raise SplitError(
+                f"unknown split strategy {self.strategy!r}; expected fixed, ratio, loso or kfold"
+            )
         ratios = tuple(float(r) for r in self.ratios)
         if len(ratios) != 3 or any(not (r > 0) for r in ratios) or abs(sum(ratios) - 1.0) > 1e-6:
             raise SplitError(f"split ratios {list(self.ratios)} must be three positive train/val/test "
@@ -112,7 +114,8 @@ class SplitConfig:
         self.ratios = ratios  # type: ignore[assignment]
         lists = {"train": self.train, "val": self.val, "test": self.test}
         allowed = {"fixed": ("train", "val", "test"), "ratio": (), "loso": ("val",), "kfold": ("val",)}
-        extra = [name for name, lst in lists.items() if lst is not None and name not in allowed[self.strategy]]
+        extra = [name for name,
+                 lst in lists.items() if lst is not None and name not in allowed[self.strategy]]
         if extra:
             raise SplitError(f"split strategy {self.strategy!r} does not take fixed subject list(s) "
                              f"{', '.join(extra)}; set them to null or use strategy 'fixed'")
@@ -312,7 +315,8 @@ def _held_out(units: list[Unit], labels: list[int] | None, known: Sequence[int],
     if cfg.val is not None:
         unknown = sorted({int(s) for s in cfg.val} - set(known))
         if unknown:
-            raise SplitError(f"{cfg.strategy} val list names unknown subject id(s) {unknown}; {_known_text(known)}")
+            raise SplitError(f"{cfg.strategy} val list names unknown subject id(s) {unknown}; "
+                             f"{_known_text(known)}")
         fixed_val = {int(s) for s in cfg.val}
     # A unit touching the fixed val list is a validation unit: it is never tested.
     val_units = [u for u in units if fixed_val & set(u)]

@@ -30,12 +30,15 @@ from biosig_lightning.data.synthetic_seizure import SEIZURE_VERSION, SeizureStan
 from biosig_lightning.data.synthetic_sleep import SLEEP_STAGES, STAGE_ALIASES, SleepStandIn, stage_key
 from biosig_lightning.data.synthetic_spikes import SpikesStandIn
 
-__all__ = ["GENERATOR_VERSION", "KINDS", "SEIZURE_VERSION", "SLEEP_STAGES", "SYNTHETIC_DEFAULT_SPEC", "BandsStandIn",
-           "Kind", "MotifStandIn", "SeizureStandIn", "SleepStandIn", "SpikesStandIn", "SyntheticReader", "infer_kind"]
+__all__ = ["GENERATOR_VERSION", "KINDS", "SEIZURE_VERSION", "SLEEP_STAGES", "SYNTHETIC_DEFAULT_SPEC",
+           "BandsStandIn",
+           "Kind", "MotifStandIn", "SeizureStandIn", "SleepStandIn", "SpikesStandIn",
+           "SyntheticReader", "infer_kind"]
 
 SYNTHETIC_DEFAULT_SPEC = CorpusSpec(
     name="synthetic",
-    ch_names=("Fp1", "Fp2", "F7", "F3", "F4", "F8", "T3", "C3", "C4", "T4", "T5", "P3", "P4", "T6", "O1", "O2"),
+    ch_names=("Fp1", "Fp2", "F7", "F3", "F4", "F8", "T3", "C3", "C4", "T4", "T5",
+              "P3", "P4", "T6", "O1", "O2"),
     sfreq=256.0,
     n_times=256,
     classes=("control", "patient"),

@@ -177,7 +177,8 @@ class SyntheticReader:
             if not np.isfinite(value) or value < 0:
                 raise ValueError(f"synthetic {name} must be a finite number >= 0, got {value!r}")
         if spec.n_outputs < 2 or spec.n_chans < 1 or spec.n_times < 16 or spec.sfreq <= 0:
-            raise ValueError(f"synthetic corpus {spec.name!r}: need >= 2 classes, >= 1 channel, >= 16 samples "
+            raise ValueError(f"synthetic corpus {spec.name!r}: need >= 2 classes, >= 1 channel, >= 16 "
+                             f"samples "
                              f"and sfreq > 0, got {spec.n_outputs} classes, {spec.n_chans} channels, "
                              f"{spec.n_times} samples at {spec.sfreq:g} Hz")
         if sleep_start not in ("wake", "stationary"):
@@ -239,7 +240,8 @@ class SyntheticReader:
     def subject_blocks(self, subject: int) -> list[WindowBlock]:
         """The recordings of one subject (depends only on the arguments and ``subject``)."""
         if not 1 <= subject <= self.n_subjects:
-            raise ValueError(f"synthetic corpus {self.spec.name!r}: subject {subject} outside 1..{self.n_subjects}")
+            raise ValueError(f"synthetic corpus {self.spec.name!r}: subject {subject} outside "
+                             f"1..{self.n_subjects}")
         params = self._subject_params(subject)
         r_count = self.recordings_per_subject
         sizes = [self.windows_per_subject // r_count + (r < self.windows_per_subject % r_count)

@@ -1,4 +1,5 @@
-"""A planted directed dependency structure for the synthetic stand-ins (the truth a learned graph is scored against).
+"""A planted directed dependency structure for the synthetic stand-ins (the truth a learned graph is scored
+against).
 
 SD-Former (Sharma, Sec. 3) assumes each window is governed by "a sparse dependency structure over
 channels or channel-derived tokens" and learns a directed graph per window (Sec. 4); its
@@ -85,7 +86,8 @@ def plant_coupling(n_chans: int, n_edges: int, seed: int, nyquist: float = np.in
     rank[order] = np.arange(n_chans)
     usable = [b for b, (_, _, hi) in enumerate(COUPLING_BANDS) if hi + 1.0 < nyquist]
     if n_edges and not usable:
-        raise ValueError(f"coupling_edges={n_edges}: no coupling band lies below the Nyquist frequency {nyquist:g} Hz")
+        raise ValueError(f"coupling_edges={n_edges}: no coupling band lies below the Nyquist frequency "
+                         f"{nyquist:g} Hz")
     n_bands = len(usable)
     chosen: list[tuple[int, int, int]] = []
     while len(chosen) < n_edges:
@@ -142,6 +144,7 @@ def truth_adjacency(edges: list[dict[str, Any]] | list[PlantedEdge], ch_names: l
             continue
         p, c = f"{parent}/{e['band']}", f"{child}/{e['band']}"
         if p not in index or c not in index:
-            raise ValueError(f"planted edge {parent} -> {child} ({e['band']}) has no node among {node_names[:4]}...")
+            raise ValueError(f"planted edge {parent} -> {child} ({e['band']}) has no node among "
+                             f"{node_names[:4]}...")
         truth[index[c], index[p]] = True
     return truth

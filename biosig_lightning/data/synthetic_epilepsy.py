@@ -1,4 +1,5 @@
-"""Stand-in for routine clinical EEG of epilepsy (or abnormal) vs control subjects, with signed channel structure.
+"""Stand-in for routine clinical EEG of epilepsy (or abnormal) vs control subjects, with signed channel
+structure.
 
 :class:`SignedEEGStandIn` is a :class:`~biosig_lightning.data.spec.CorpusReader` used by the Turkish
 epilepsy and TUH Abnormal DataModules when ``synthetic: true``. It is built to be learnable the way
@@ -65,12 +66,17 @@ class SignedEEGStandIn:
                  subject_drift: float = 1.0, class_separation: float = 1.0, class1_fraction: float = 0.42,
                  unit: Literal["subject", "recording"] = "subject") -> None:
         if spec.n_outputs != 2:
-            raise ValueError(f"{spec.name}: the signed-EEG stand-in makes two classes, the spec has {spec.n_outputs}")
+            raise ValueError(f"{spec.name}: the signed-EEG stand-in makes two classes, the spec has "
+                             f"{spec.n_outputs}")
         if n_subjects < 2 or windows_per_subject < 1:
             raise ValueError("the stand-in needs n_subjects >= 2 and windows_per_subject >= 1")
         self.spec = spec
         self.n_subjects, self.windows_per_subject, self.seed = n_subjects, windows_per_subject, seed
-        self.subject_drift, self.class_separation, self.class1_fraction = subject_drift, class_separation, class1_fraction
+        self.subject_drift, self.class_separation, self.class1_fraction = (
+            subject_drift,
+            class_separation,
+            class1_fraction,
+        )
         if unit not in ("subject", "recording"):
             raise ValueError(f"unit must be 'subject' or 'recording', got {unit!r}")
         self.unit = unit
@@ -126,18 +132,30 @@ class SignedEEGStandIn:
             x += pair_sign[:, None] * np.repeat(pair_src, 2, axis=0)[:c]
             alpha_amp = (5.0 if label == 1 else 20.0) * self.class_separation
             envelope = 1.0 + 0.3 * np.sin(2 * np.pi * r.uniform(0.05, 0.2) * time + r.uniform(0, 2 * np.pi))
-            alpha = np.sin(2 * np.pi * (alpha_f + r.normal(0, 0.2)) * time + r.uniform(0, 2 * np.pi)) * envelope
+            alpha = (
+                np.sin(2 * np.pi * (alpha_f + r.normal(0, 0.2)) * time + r.uniform(0, 2 * np.pi)) * envelope
+            )
             x += alpha_amp * post[:, None] * alpha[None]
             if label == 1:
-                x += (50.0 * self.class_separation) * sw_pattern[:, None] * self._spike_wave(r, time, sw_f)[None]
+                x += (
+                    (50.0 * self.class_separation)
+                    * sw_pattern[:, None]
+                    * self._spike_wave(r, time, sw_f)[None]
+                )
             windows[w] = (scale * gains[:, None] * (mixing @ x)).astype(np.float32)
         y = np.full(self.windows_per_subject, label, dtype=np.int64)
-        return WindowBlock(subject=subject, recording=f"synthetic-s{subject:03d}", x=windows, y=y,
-                           start=np.arange(self.windows_per_subject, dtype=np.float64) * self.spec.window_seconds)
+        return WindowBlock(
+            subject=subject,
+            recording=f"synthetic-s{subject:03d}",
+            x=windows,
+            y=y,
+            start=np.arange(self.windows_per_subject, dtype=np.float64) * self.spec.window_seconds,
+        )
 
     @staticmethod
     def _spike_wave(rng: np.random.Generator, time: np.ndarray, rate: float) -> np.ndarray:
-        """2-4 bursts of 2-4 s of spike-and-wave complexes (a sharp spike then a slow wave, ``rate`` per second)."""
+        """2-4 bursts of 2-4 s of spike-and-wave complexes (a sharp spike then a slow wave, ``rate`` per
+        second)."""
         out = np.zeros_like(time)
         length = time[-1] + (time[1] - time[0])
         for _ in range(int(rng.integers(2, 5))):

@@ -31,7 +31,8 @@ _SEIZURE_FRACTION = 0.15  # windows overlapping a seizure in detection (two clas
 _SEIZURE_AMP = 3.0  # ictal rhythm amplitude over the background standard deviation
 _SEIZURE_TYPES = ("focal", "generalized", "absence", "tonic")
 _SEIZURE_TYPE_NAMES = {"cf": "focal", "focal": "focal", "fnsz": "focal", "gn": "generalized",
-                       "generalized": "generalized", "gnsz": "generalized", "ab": "absence", "absence": "absence",
+                       "generalized": "generalized", "gnsz": "generalized", "ab": "absence",
+                       "absence": "absence",
                        "absz": "absence", "ct": "tonic", "tonic": "tonic", "tnsz": "tonic"}
 
 
@@ -162,7 +163,8 @@ class SeizureStandIn(SyntheticReader):
             if rng.random() < 0.5:
                 f0 = rng.uniform(0.5, 2.0) * self._hz
                 length = 1.0 / f0
-                env = np.where((tt >= start) & (tt < start + length), np.sin(np.pi * (tt - start) / length), 0.0)
+                env = np.where((tt >= start) & (tt < start + length),
+                               np.sin(np.pi * (tt - start) / length), 0.0)
                 out[i] = rng.uniform(3.0, 8.0) * front[:, None] * env[None, :]
             else:
                 length = rng.uniform(1.0, 4.0)

@@ -66,13 +66,15 @@ def _stage_of(classes: tuple[str, ...]) -> list[str]:
 
 
 class SleepStandIn(SyntheticReader):
-    """Sleep stages (module docstring); arguments are :class:`SyntheticReader`'s (``sleep_start`` is read here)."""
+    """Sleep stages (module docstring); arguments are :class:`SyntheticReader`'s (``sleep_start`` is read
+    here)."""
 
     kind = "sleep"
 
     def _setup(self) -> None:
         if self.spec.label_level == "subject":
-            raise ValueError(f"synthetic corpus {self.spec.name!r}: kind='sleep' makes window-level stage labels, "
+            raise ValueError(f"synthetic corpus {self.spec.name!r}: kind='sleep' makes window-level stage "
+                             f"labels, "
                              "but the spec has label_level='subject'")
         self._stages = _stage_of(self.spec.classes)
 

@@ -58,7 +58,8 @@ class Augment:
         return x
 
 
-def channel_stats(signals: np.ndarray, indices: np.ndarray, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+def channel_stats(signals: np.ndarray,
+                  indices: np.ndarray, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
     """Per-channel mean and std over the windows ``indices`` of ``signals`` (N, C, T).
 
     Streams over chunks so a memory-mapped cache never has to fit in RAM; accumulates in

@@ -66,7 +66,8 @@ class ProductLaplacian:
         return self.diag.shape[1] * self.diag.shape[2]
 
     def matvec(self, v: torch.Tensor) -> torch.Tensor:
-        """``L v`` for node signals ``v`` ``(B, N, D)``: one ``C x C`` product per chunk and two chunk shifts."""
+        """``L v`` for node signals ``v`` ``(B, N, D)``: one ``C x C`` product per chunk and two chunk
+        shifts."""
         b, n, d = v.shape
         h, c = self.diag.shape[1:]
         v4 = v.reshape(b, h, c, d)
@@ -96,7 +97,8 @@ class ProductLaplacian:
         return full.reshape(b, h * c, h * c)
 
     def gershgorin_shift(self) -> tuple[ProductLaplacian, torch.Tensor]:
-        """Eq. 9 on the edges: ``delta = max(-min_i (L_ii - sum_{j != i} |L_ij|), 0)``; returns ``(L + delta I, delta)``."""
+        """Eq. 9 on the edges: ``delta = max(-min_i (L_ii - sum_{j != i} |L_ij|), 0)``; returns ``(L + delta
+        I, delta)``."""
         radius = self.spatial.abs().sum(-1) + _temporal_row_sum(self.temporal.abs())
         delta = (-(self.diag - radius).flatten(1).amin(-1)).clamp_min(0)
         return replace(self, diag=self.diag + delta[:, None, None]), delta
@@ -125,11 +127,14 @@ def edge_gaps(nodes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Te
 
 
 def edge_distances(f: torch.Tensor, kind: DistanceKind = "mahalanobis", q: torch.Tensor | None = None,
-                   mix: torch.Tensor | None = None, per_candidate: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+                   mix: torch.Tensor | None = None,
+                   per_candidate: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Feature distances on the edges (eq. 6, Table 6) from node features ``f`` ``(B, H, C, K)``.
 
-    Same metrics and arguments as ``pairwise_distance``; returns ``(spatial (B, H, C, C), temporal (B, H-1, C))``.
-    ``per_candidate=True`` (Mahalanobis) returns every candidate ``Q_k``'s distances instead, ``(B, n, H, C, C)``
+    Same metrics and arguments as ``pairwise_distance``; returns ``(spatial (B, H, C, C), temporal (B, H-1,
+    C))``.
+    ``per_candidate=True`` (Mahalanobis) returns every candidate ``Q_k``'s distances instead, ``(B, n, H, C,
+    C)``
     and ``(B, n, H-1, C)``, all computed at once.
     """
     if kind in ("mahalanobis", "euclidean"):
@@ -141,7 +146,8 @@ def edge_distances(f: torch.Tensor, kind: DistanceKind = "mahalanobis", q: torch
             g = f.unsqueeze(1)
         sq = g.square().sum(-1)
         flat = g.flatten(0, 2)  # (B n H, C, r)
-        ds = torch.baddbmm((sq.unsqueeze(-1) + sq.unsqueeze(-2)).flatten(0, 2), flat, flat.transpose(-1, -2), alpha=-2)
+        ds = torch.baddbmm((sq.unsqueeze(-1) + sq.unsqueeze(-2)).flatten(0, 2), flat,
+                           flat.transpose(-1, -2), alpha=-2)
         ds = ds.reshape(sq.shape + sq.shape[-1:]).clamp_min(0)
         dt = (g[:, :, 1:] - g[:, :, :-1]).square().sum(-1)
         if per_candidate and kind == "mahalanobis":
@@ -175,7 +181,8 @@ def edge_weights(ds: torch.Tensor, dt: torch.Tensor, spatial_mask: torch.Tensor,
     """Edge weights (eq. 7, App. C, eq. 28) on the spatial and temporal edges.
 
     ``beta`` ``(B or 1, C)`` are the channel polarities (balanced graph); a temporal edge joins equal
-    polarities, so it gets ``exp(-d)``. ``mirror`` gives opposite polarities ``-exp(-d)`` (eq. 8's closed form).
+    polarities, so it gets ``exp(-d)``. ``mirror`` gives opposite polarities ``-exp(-d)`` (eq. 8's closed
+    form).
     """
     m = spatial_mask.to(ds.dtype)
     if kind == "balanced":

@@ -78,7 +78,8 @@ Response = Literal["sigmoid", "ideal"]
 
 
 class SymmetricOperator(Protocol):
-    """A batched symmetric ``(B, N, N)`` operator known only through its products (for :func:`lanczos_filter`)."""
+    """A batched symmetric ``(B, N, N)`` operator known only through its products (for
+    :func:`lanczos_filter`)."""
 
     def matvec(self, v: torch.Tensor) -> torch.Tensor: ...
 
@@ -87,7 +88,8 @@ class SymmetricOperator(Protocol):
 
 # ---- nodes and edges ----------------------------------------------------------------------------------
 def chunk_nodes(x: torch.Tensor, n_chunks: int) -> torch.Tensor:
-    """``(B, C, H*D)`` windows -> ``(B, H*C, D)`` node signals, node ``h*C + c`` = chunk ``h`` of channel ``c``."""
+    """``(B, C, H*D)`` windows -> ``(B, H*C, D)`` node signals, node ``h*C + c`` = chunk ``h`` of channel
+    ``c``."""
     b, c, t = x.shape
     if t % n_chunks:
         raise ValueError(f"a window of {t} samples cannot be cut into {n_chunks} equal chunks "
@@ -133,7 +135,8 @@ def product_graph_mask(n_chans: int, n_chunks: int, spatial: torch.Tensor | None
         spatial = ~torch.eye(c, dtype=torch.bool)
     spatial = spatial.to(torch.bool) & ~torch.eye(c, dtype=torch.bool)
     if spatial.shape != (c, c) or not torch.equal(spatial, spatial.T):
-        raise ValueError(f"spatial graph must be a symmetric ({c}, {c}) matrix, got shape {tuple(spatial.shape)}")
+        raise ValueError(f"spatial graph must be a symmetric ({c}, {c}) matrix, got shape "
+                         f"{tuple(spatial.shape)}")
     temporal = torch.zeros(h, h, dtype=torch.bool)
     idx = torch.arange(h - 1)
     temporal[idx, idx + 1] = True
@@ -160,7 +163,8 @@ def covariance_polarity(x: torch.Tensor, ref: int = 0, pool: bool = False) -> to
 
 
 def signal_gaps(nodes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(sum_q (x_i - x_j)^2, sum_q (x_i + x_j)^2)`` over a sample's ``D`` graph signals, each ``(B, N, N)``."""
+    """``(sum_q (x_i - x_j)^2, sum_q (x_i + x_j)^2)`` over a sample's ``D`` graph signals, each ``(B, N,
+    N)``."""
     sq = nodes.square().sum(-1)
     gram = nodes @ nodes.transpose(-1, -2)
     base = sq.unsqueeze(-1) + sq.unsqueeze(-2)
@@ -205,7 +209,8 @@ def refine_polarity(beta: torch.Tensor, distance: torch.Tensor, diff_gap: torch.
 
 def greedy_polarity(beta: torch.Tensor, gain: torch.Tensor, max_sweeps: int | None = None,
                     pool: bool = False) -> torch.Tensor:
-    """The single-channel flip search of :func:`refine_polarity` from the per-pair GLR change ``gain`` ``(B, C, C)``."""
+    """The single-channel flip search of :func:`refine_polarity` from the per-pair GLR change ``gain`` ``(B,
+    C, C)``."""
     b, c = beta.shape
     if pool:
         gain = gain.sum(0, keepdim=True)
@@ -240,7 +245,8 @@ def pairwise_distance(f: torch.Tensor, kind: DistanceKind = "mahalanobis", q: to
         g = torch.einsum("bnk,ckr->bcnr", f, q)  # project once per candidate: ||Q^T (f_i - f_j)||^2
         sq = (g * g).sum(-1)
         flat = g.flatten(0, 1)
-        d = torch.baddbmm((sq.unsqueeze(-1) + sq.unsqueeze(-2)).flatten(0, 1), flat, flat.transpose(-1, -2), alpha=-2)
+        d = torch.baddbmm((sq.unsqueeze(-1) + sq.unsqueeze(-2)).flatten(0, 1), flat,
+                          flat.transpose(-1, -2), alpha=-2)
         d = d.reshape(sq.shape + sq.shape[-1:]).clamp_min(0)  # (B, n_cand, N, N)
         if per_candidate:
             return d
@@ -265,7 +271,8 @@ def normalise_distance(d: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def signed_weights(distance: torch.Tensor, mask: torch.Tensor, kind: GraphKind = "balanced",
-                   node_beta: torch.Tensor | None = None, d_star: float = 0.5, mirror: bool = False) -> torch.Tensor:
+                   node_beta: torch.Tensor | None = None,
+                   d_star: float = 0.5, mirror: bool = False) -> torch.Tensor:
     """Edge weights ``(B, N, N)`` on ``mask`` from distances.
 
     ``balanced`` (eq. 7): ``exp(-d)`` between equal polarities, ``exp(-d) - 1`` between opposite ones
@@ -296,7 +303,8 @@ def normalize_weights(w: torch.Tensor) -> torch.Tensor:
 
 
 def combinatorial_laplacian(w: torch.Tensor) -> torch.Tensor:
-    """``L = diag(W 1) - W`` with the signed degree (Sec. 2.1; App. C: the Laplacian the paper filters with)."""
+    """``L = diag(W 1) - W`` with the signed degree (Sec. 2.1; App. C: the Laplacian the paper filters
+    with)."""
     return torch.diag_embed(w.sum(-1)) - w
 
 
@@ -306,7 +314,8 @@ def signed_laplacian(w: torch.Tensor) -> torch.Tensor:
 
 
 def gershgorin_shift(lap: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eq. 9: add self-loops ``delta = max(-min_i (L_ii - sum_{j != i} |L_ij|), 0)``; returns ``(L + delta I, delta)``."""
+    """Eq. 9: add self-loops ``delta = max(-min_i (L_ii - sum_{j != i} |L_ij|), 0)``; returns ``(L + delta I,
+    delta)``."""
     diag = torch.diagonal(lap, dim1=-2, dim2=-1)
     radius = lap.abs().sum(-1) - diag.abs()
     lam_lower = (diag - radius).amin(-1)
@@ -374,7 +383,8 @@ def filter_response(eigvals: torch.Tensor, omega: torch.Tensor | float, response
     raise ValueError(f"unknown filter response {response!r}; expected sigmoid or ideal")
 
 
-def exact_filter(lap: torch.Tensor, y: torch.Tensor, omega: torch.Tensor | float, response: Response = "sigmoid",
+def exact_filter(lap: torch.Tensor, y: torch.Tensor, omega: torch.Tensor | float,
+                 response: Response = "sigmoid",
                  steepness: float = 10.0) -> torch.Tensor:
     """``V g(Lambda) V^T y`` (eq. 12) for ``lap`` ``(B, N, N)`` and signals ``y`` ``(B, N, D)``.
 
@@ -485,7 +495,8 @@ def filter_flops(n_chans: int, n_chunks: int, n_samples: int, krylov_dim: int) -
 LANCZOS_FLOP_WEIGHT = 16
 
 
-def choose_filter(n_chans: int, n_chunks: int, n_samples: int, krylov_dim: int) -> Literal["lanczos", "exact"]:
+def choose_filter(n_chans: int, n_chunks: int,
+                  n_samples: int, krylov_dim: int) -> Literal["lanczos", "exact"]:
     """The filter expected to be faster: Lanczos when ``LANCZOS_FLOP_WEIGHT x`` its :func:`filter_flops`
     count is below the dense filter's, else ``"exact"``."""
     flops = filter_flops(n_chans, n_chunks, n_samples, krylov_dim)
@@ -536,7 +547,8 @@ def lanczos_filter(lap: torch.Tensor | SymmetricOperator, y: torch.Tensor, omega
         w = matvec(v)
         alpha = torch.linalg.vecdot(v, w, dim=1)
         # a closed Krylov space leaves zero basis vectors: give their rows distinct eigenvalues above the
-        # spectrum (||L||_inf bounds it), decoupled from c_1, so eigh stays differentiable and "ideal" keeps them last
+        # spectrum (||L||_inf bounds it), decoupled from c_1, so eigh stays differentiable and "ideal" keeps
+        # them last
         alphas.append(torch.where(alive, alpha, 2.0 * scale + 1.0 + k))
         if k == m - 1:
             break
@@ -562,7 +574,8 @@ def lanczos_filter(lap: torch.Tensor | SymmetricOperator, y: torch.Tensor, omega
 
 def _tridiagonal_response(diag: torch.Tensor, off: torch.Tensor | None, omega: torch.Tensor | float,
                           response: Response, steepness: float, n_nodes: int) -> torch.Tensor:
-    """``Z g(Theta) Z^T c_1`` for the tridiagonal ``H_m`` of eq. 24 given by ``diag`` ``(..., m)`` and ``off`` ``(..., m-1)``.
+    """``Z g(Theta) Z^T c_1`` for the tridiagonal ``H_m`` of eq. 24 given by ``diag`` ``(..., m)`` and ``off``
+    ``(..., m-1)``.
 
     All tridiagonals are decomposed in one batched call, in float64: LAPACK is no slower there on small
     matrices, and the ghost copies of converged Ritz values that the plain recurrence produces stay
@@ -584,7 +597,8 @@ CUDA_EIGH_BATCH = 16384
 
 
 def _batched_eigh(h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``torch.linalg.eigh`` of a ``(..., m, m)`` batch; on CUDA in slices of :data:`CUDA_EIGH_BATCH` matrices."""
+    """``torch.linalg.eigh`` of a ``(..., m, m)`` batch; on CUDA in slices of :data:`CUDA_EIGH_BATCH`
+    matrices."""
     flat = h.reshape(-1, *h.shape[-2:])
     if not h.is_cuda or flat.shape[0] <= CUDA_EIGH_BATCH:
         return torch.linalg.eigh(h)

@@ -36,7 +36,8 @@ Everything is batched over epochs, subwindows and channels (torch FFTs in overla
 float32 products for the filters and covariances, float64 matrix functions whose eigendecompositions go
 through :mod:`biosig_lightning.accel.jacobi` when numba is installed, ``torch.linalg.eigh`` otherwise,
 with the same results to round-off); recordings, signal blocks, bands and chunks of 1,024 matrices run on
-``torch.get_num_threads()`` threads. Speed against the authors' code: ``benchmarks/performance/spdtransnet.py``.
+``torch.get_num_threads()`` threads. Speed against the authors' code:
+``benchmarks/performance/spdtransnet.py``.
 """
 
 from __future__ import annotations
@@ -51,8 +52,10 @@ import torch
 from scipy import signal as sps
 
 __all__ = [
-    "SPD_BANDS", "SPD_ELECTRODES", "Reference", "augment", "butter_bandpass_gain", "covariance_features", "filter_bank",
-    "invsqrtm", "logm", "mean_riemann", "recording_tokens", "spd_fn", "spd_tokens", "sym_from_tokens", "token_dim",
+    "SPD_BANDS", "SPD_ELECTRODES", "Reference", "augment", "butter_bandpass_gain", "covariance_features",
+    "filter_bank",
+    "invsqrtm", "logm", "mean_riemann", "recording_tokens", "spd_fn", "spd_tokens", "sym_from_tokens",
+    "token_dim",
     "tokens_from_sym", "whitening_reference",
 ]
 
@@ -152,8 +155,14 @@ def _check_bands(bands: Mapping[str, tuple[float, float]], sfreq: float) -> None
             raise ValueError(f"band {name!r} [{lo}, {hi}] Hz does not fit below Nyquist ({nyq:g} Hz)")
 
 
-def _causal_blocks(source: Callable[[int, int], torch.Tensor], n_samples: int, sfreq: float,
-                   edges: tuple[float, float], order: int, block: int) -> Iterator[tuple[int, int, torch.Tensor]]:
+def _causal_blocks(
+    source: Callable[[int, int], torch.Tensor],
+    n_samples: int,
+    sfreq: float,
+    edges: tuple[float, float],
+    order: int,
+    block: int,
+) -> Iterator[tuple[int, int, torch.Tensor]]:
     """One band of a run through a single forward ``sosfilt`` pass (the authors' causal filter), block by
     block with the filter state carried across blocks: ``(a, b, signal)`` for samples ``[a, b)``, exactly
     the whole-run filter without the whole run in memory."""
@@ -210,11 +219,13 @@ class _ZeroPhaseBank:
         seg[:, lo - start: hi - start] = raw
         spectrum = torch.fft.rfft(seg, dim=-1)
         for k, gain in enumerate(self.gains, start=1):
-            yield k, a, b, torch.fft.irfft(spectrum * gain, n=self.nfft, dim=-1)[:, self.pad: self.pad + b - a]
+            yield k, a, b, torch.fft.irfft(spectrum * gain, n=self.nfft, dim=-1)[:,
+                                                                                 self.pad: self.pad + b - a]
 
 
 def _subwindow_covariances(sig: torch.Tensor, n_epochs: int, n_subwindows: int) -> torch.Tensor:
-    """``(n, e * t)`` float32 or float64 -> ``(e, S, n, n)`` float64: the unbiased covariance of every subwindow.
+    """``(n, e * t)`` float32 or float64 -> ``(e, S, n, n)`` float64: the unbiased covariance of every
+    subwindow.
 
     The Gram matrices come from one batched matmul over a strided view of the signal (no transposed
     copy); the mean correction ``- w mu mu^T`` is applied in float64.
@@ -297,7 +308,8 @@ def covariance_features(epochs: np.ndarray, starts: np.ndarray, sfreq: float, n_
     if t % n_subwindows:
         raise ValueError(f"epochs of {t} samples do not split into {n_subwindows} equal subwindows")
     _check_bands(bands, sfreq)
-    mean, std = _electrode_stats(x) if zscore else (torch.zeros(n, dtype=torch.float64), torch.ones(n, dtype=torch.float64))
+    mean, std = _electrode_stats(x) if zscore else (torch.zeros(n, dtype=torch.float64),
+                                                    torch.ones(n, dtype=torch.float64))
     mean, std = mean[:, None], std[:, None]
     c = 1 + len(bands)
     w = t // n_subwindows
@@ -308,16 +320,22 @@ def covariance_features(epochs: np.ndarray, starts: np.ndarray, sfreq: float, n_
         def source(lo: int, hi: int, epochs_run: np.ndarray = epochs_run) -> torch.Tensor:
             """Samples ``[lo, hi)`` of the run, z-scored, float64 ``(n, hi - lo)``."""
             e0, e1 = lo // t, -(-hi // t)
-            slab = torch.from_numpy(epochs_run[e0:e1]).transpose(0, 1).reshape(n, -1)[:, lo - e0 * t: hi - e0 * t]
+            slab = (
+                torch.from_numpy(epochs_run[e0:e1])
+                .transpose(0, 1)
+                .reshape(n, -1)[:, lo - e0 * t : hi - e0 * t]
+            )
             return (slab.double() - mean) / std
 
         e = run.stop - run.start
         if causal:
             step = max(1, (1 << 16) // t) * t  # whole epochs per block
 
-            def fill(k: int, first: int = run.start, e: int = e, source: Callable = source, step: int = step) -> None:
+            def fill(k: int, first: int = run.start, e: int = e,
+                     source: Callable = source, step: int = step) -> None:
                 if k == 0:
-                    blocks = ((a, min(a + step, e * t), source(a, min(a + step, e * t))) for a in range(0, e * t, step))
+                    blocks = ((a, min(a + step, e * t),
+                               source(a, min(a + step, e * t))) for a in range(0, e * t, step))
                 else:
                     blocks = _causal_blocks(source, e * t, sfreq, list(bands.values())[k - 1], order, step)
                 for a, b, sig in blocks:
@@ -330,7 +348,8 @@ def covariance_features(epochs: np.ndarray, starts: np.ndarray, sfreq: float, n_
 
         def fill_block(i: int, first: int = run.start, bank: _ZeroPhaseBank = bank) -> None:
             for k, a, b, sig in bank.block(i):
-                cov[first + a // t: first + b // t, k] = _subwindow_covariances(sig, (b - a) // t, n_subwindows)
+                cov[first + a // t: first + b // t, k] = _subwindow_covariances(sig,
+                                                                                (b - a) // t, n_subwindows)
 
         _in_threads(fill_block, range(bank.n_blocks))
     # mean over the one-sided periodogram bins (constant detrend, boxcar, density): by Parseval the
@@ -421,7 +440,9 @@ def _logs_in_basis(inner: torch.Tensor, basis: torch.Tensor, mats: torch.Tensor,
     if use_basis and accuracy > 0.0:
         d = torch.diagonal(inner, dim1=-2, dim2=-1)
         root = d.clamp_min(torch.finfo(d.dtype).tiny).sqrt_()
-        eta2 = (inner / (root.unsqueeze(-1) * root.unsqueeze(-2))).square_().sum((-2, -1)).sub_(inner.shape[-1])
+        eta2 = (
+            (inner / (root.unsqueeze(-1) * root.unsqueeze(-2))).square_().sum((-2, -1)).sub_(inner.shape[-1])
+        )
         ok = (eta2 <= accuracy) & (d.amin(-1) > 0)
         if floor is not None:
             ok &= scale * d.amin(-1) * (1.0 - eta2.clamp_min(0.0).sqrt()) > floor
@@ -445,7 +466,8 @@ def _logs_in_basis(inner: torch.Tensor, basis: torch.Tensor, mats: torch.Tensor,
 
 
 def _whitened_log(mats: torch.Tensor, weights: torch.Tensor, cm12: torch.Tensor, inner: torch.Tensor,
-                  basis: torch.Tensor, use_basis: bool, accuracy: float, warm: bool = False) -> tuple[torch.Tensor, int]:
+                  basis: torch.Tensor, use_basis: bool,
+                  accuracy: float, warm: bool = False) -> tuple[torch.Tensor, int]:
     """One pass over all matrices: ``J = sum_k w_k log(M^{-1/2} X_k M^{-1/2})`` and the number of ``eigh``
     calls. ``inner`` and ``basis`` (:func:`_logs_in_basis`) are updated in place; ``basis`` is read with
     ``use_basis`` or ``warm`` (it then holds eigenvectors from an earlier pass), ``inner`` is recomputed
@@ -457,7 +479,8 @@ def _whitened_log(mats: torch.Tensor, weights: torch.Tensor, cm12: torch.Tensor,
         if use_basis:
             q = cm12 @ basis[sl]
             inner[sl] = q.transpose(-1, -2) @ mats[sl] @ q
-        logs, n_eigh = _logs_in_basis(inner[sl], basis[sl], mats[sl], cm12, use_basis, accuracy=accuracy, warm=warm)
+        logs, n_eigh = _logs_in_basis(inner[sl], basis[sl], mats[sl], cm12, use_basis,
+                                      accuracy=accuracy, warm=warm)
         # sum_k w_k V_k L_k V_k^T as one (n, K n) x (K n, n) product, no K dense logs
         if use_basis:
             left = (basis[sl] @ logs).mul_(weights[sl, None, None])
@@ -486,11 +509,13 @@ def _karcher(mats: torch.Tensor, weights: torch.Tensor, tol: float, maxiter: int
 
     Each pass needs ``log`` of every whitened matrix. Early passes diagonalise all of them (a batched
     ``eigh``, the whole cost of a pass; from the second pass on, in each matrix's eigenbasis from the
-    pass before, where Jacobi starts close to diagonal, when numba's kernel is in use). Once the iterate moves by less than ``sqrt(tol / 10)``, a pass
+    pass before, where Jacobi starts close to diagonal, when numba's kernel is in use). Once the iterate moves
+    by less than ``sqrt(tol / 10)``, a pass
     expresses each matrix in its last eigenbasis and uses the first-order expansion of ``log`` wherever
     its error bound (``eta^2``, :func:`_logs_in_basis`) is below ``tol / 10``, so ``J`` is still computed
     to a tenth of the tolerance (a pass of expansions costs half a pass of ``eigh``); only the matrices
-    that moved more get a new ``eigh`` (near the fixed point, few or none). Each pass's chunks run in threads (:func:`_whitened_log`; callers with several
+    that moved more get a new ``eigh`` (near the fixed point, few or none). Each pass's chunks run in threads
+    (:func:`_whitened_log`; callers with several
     independent means run those in threads instead, :func:`_over_means`). ``stats``, if given,
     counts ``passes`` and ``eigh`` (matrices diagonalised).
     """
@@ -511,7 +536,8 @@ def _karcher(mats: torch.Tensor, weights: torch.Tensor, tol: float, maxiter: int
         # the expansion pays only once the iterate moves by less than its validity radius
         # (sqrt(accuracy), shrunk further by the matrices' conditioning); before that every matrix fails it
         near = last <= math.sqrt(0.1 * tol)
-        # from the second pass on, each matrix's last eigenbasis starts its Jacobi sweeps (jacobi.eigh_congruent)
+        # from the second pass on, each matrix's last eigenbasis starts its Jacobi sweeps
+        # (jacobi.eigh_congruent)
         tangent, n_eigh = _whitened_log(mats, w, cm12, inner, basis, near, 0.1 * tol, warm=passes > 0)
         passes += 1
         stats["passes"] = stats.get("passes", 0) + 1
@@ -629,7 +655,8 @@ def whitening_reference(cov: torch.Tensor, psd: torch.Tensor, alpha: float,
 def recording_tokens(cov: torch.Tensor, psd: torch.Tensor, alpha: float, beta: float, eps: float | None,
                      reference: Reference = "augmented", sqrt2: bool = True, tol: float = 1e-8,
                      ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Stage 2 of one recording whitened by its own reference: ``(tokens (E, C, S, d(n+1)), G (C, n+1, n+1))``.
+    """Stage 2 of one recording whitened by its own reference: ``(tokens (E, C, S, d(n+1)), G (C, n+1,
+    n+1))``.
 
     The same tokens as ``spd_tokens(..., whitening_reference(...))`` (to ``tol / 10``, far below their
     float32 storage). With the paper's reference (``augmented``) the Karcher flow's last pass has already
@@ -651,7 +678,8 @@ def recording_tokens(cov: torch.Tensor, psd: torch.Tensor, alpha: float, beta: f
         chan = torch.empty((e * s, token_dim(n + 1)), dtype=aug.dtype)
         for i0 in range(0, e * s, _CHUNK):
             sl = slice(i0, min(i0 + _CHUNK, e * s))
-            logs, _ = _logs_in_basis(inner[sl], basis[sl], aug[sl], gm12, True, beta, floor, 0.1 * tol, warm=True)
+            logs, _ = _logs_in_basis(inner[sl], basis[sl], aug[sl], gm12, True, beta,
+                                     floor, 0.1 * tol, warm=True)
             chan[sl] = tokens_from_sym(basis[sl] @ logs @ basis[sl].transpose(-1, -2), sqrt2)
         return g, chan.reshape(e, s, -1)
 

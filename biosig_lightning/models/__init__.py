@@ -8,5 +8,6 @@ LightningCLI, which resolves short class names among imported subclasses, finds 
 from biosig_lightning.models import baselines, bioformer, dcrnn, sdformer, signed_graph, spdtransnet
 from biosig_lightning.models.base import BiosignalModel, backbone_supports, count_parameters
 
-__all__ = ["BiosignalModel", "backbone_supports", "baselines", "bioformer", "count_parameters", "dcrnn", "sdformer",
+__all__ = ["BiosignalModel", "backbone_supports", "baselines", "bioformer", "count_parameters", "dcrnn",
+           "sdformer",
            "signed_graph", "spdtransnet"]

@@ -73,7 +73,8 @@ def check_positive_ints(owner: str, **values: Any) -> None:
 
 
 def check_dropout(owner: str, **rates: float) -> None:
-    """Raise ``ValueError("<owner>: <name> must lie in [0, 1) ...")`` for the first rate outside ``[0, 1)``."""
+    """Raise ``ValueError("<owner>: <name> must lie in [0, 1) ...")`` for the first rate outside ``[0,
+    1)``."""
     for name, rate in rates.items():
         if not 0.0 <= rate < 1.0:
             raise ValueError(f"{owner}: {name} must lie in [0, 1), got {rate}")
@@ -149,7 +150,10 @@ class BiosignalModel(nn.Module):
             raise ValueError(f"{owner}: sfreq must be a positive number of Hz, got {sfreq!r}")
         if chs_info is not None and len(chs_info) != n_chans:
             raise ValueError(f"{owner}: chs_info describes {len(chs_info)} channels but n_chans={n_chans}")
-        if input_window_seconds is not None and abs(n_times - float(input_window_seconds) * float(sfreq)) > 0.5:
+        if (
+            input_window_seconds is not None
+            and abs(n_times - float(input_window_seconds) * float(sfreq)) > 0.5
+        ):
             raise ValueError(f"{owner}: input_window_seconds={input_window_seconds} at sfreq={sfreq} is "
                              f"{float(input_window_seconds) * float(sfreq):g} samples, but n_times={n_times}")
         self.n_chans = int(n_chans)
@@ -183,7 +187,8 @@ class BiosignalModel(nn.Module):
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:
         """Embedding ``(batch, feature_dim)`` that ``head`` maps to the logits of :meth:`forward`."""
-        raise TypeError(f"{type(self).__name__} has no feature interface (forward_features, head, feature_dim)")
+        raise TypeError(f"{type(self).__name__} has no feature interface (forward_features, head, "
+                        f"feature_dim)")
 
     def supports(self, capability: Capability) -> bool:
         """Whether this backbone offers ``capability`` (``features``, ``style``, ``align`` or ``aux``)."""

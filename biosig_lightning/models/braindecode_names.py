@@ -34,7 +34,8 @@ def braindecode_model(name: str) -> type:
         import braindecode.models as models
     except ImportError as err:
         raise MissingExtraError(f"braindecode model {name!r} needs braindecode: pip install "
-                                f"'biosig-lightning[braindecode]' (see docs/install.md for the torch/torchaudio "
+                                f"'biosig-lightning[braindecode]' (see docs/install.md for the "
+                                f"torch/torchaudio "
                                 f"pairs that load; import failed with: {err})") from None
     old = {v: k for k, v in RENAMED.items()}
     for candidate in (name, RENAMED.get(name), old.get(name)):

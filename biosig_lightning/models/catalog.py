@@ -42,7 +42,8 @@ class Shape(NamedTuple):
     sfreq: float
 
     def as_kwargs(self) -> dict[str, Any]:
-        return {"n_chans": self.n_chans, "n_outputs": self.n_outputs, "n_times": self.n_times, "sfreq": self.sfreq}
+        return {"n_chans": self.n_chans, "n_outputs": self.n_outputs,
+                "n_times": self.n_times, "sfreq": self.sfreq}
 
 
 #: Shapes of the corpora the shipped experiments use, under the DataModules' own names
@@ -59,7 +60,8 @@ CORPORA: dict[str, Shape] = {
     "sleepedf": Shape(2, 5, 3000, 100.0),
     "chbmit": Shape(23, 2, 512, 256.0),  # montage "23", 2 s windows
     "ptbxl": Shape(12, 5, 1000, 100.0),  # PTBXLDataModule: 10 s records at 100 Hz
-    # SPDTransNet: experiments/spdtransnet_*.yaml; n_chans = L * 7 * 30 tokens (L = 21), n_times = token length
+    # SPDTransNet: experiments/spdtransnet_*.yaml; n_chans = L * 7 * 30 tokens (L = 21), n_times = token
+    # length
     "mass_ss3": Shape(21 * 210, 5, 45, 256.0),
     "sleep_edf_spd": Shape(21 * 210, 5, 6, 100.0),
     # signed-graph unrolling: experiments/signed_graph_*.yaml
@@ -127,7 +129,8 @@ def register_backbone(
             shape_map = {k: CORPORA[k] for k in shapes}
         unknown = sorted((set(pins) | set(kwargs or {})) - set(shape_map))
         if unknown:
-            raise ValueError(f"backbone {key!r}: pins/kwargs name corpora without a shape: {', '.join(unknown)}")
+            raise ValueError(f"backbone {key!r}: pins/kwargs name corpora without a shape: "
+                             f"{', '.join(unknown)}")
         _CATALOG[key] = BackboneEntry(key, cls, shape_map, dict(kwargs or {}), pins, dict(test_kwargs or {}))
         return cls
 

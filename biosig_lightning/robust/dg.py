@@ -133,7 +133,8 @@ class DGTask(ClassificationTask):
             raise ValueError(f"model.init_args.align_on must be 'auto' or 'features', got {align_on!r}")
         if grl_gamma < 0:
             raise ValueError(f"model.init_args.grl_gamma must be >= 0, got {grl_gamma}")
-        # the ClassificationTask arguments (n_outputs, optimizer, lr, ...) pass through unchanged; jsonargparse
+        # the ClassificationTask arguments (n_outputs, optimizer, lr, ...) pass through unchanged;
+        # jsonargparse
         # follows **task_args into ClassificationTask.__init__, so --print_config still lists each one
         super().__init__(backbone, **task_args)
         self.method = method
@@ -163,10 +164,13 @@ class DGTask(ClassificationTask):
     # ---- construction helpers ------------------------------------------------------------------
     def _check_feature_api(self) -> None:
         if not backbone_supports(self.backbone, "features"):
-            missing = [n for n in ("forward_features", "head", "feature_dim") if not hasattr(self.backbone, n)]
+            missing = [
+                n for n in ("forward_features", "head", "feature_dim") if not hasattr(self.backbone, n)
+            ]
             missing = missing or ["an nn.Module head and an int feature_dim"]
             raise ValueError(
-                f"DGTask(method={self.method!r}) needs a backbone with forward_features(x), head and feature_dim; "
+                f"DGTask(method={self.method!r}) needs a backbone with forward_features(x), head and "
+                f"feature_dim; "
                 f"{type(self.backbone).__name__} lacks {', '.join(missing)}"
             )
 
@@ -179,21 +183,24 @@ class DGTask(ClassificationTask):
                 raise ValueError(f"DGTask(method={self.method!r}): backbone {name} has no submodule "
                                  f"{kind}_site={site!r}")
             raise ValueError(
-                f"DGTask(method={self.method!r}): backbone {name} declares no {kind} site; give the class the "
+                f"DGTask(method={self.method!r}): backbone {name} declares no {kind} site; give the class "
+                f"the "
                 f"attributes {kind}_site (dotted submodule name whose output is used) and {kind}_channel_dim "
                 "(1 for (B, C, T) maps, -1 for (B, L, D) tokens)"
             )
         channel_dim = getattr(self.backbone, f"{kind}_channel_dim", None)
         if not isinstance(channel_dim, int):
             raise ValueError(f"DGTask(method={self.method!r}): backbone {name} declares {kind}_site={site!r} "
-                             f"but no integer {kind}_channel_dim (1 for (B, C, T) maps, -1 for (B, L, D) tokens)")
+                             f"but no integer {kind}_channel_dim (1 for (B, C, T) maps, -1 for (B, L, D) "
+                             f"tokens)")
         return self.backbone.get_submodule(site), channel_dim
 
     def _capture_hook(self, module: nn.Module, inputs: Any, output: Any) -> None:
         if not self._capturing:
             return
         if not isinstance(output, torch.Tensor):
-            raise TypeError(f"DGTask: the align site {type(module).__name__} of {type(self.backbone).__name__} "
+            raise TypeError(f"DGTask: the align site {type(module).__name__} of "
+                            f"{type(self.backbone).__name__} "
                             f"returns {type(output).__name__}, not a tensor")
         self._captured = output
 
@@ -220,23 +227,28 @@ class DGTask(ClassificationTask):
         if self._align_channel_dim is None:
             return int(self.backbone.feature_dim)
         dm = getattr(self._trainer, "datamodule", None)
-        n_chans, n_times = (getattr(self.backbone, k, None) or getattr(dm, k, None) for k in ("n_chans", "n_times"))
+        n_chans, n_times = (
+            getattr(self.backbone, k, None) or getattr(dm, k, None) for k in ("n_chans", "n_times")
+        )
         if not (n_chans and n_times):
-            raise ValueError(f"DGTask(method='grl'): cannot size the discriminator; {type(self.backbone).__name__} "
+            raise ValueError(f"DGTask(method='grl'): cannot size the discriminator; "
+                             f"{type(self.backbone).__name__} "
                              "has no n_chans/n_times and there is no DataModule to read them from")
         device = next(self.backbone.parameters(), torch.empty(0)).device
         was_training = self.backbone.training
         self.backbone.eval()
         try:
             with torch.no_grad():
-                features, _ = self._features_and_logits(torch.zeros(2, int(n_chans), int(n_times), device=device))
+                features, _ = self._features_and_logits(torch.zeros(2, int(n_chans),
+                                                                    int(n_times), device=device))
         finally:
             self.backbone.train(was_training)
         return features.shape[1]
 
     def _style_hook(self, module: nn.Module, inputs: Any, output: Any) -> torch.Tensor:
         if not isinstance(output, torch.Tensor):
-            raise TypeError(f"DGTask: the style site {type(module).__name__} of {type(self.backbone).__name__} "
+            raise TypeError(f"DGTask: the style site {type(module).__name__} of "
+                            f"{type(self.backbone).__name__} "
                             f"returns {type(output).__name__}, not a tensor")
         assert self.style is not None
         return self.style(output)
@@ -248,7 +260,8 @@ class DGTask(ClassificationTask):
         if torch.unique(ids).numel() != ids.numel():
             raise ValueError(f"DGTask(method='grl'): duplicate training subject ids {ids.tolist()}")
         self.discriminator = SubjectDiscriminator(
-            in_features if in_features is not None else self._feature_width(), ids.numel(), hidden=self.hparams.disc_hidden,
+            in_features if in_features is not None else self._feature_width(), ids.numel(),
+            hidden=self.hparams.disc_hidden,
             n_hidden_layers=self.hparams.disc_layers, dropout=self.hparams.disc_dropout,
         )
         self.register_buffer("train_subjects", ids)
@@ -270,7 +283,8 @@ class DGTask(ClassificationTask):
             )
         self._build_discriminator(list(train))
 
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
+    def load_state_dict(self, state_dict: Mapping[str, Any],
+                        strict: bool = True, assign: bool = False) -> Any:
         """Load weights; a GRL checkpoint rebuilds the discriminator if :meth:`setup` has not run."""
         if self.method == "grl" and self.discriminator is None and "train_subjects" in state_dict:
             first = next(k for k in state_dict if k.startswith("discriminator.") and k.endswith(".weight"))
@@ -293,12 +307,15 @@ class DGTask(ClassificationTask):
         pos = torch.searchsorted(ids, subjects).clamp_max(ids.numel() - 1)
         unknown = ids[pos] != subjects
         if bool(unknown.any()):
-            raise ValueError(f"DGTask(method='grl'): batch subjects {sorted(set(subjects[unknown].tolist()))} are "
+            raise ValueError(f"DGTask(method='grl'): batch subjects "
+                             f"{sorted(set(subjects[unknown].tolist()))} are "
                              f"not training subjects {ids.tolist()}")
         return pos
 
     @staticmethod
-    def pick_subject_pair(subjects: torch.Tensor, min_count: int = 1) -> tuple[torch.Tensor, torch.Tensor] | None:
+    def pick_subject_pair(
+        subjects: torch.Tensor, min_count: int = 1
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
         """Masks of two distinct random subjects with ``>= min_count`` windows each, or ``None``."""
         ids, counts = torch.unique(subjects, return_counts=True)
         ids = ids[counts >= min_count]
@@ -307,7 +324,8 @@ class DGTask(ClassificationTask):
         chosen = ids[torch.randperm(ids.numel())[:2].to(ids.device)]
         return subjects == chosen[0], subjects == chosen[1]
 
-    def training_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    def training_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor,
+                                                                     torch.Tensor, dict[str, torch.Tensor]]:
         if self.method in ("erm", "mixstyle", "dsu"):
             return super().training_loss(batch)
         features, logits = self._features_and_logits(batch["x"])

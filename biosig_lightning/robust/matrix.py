@@ -1,11 +1,13 @@
 """The recipe x backbone matrix: every recipe trained over every window backbone on one tiny stand-in.
 
 Each cell trains one recipe (plain :class:`~biosig_lightning.tasks.classification.ClassificationTask`
-``erm``, each DG plug-in of :mod:`biosig_lightning.robust.dg`, :class:`~biosig_lightning.robust.stdro.STDROTask`)
+``erm``, each DG plug-in of :mod:`biosig_lightning.robust.dg`,
+:class:`~biosig_lightning.robust.stdro.STDROTask`)
 around one catalog backbone for a few optimiser steps on the training subjects of :func:`matrix_standin`,
 then scores AUROC and cross-entropy on its held-out subjects. Its control is the same cell at ``lr = 0``
 (every weight stays at its seeded initialisation, so the control is the untrained network through the
-same code); a cell passes when training beats its control (:attr:`Cell.beats_control`). A pair the recipe refuses (a DG method that needs a
+same code); a cell passes when training beats its control (:attr:`Cell.beats_control`). A pair the recipe
+refuses (a DG method that needs a
 site the backbone does not declare) is reported with the refusal, never trained.
 
 The steps are the recipes' own: ``training_loss`` of the task (the DG losses, MixStyle/DSU hooks), and
@@ -46,7 +48,8 @@ CH_NAMES: tuple[str, ...] = ("Fp1", "Fp2", "C3", "C4", "P3", "P4", "O1", "O2")
 NOT_WINDOW = ("SPDTransNet",)
 #: per-backbone window lengths where the default is shorter than what the backbone pools
 N_TIMES = {"DenseCNN": 704}
-#: token sizes for the 64-sample windows (the catalog's test sizes are for longer windows: one 64-sample patch,
+# : token sizes for the 64-sample windows (the catalog's test sizes are for longer windows: one 64-sample
+# patch,
 #: or one token per sample, which the transformers do not learn from in a few steps)
 KWARGS: dict[str, dict[str, Any]] = {"PatchTST": {"patch_len": 8, "stride": 8},
                                      "TransformerClassifier": {"patch_len": 16}}
@@ -127,7 +130,8 @@ def _backbone(name: str, data: MatrixData) -> nn.Module:
         kwargs["chs_info"] = [{"ch_name": n} for n in CH_NAMES]
     elif "ch_names" in params:
         kwargs["ch_names"] = list(CH_NAMES)
-    return entry.cls(n_chans=data.x.shape[1], n_outputs=2, n_times=data.x.shape[2], sfreq=data.sfreq, **kwargs)
+    return entry.cls(n_chans=data.x.shape[1], n_outputs=2, n_times=data.x.shape[2],
+                     sfreq=data.sfreq, **kwargs)
 
 
 def _task(recipe: str, backbone: nn.Module, lr: float) -> ClassificationTask:
@@ -135,7 +139,8 @@ def _task(recipe: str, backbone: nn.Module, lr: float) -> ClassificationTask:
     if recipe == "erm":
         return ClassificationTask(backbone, **common)
     if recipe == "stdro":
-        return STDROTask(backbone, n_periods=2, ascent_steps=3, ascent_lr=0.1, environments="subject", **common)
+        return STDROTask(backbone, n_periods=2, ascent_steps=3, ascent_lr=0.1,
+                         environments="subject", **common)
     return DGTask(backbone, method=recipe, style_p=1.0, disc_hidden=8, disc_layers=1, **common)
 
 
@@ -203,7 +208,8 @@ def run_cell(recipe: str, name: str, data: MatrixData | None = None, lr: float =
     return Cell(recipe, name, auroc, control, loss, control_loss)
 
 
-def run_matrix(backbones: Iterable[str] | None = None, recipes: Iterable[str] = RECIPES, **kwargs: Any) -> list[Cell]:
+def run_matrix(backbones: Iterable[str] | None = None,
+               recipes: Iterable[str] = RECIPES, **kwargs: Any) -> list[Cell]:
     """Every recipe over every window backbone (``kwargs``: :func:`run_cell`'s)."""
     cells = []
     for name in backbones or window_backbones():

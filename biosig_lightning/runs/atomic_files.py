@@ -37,7 +37,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     #: a checkpoint already in memory, ``(path, state)``: returned by the next load of that path
     preloaded: tuple[Path, dict[str, Any]] | None = None
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any,
+                        storage_options: Any | None = None) -> None:
         if storage_options is not None or "://" in str(path):
             super().save_checkpoint(checkpoint, path, storage_options)  # remote storage: fsspec's own way
             return
@@ -52,7 +53,11 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         """The checkpoint the command already read and checked (:attr:`preloaded`, handed over once), else
         the file read by Lightning after its size is checked (:func:`~.checks.check_checkpoint_size`)."""
         preloaded, self.preloaded = self.preloaded, None
-        if preloaded is not None and "://" not in str(path) and Path(path).resolve() == preloaded[0].resolve():
+        if (
+            preloaded is not None
+            and "://" not in str(path)
+            and Path(path).resolve() == preloaded[0].resolve()
+        ):
             return preloaded[1]
         if "://" not in str(path) and Path(path).is_file():
             check_checkpoint_size(Path(path))

@@ -83,7 +83,8 @@ from biosig_lightning.yaml_io import parse_yaml
 
 SHAPE_LINKS = ("n_chans", "n_outputs", "n_times", "sfreq")
 #: what a checkpoint given to each subcommand is used for (in refusals)
-PURPOSE = {"fit": "resume from it", "validate": "validate it", "test": "test it", "predict": "predict with it"}
+PURPOSE = {"fit": "resume from it", "validate": "validate it", "test": "test it",
+           "predict": "predict with it"}
 
 
 class ConfigInCheckpoint(Callback):
@@ -93,7 +94,8 @@ class ConfigInCheckpoint(Callback):
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
 
-    def on_save_checkpoint(self, trainer: Trainer, pl_module: LightningModule, checkpoint: dict[str, Any]) -> None:
+    def on_save_checkpoint(self, trainer: Trainer, pl_module: LightningModule,
+                           checkpoint: dict[str, Any]) -> None:
         checkpoint[CONFIG_KEY] = self.config
 
 
@@ -135,7 +137,8 @@ class BiosigCLI(LightningCLI):
             if self._claimed is not None:
                 release_if_unused(self._claimed)
             if isinstance(err, SystemExit) and self._interrupt.interrupted:
-                # Ctrl-C or preemption stopped the fit: the last line says where the run stopped and how to resume
+                # Ctrl-C or preemption stopped the fit: the last line says where the run stopped and how to
+                # resume
                 raise Interrupted(resume_line(self._interrupt, self.subcommand or "fit")) from None
             raise
         finally:
@@ -166,17 +169,21 @@ class BiosigCLI(LightningCLI):
         # where the run lands, for every configured logger at once (a logger list cannot be
         # addressed as --trainer.logger.init_args.*); `biosig repeat` and `biosig tune` set these
         parser.add_argument("--run.save_dir", type=str | None, default=None, help="parent folder of the run")
-        parser.add_argument("--run.name", type=str | None, default=None, help="experiment name (default: logger's)")
-        parser.add_argument("--run.version", type=str | None, default=None, help="run folder (default version_N)")
+        parser.add_argument("--run.name", type=str | None, default=None,
+                            help="experiment name (default: logger's)")
+        parser.add_argument("--run.version", type=str | None, default=None,
+                            help="run folder (default version_N)")
         parser.add_argument("--run.group", type=str | None, default=None,
-                            help="wandb group (default: the experiment name, so seeds of one experiment group)")
+                            help="wandb group (default: the experiment name, so seeds of one experiment "
+                                 "group)")
         parser.add_argument("--tensorboard", type=bool, default=False,
                             help="also log to TensorBoard, in the run directory of the first logger")
         # a wandb dashboard added to whatever loggers the experiment has (experiments/overlays/wandb.yaml)
         parser.add_argument("--wandb.enabled", type=bool, default=False, help="also log to wandb")
         parser.add_argument("--wandb.project", type=str, default="biosig-lightning")
         parser.add_argument("--wandb.entity", type=str | None, default=None)
-        parser.add_argument("--wandb.group", type=str | None, default=None, help="default: the experiment name")
+        parser.add_argument("--wandb.group", type=str | None, default=None,
+                            help="default: the experiment name")
         parser.add_argument("--wandb.tags", type=list[str], default=[])
         parser.add_argument("--wandb.mode", type=str | None, default=None,
                             help="offline (default unless WANDB_MODE is set), online or disabled")
@@ -185,8 +192,10 @@ class BiosigCLI(LightningCLI):
         from lightning.fabric.connector import _PRECISION_INPUT
 
         parser.add_argument("--gpu_precision", type=_PRECISION_INPUT | None, default=None,
-                            help="trainer.precision for a run on a CUDA GPU (accelerator gpu/cuda, or auto with CUDA "
-                                 "available) whose trainer.precision is not set, e.g. bf16-mixed; CPU runs keep theirs")
+                            help="trainer.precision for a run on a CUDA GPU (accelerator gpu/cuda, or auto "
+                                 "with CUDA "
+                                 "available) whose trainer.precision is not set, e.g. bf16-mixed; CPU runs "
+                                 "keep theirs")
 
     def _dump_config(self) -> None:
         """LightningCLI's dump of the config for the hyperparameters it saves, without a second validation.
@@ -226,8 +235,10 @@ class BiosigCLI(LightningCLI):
             class_path = hparams.pop("_class_path")
             unknown = _keys_not_taken(class_path, hparams)
             if unknown:
-                raise CheckpointError(f"--ckpt_path {path}: its saved hyperparameter {unknown[0]!r} is not an "
-                                      f"argument of {class_path} in this version (the checkpoint was saved by "
+                raise CheckpointError(f"--ckpt_path {path}: its saved hyperparameter {unknown[0]!r} is not "
+                                      f"an "
+                                      f"argument of {class_path} in this version (the checkpoint was saved "
+                                      f"by "
                                       "another version of the model)")
             hparams = {"class_path": class_path, "dict_kwargs": hparams}
         try:
@@ -289,8 +300,15 @@ class BiosigCLI(LightningCLI):
 
     def _claim_run_dir(self, loggers: list[Any]) -> None:
         """Create the run's directory create-exclusive and point every file logger at it (:mod:`.rundir`)."""
-        files = [lg for lg in loggers if hasattr(lg, "get") and lg.get("init_args") is not None and not is_wandb(lg)
-                 and "save_dir" in lg.init_args and "name" in lg.init_args]
+        files = [
+            lg
+            for lg in loggers
+            if hasattr(lg, "get")
+            and lg.get("init_args") is not None
+            and not is_wandb(lg)
+            and "save_dir" in lg.init_args
+            and "name" in lg.init_args
+        ]
         if not files:
             return  # no file logger: Lightning's default_root_dir is the run directory
         first = files[0].init_args
@@ -364,7 +382,8 @@ class BiosigCLI(LightningCLI):
         run_dir = Path(trainer.log_dir or trainer.default_root_dir)  # a collective under DDP: every rank asks
         if not trainer.is_global_zero:
             return
-        results = build_results(trainer, model, dm, cfg, config_dict(self.parser, self.config, self.subcommand),
+        results = build_results(trainer, model, dm, cfg,
+                                config_dict(self.parser, self.config, self.subcommand),
                                 run_dir, test_metrics, best, fit_seconds)
         path = write_results_once(run_dir, results)
         unmark(run_dir)
@@ -377,7 +396,12 @@ class BiosigCLI(LightningCLI):
 
 def _requested_subcommand(args: Any) -> str | None:
     """The subcommand ``args`` starts with (``fit``, ``validate``, ``test``, ``predict``), if any."""
-    if isinstance(args, list | tuple) and args and isinstance(args[0], str) and args[0] in LightningCLI.subcommands():
+    if (
+        isinstance(args, list | tuple)
+        and args
+        and isinstance(args[0], str)
+        and args[0] in LightningCLI.subcommands()
+    ):
         return args[0]
     return None
 
@@ -404,7 +428,8 @@ def _gpu_precision(cfg: Any) -> None:
     if gpu_precision is None or cfg.trainer.get("precision") is not None:
         return
     accelerator = cfg.trainer.get("accelerator")
-    kind = accelerator if isinstance(accelerator, str) else str(getattr(accelerator, "class_path", accelerator))
+    kind = accelerator if isinstance(accelerator, str) else str(getattr(accelerator,
+                                                                        "class_path", accelerator))
     kind = kind.lower()
     # "gpu" without CUDA means Apple's MPS to Lightning: not a CUDA run, precision untouched
     if kind == "cuda" or "cudaaccelerator" in kind or (kind in ("gpu", "auto") and torch.cuda.is_available()):
@@ -412,25 +437,31 @@ def _gpu_precision(cfg: Any) -> None:
 
 
 def check_precision_ran(asked: Any, trainer: Trainer) -> None:
-    """Refuse a run whose ``trainer.precision`` Lightning replaced: ``16-mixed`` on a CPU runs as ``bf16-mixed``
+    """Refuse a run whose ``trainer.precision`` Lightning replaced: ``16-mixed`` on a CPU runs as
+    ``bf16-mixed``
     (with a warning only), and the run's config would record a precision that never ran."""
     ran = str(trainer.precision)
     if asked is None or str(asked) in (ran, ran.removesuffix("-true"), ran.removesuffix("-mixed")):
         return
-    raise RunConfigError(f"trainer.precision: {asked} asked for, but on {trainer.strategy.root_device.type} Lightning "
+    raise RunConfigError(f"trainer.precision: {asked} asked for, but on {trainer.strategy.root_device.type} "
+                         f"Lightning "
                          f"runs {ran}; pass --trainer.precision {ran} (or 32) so the run records what ran")
 
 
 def _check_accelerator(cfg: Any) -> None:
-    """``trainer.accelerator: gpu|cuda`` on a machine where torch sees no GPU is one line, not Lightning's traceback."""
+    """``trainer.accelerator: gpu|cuda`` on a machine where torch sees no GPU is one line, not Lightning's
+    traceback."""
     accelerator = cfg.trainer.get("accelerator")
     kind = str(accelerator).lower() if isinstance(accelerator, str) else ""
     if kind not in ("gpu", "cuda") or torch.cuda.is_available():
         return
     if kind == "gpu" and torch.backends.mps.is_available():
         return  # Lightning's "gpu" is Apple's MPS there
-    raise RunConfigError(f"trainer.accelerator: {kind} asked for, but torch {torch.__version__} sees no GPU on this "
-                         "machine (torch.cuda.is_available() is False): use --trainer.accelerator auto or cpu")
+    raise RunConfigError(
+        f"trainer.accelerator: {kind} asked for, but torch {torch.__version__} sees no GPU "
+        f"on this "
+        "machine (torch.cuda.is_available() is False): use --trainer.accelerator auto or cpu"
+    )
 
 
 def _require_tensorboard() -> None:
@@ -438,11 +469,13 @@ def _require_tensorboard() -> None:
     from importlib.util import find_spec
 
     if find_spec("tensorboard") is None and find_spec("tensorboardX") is None:
-        raise RunConfigError("--tensorboard needs the tensorboard package: pip install 'biosig-lightning[tensorboard]'")
+        raise RunConfigError("--tensorboard needs the tensorboard package: pip install "
+                             "'biosig-lightning[tensorboard]'")
 
 
 def run_lightning(argv: list[str]) -> None:
-    """``biosig fit|validate|test|predict ...`` (``argv`` starts with the subcommand), bad input in one line."""
+    """``biosig fit|validate|test|predict ...`` (``argv`` starts with the subcommand), bad input in one
+    line."""
     quiet_environment()
     with one_line_errors(argv[0] if argv else "fit"):
         BiosigCLI(args=argv)

@@ -66,7 +66,9 @@ def check_config_files(args: list[str]) -> None:
         except yaml.MarkedYAMLError as err:
             mark = err.problem_mark or err.context_mark
             where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "unknown line"
-            raise RunConfigError(f"--config {path}: malformed YAML at {where}: {err.problem or err}") from None
+            raise RunConfigError(
+                f"--config {path}: malformed YAML at {where}: {err.problem or err}"
+            ) from None
         except (yaml.YAMLError, UnicodeDecodeError) as err:
             raise RunConfigError(f"--config {path}: not valid YAML ({err})") from None
         except OSError as err:
@@ -102,13 +104,15 @@ def check_sizes(cfg: Any) -> None:
         return
     max_epochs = trainer.get("max_epochs")
     if max_epochs is not None and (not _whole(max_epochs) or max_epochs == 0 or max_epochs < -1):
-        raise RunConfigError(f"trainer.max_epochs must be a positive integer (or -1: no limit), got {max_epochs!r}")
+        raise RunConfigError(f"trainer.max_epochs must be a positive integer (or -1: no limit), got "
+                             f"{max_epochs!r}")
     min_epochs = trainer.get("min_epochs")
     if min_epochs is not None and (not _whole(min_epochs) or min_epochs < 0):
         raise RunConfigError(f"trainer.min_epochs must be an integer >= 0, got {min_epochs!r}")
     max_steps = trainer.get("max_steps")
     if max_steps is not None and (not _whole(max_steps) or max_steps == 0 or max_steps < -1):
-        raise RunConfigError(f"trainer.max_steps must be a positive integer (or -1: no limit), got {max_steps!r}")
+        raise RunConfigError(f"trainer.max_steps must be a positive integer (or -1: no limit), got "
+                             f"{max_steps!r}")
 
 
 #: the seeds every library ``seed_everything`` seeds accepts (numpy's are 32-bit unsigned)
@@ -116,11 +120,13 @@ SEED_MIN, SEED_MAX = 0, 2**32 - 1
 
 
 def check_seed(value: Any) -> None:
-    """``seed_everything`` is true, false, or an integer in :data:`SEED_MIN`..:data:`SEED_MAX` (else one line)."""
+    """``seed_everything`` is true, false, or an integer in :data:`SEED_MIN`..:data:`SEED_MAX` (else one
+    line)."""
     if isinstance(value, bool) or value is None:
         return
     if not _whole(value) or not SEED_MIN <= value <= SEED_MAX:
-        raise RunConfigError(f"seed_everything must be an integer in {SEED_MIN}..{SEED_MAX} (or true for a random "
+        raise RunConfigError(f"seed_everything must be an integer in {SEED_MIN}..{SEED_MAX} (or true for a "
+                             f"random "
                              f"seed, false for none), got {value!r}")
 
 
@@ -129,16 +135,20 @@ def _rule(name: str) -> tuple[str, Any] | None:
     tasks: ``(description, test)``, or ``None`` for a name with no rule."""
     if name.startswith("min_lr"):
         return "a number >= 0 (a learning-rate floor)", lambda v: math.isfinite(v) and v >= 0
-    if name in ("lr", "learning_rate") or name.endswith("_lr"):  # 0 is the frozen-weights control of a learning test
+    if name in ("lr", "learning_rate") or name.endswith(
+        "_lr"
+    ):  # 0 is the frozen-weights control of a learning test
         return "a number >= 0 (a learning rate)", lambda v: math.isfinite(v) and v >= 0
     if name == "weight_decay":
         return "a number >= 0", lambda v: math.isfinite(v) and v >= 0
-    if name in ("label_smoothing", "drop_rate", "attn_drop", "proj_drop") or name.endswith(("dropout", "drop_path")):
+    if name in ("label_smoothing", "drop_rate",
+                "attn_drop", "proj_drop") or name.endswith(("dropout", "drop_path")):
         return "a probability in [0, 1)", lambda v: 0 <= v < 1
     if name.endswith(("_prob", "_probability")):
         return "a probability in [0, 1]", lambda v: 0 <= v <= 1
     # sizes by name only: ``channel_dim`` and the like are axes, where 0 is valid
-    if name in ("d_model", "d_ff", "n_heads", "width", "hidden_size", "hidden_dim", "embed_dim", "kernel_size"):
+    if name in ("d_model", "d_ff", "n_heads", "width", "hidden_size", "hidden_dim",
+                "embed_dim", "kernel_size"):
         return "a positive integer (a size)", lambda v: isinstance(v, int) and v >= 1
     return None
 
@@ -197,7 +207,8 @@ def check_checkpoint_size(path: Path, limit: int | None = None) -> None:
         return
     if inflated > limit:
         raise CheckpointError(f"--ckpt_path {path}: its members inflate to {inflated / 2**20:,.0f} MiB from "
-                              f"{size / 2**20:,.1f} MiB on disk, over the {limit / 2**20:,.0f} MiB limit (torch never "
+                              f"{size / 2**20:,.1f} MiB on disk, over the {limit / 2**20:,.0f} MiB limit "
+                              f"(torch never "
                               "compresses a checkpoint; set BIOSIG_MAX_CHECKPOINT_BYTES to allow more)")
 
 
@@ -294,7 +305,8 @@ def check_same_experiment(path: Path, state: dict[str, Any], config_now: dict[st
         return
     keys = differing_keys(saved, config_now)
     if keys:
-        raise CheckpointError(f"--ckpt_path {path}: cannot {what}: it was trained for another model, corpus or "
+        raise CheckpointError(f"--ckpt_path {path}: cannot {what}: it was trained for another model, corpus "
+                              f"or "
                               f"split: {describe_difference(keys, saved, config_now)}")
 
 
@@ -307,7 +319,8 @@ def check_weights_fit(path: Path, state: dict[str, Any], model: torch.nn.Module)
     saved = state["state_dict"]
     for key, tensor in model.state_dict().items():
         if key not in saved:
-            raise CheckpointError(f"--ckpt_path {path}: trained for another model: it has no weights for {key}")
+            raise CheckpointError(f"--ckpt_path {path}: trained for another model: it has no weights for "
+                                  f"{key}")
         have = getattr(saved[key], "shape", None)
         if have is not None and tuple(have) != tuple(tensor.shape):
             raise CheckpointError(f"--ckpt_path {path}: trained for another model: {key} has shape "

@@ -26,7 +26,8 @@ def add_wandb_logger(cfg: Any, logger_cfgs: list[Any], wandb_cfg: Any) -> list[A
         # termwarn(repeat=False) prints a message once, so mark that one as already printed
         from wandb.errors import term
 
-        term._printed_messages.add(f"{term.WARN_STRING} The anonymous setting has no effect and will be removed "
+        term._printed_messages.add(f"{term.WARN_STRING} The anonymous setting has no effect and will be "
+                                   f"removed "
                                    "in a future version.")
     except (ImportError, AttributeError):
         pass
@@ -50,7 +51,8 @@ def wandb_summary(logger: WandbLogger, results: dict[str, Any], model: Lightning
         run = logger.experiment
         # the resolved config as LightningCLI saw it (hparams alone miss the data and trainer sections)
         run.config.update({"config": results["config"], "experiment": results.get("experiment"),
-                           "dataset": results.get("dataset"), "seed": results.get("seed")}, allow_val_change=True)
+                           "dataset": results.get("dataset"),
+                           "seed": results.get("seed")}, allow_val_change=True)
         for k, v in results["metrics"].items():
             run.summary[k] = v
         for key in ("num_params", "fit_seconds", "epochs", "best_val", "monitor", "split_id"):

@@ -71,7 +71,8 @@ def message(err: BaseException) -> str:
         return storage_message(err, what, where)
     text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     if _is_misconfiguration(err) and ACCELERATOR_HINT.search(text):
-        text = (f"trainer.accelerator: {text} (this machine has no such device: use --trainer.accelerator auto "
+        text = (f"trainer.accelerator: {text} (this machine has no such device: use --trainer.accelerator "
+                f"auto "
                 "or cpu)")
     if isinstance(err, SplitError) and not text.startswith("data."):
         text = f"data.init_args.split: {text}"

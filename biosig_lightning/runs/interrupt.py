@@ -1,4 +1,5 @@
-"""A fit stopped by Ctrl-C or preempted: its run directory marked unfinished, and a last line that says how to resume.
+"""A fit stopped by Ctrl-C or preempted: its run directory marked unfinished, and a last line that says how to
+resume.
 
 Lightning catches the ``KeyboardInterrupt`` of a fit, tells the callbacks (``on_exception``) and
 exits with status 1. A preemption signal (SIGTERM from SLURM, Kubernetes or systemd; SIGHUP; SIGUSR1,
@@ -31,7 +32,8 @@ from biosig_lightning.runs.rundir import INTERRUPTED
 
 
 def resume_command(argv: list[str]) -> str:
-    """``biosig fit ... --ckpt_path last``: ``argv`` (from the subcommand on) with any ``--ckpt_path`` replaced."""
+    """``biosig fit ... --ckpt_path last``: ``argv`` (from the subcommand on) with any ``--ckpt_path``
+    replaced."""
     kept: list[str] = []
     skip = False
     for arg in argv:
@@ -134,8 +136,14 @@ def _save_last(trainer: Trainer, run_dir: Path) -> None:
 
     if trainer.state.fn != "fit" or trainer.global_step == 0:
         return  # testing after the fit holds the best weights, not the last; nothing trained yet
-    last: Any = next((cb for cb in trainer.checkpoint_callbacks
-                      if isinstance(cb, ModelCheckpoint) and cb.monitor is None and cb.filename == "last"), None)
+    last: Any = next(
+        (
+            cb
+            for cb in trainer.checkpoint_callbacks
+            if isinstance(cb, ModelCheckpoint) and cb.monitor is None and cb.filename == "last"
+        ),
+        None,
+    )
     if last is not None and last._last_global_step_saved == trainer.global_step:
         return
     path = Path(last.dirpath) if last is not None and last.dirpath else run_dir / "checkpoints"
@@ -148,7 +156,8 @@ def resume_line(marker: InterruptMarker, command: str = "fit") -> str:
         where = f" ({marker.marked} is marked unfinished: {INTERRUPTED})" if marker.marked else ""
         return (f"biosig {command}: {marker.reason} before the first checkpoint{where}; nothing to resume: "
                 f"start again with: {shlex.join(['biosig', *marker.argv])}")
-    return (f"biosig {command}: {marker.reason} in epoch {marker.epoch}; {marker.marked} is marked unfinished "
+    return (f"biosig {command}: {marker.reason} in epoch {marker.epoch}; {marker.marked} is marked "
+            f"unfinished "
             f"({INTERRUPTED}); resume it with: {resume_command(marker.argv)}")
 
 

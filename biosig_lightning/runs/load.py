@@ -67,7 +67,8 @@ def resolve_checkpoint(run_dir: Path, results: dict[str, Any], checkpoint: str) 
     return path
 
 
-def load_run(run_dir: str | Path, checkpoint: str = "best", overrides: dict[str, Any] | None = None) -> LoadedRun:
+def load_run(run_dir: str | Path, checkpoint: str = "best",
+             overrides: dict[str, Any] | None = None) -> LoadedRun:
     """Rebuild the task and DataModule of ``run_dir`` and load a checkpoint (``weights_only=True``).
 
     ``overrides`` are merged into the saved ``data.init_args`` (for example ``{"root": ...}`` when
@@ -93,4 +94,5 @@ def load_run(run_dir: str | Path, checkpoint: str = "best", overrides: dict[str,
     except (KeyError, RuntimeError) as err:
         raise RunError(f"{ckpt}: weights do not match the run's model config ({err})") from err
     cli.model.eval()
-    return LoadedRun(task=cli.model, datamodule=cli.datamodule, results=results, run_dir=run_dir, checkpoint=ckpt)
+    return LoadedRun(task=cli.model, datamodule=cli.datamodule, results=results,
+                     run_dir=run_dir, checkpoint=ckpt)

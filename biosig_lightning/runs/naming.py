@@ -115,9 +115,11 @@ def variant_of(config_paths: list[str | Path]) -> str:
     """The variant a run's configs make of its base experiment (the first config): ``'+'``-joined labels.
 
     It is what distinguishes two report rows of one model: ``bioformer_apava.yaml +
-    bioformer/baselines/medformer.yaml + bioformer/baselines/mmd.yaml`` is the variant ``mmd`` of the model Medformer. Left out
+    bioformer/baselines/medformer.yaml + bioformer/baselines/mmd.yaml`` is the variant ``mmd`` of the model
+    Medformer. Left out
     are overlays (they change no result), files that only pick the dataset (``synthetic.yaml``: the
-    report's column names the dataset) and files that pick the backbone (``bioformer/baselines/medformer.yaml``:
+    report's column names the dataset) and files that pick the backbone
+    (``bioformer/baselines/medformer.yaml``:
     the row names the model).
     """
     labels: list[str] = []

@@ -30,7 +30,8 @@ def _plain(text: str) -> str:
 def _full_key(top: str, nested: str) -> str:
     """The config key a nested value (``--model.init_args.lr``) was given for, in full."""
     head = nested.split(".", 1)[0]
-    return f"{top}.{nested}" if head in ("class_path", "init_args", "dict_kwargs") else f"{top}.init_args.{nested}"
+    return f"{top}.{nested}" if head in ("class_path",
+                                         "init_args", "dict_kwargs") else f"{top}.init_args.{nested}"
 
 
 def _reason(lines: list[str]) -> str:

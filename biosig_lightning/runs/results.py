@@ -24,8 +24,10 @@ from biosig_lightning.yaml_io import parse_yaml
 METRIC_ORDER = ("acc", "precision", "recall", "f1", "auroc", "auprc", "ece", "kappa")
 
 
-def build_results(trainer: Trainer, model: LightningModule, dm: LightningDataModule, cfg: Any, config: dict[str, Any],
-                  run_dir: Path, test_metrics: dict[str, float], best: str, fit_seconds: float) -> dict[str, Any]:
+def build_results(trainer: Trainer, model: LightningModule, dm: LightningDataModule, cfg: Any,
+                  config: dict[str, Any],
+                  run_dir: Path, test_metrics: dict[str, float],
+                  best: str, fit_seconds: float) -> dict[str, Any]:
     """The ``results.json`` of a fit (``config``: the resolved config, :func:`config_dict`)."""
     backbone = getattr(model, "backbone", model)
     described = dm.describe() if hasattr(dm, "describe") else {}

@@ -31,7 +31,8 @@ def latest_last_checkpoint(experiment_dir: Path) -> tuple[Path, Path] | None:
     Finished runs (``results.json``) are never resumed: when every run with a ``last.ckpt`` has
     finished, :class:`~biosig_lightning.runs.rundir.RunDirError` says so.
     """
-    candidates = sorted(experiment_dir.glob("version_*/checkpoints/last*.ckpt"), key=lambda p: p.stat().st_mtime)
+    candidates = sorted(experiment_dir.glob("version_*/checkpoints/last*.ckpt"),
+                        key=lambda p: p.stat().st_mtime)
     if not candidates:
         return None
     unfinished = [c for c in candidates if not is_finished(c.parent.parent)]
@@ -57,7 +58,8 @@ def resume_plan(run_dir: Path) -> tuple[str, Path | None]:
     if is_finished(run_dir):
         return "finished", None
     if is_held(run_dir):
-        raise RunDirError(f"{run_dir} is being trained by a living biosig fit (it holds {claim_lock(run_dir)}); "
+        raise RunDirError(f"{run_dir} is being trained by a living biosig fit (it holds "
+                          f"{claim_lock(run_dir)}); "
                           "neither resumed nor removed: wait for it to end")
     last = run_dir / "checkpoints" / "last.ckpt"
     if last.is_file():

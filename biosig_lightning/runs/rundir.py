@@ -111,7 +111,8 @@ def _owner_gone(run_dir: Path) -> bool:
 
 
 def is_held(run_dir: Path) -> bool:
-    """Whether a living ``biosig fit`` holds the :func:`claim_lock` of ``run_dir`` (it created the directory)."""
+    """Whether a living ``biosig fit`` holds the :func:`claim_lock` of ``run_dir`` (it created the
+    directory)."""
     return claim_lock(run_dir).exists() and not _owner_gone(run_dir)
 
 
@@ -123,7 +124,9 @@ class Claim:
 
     def release(self) -> None:
         if self._fd is not None:
-            runner_lock(self.run_dir).unlink(missing_ok=True)  # before the unlock: a waiter re-checks the inode
+            runner_lock(self.run_dir).unlink(
+                missing_ok=True
+            )  # before the unlock: a waiter re-checks the inode
             os.close(self._fd)
             self._fd = None
 
@@ -178,7 +181,9 @@ def remove_dead_claims(experiment_dir: Path) -> list[Path]:
         if never_trained(run_dir):
             shutil.rmtree(run_dir, ignore_errors=True)
             removed.append(run_dir)
-        claim_lock(run_dir).unlink(missing_ok=True)  # a killed run that trained keeps its directory, not its lock
+        claim_lock(run_dir).unlink(
+            missing_ok=True
+        )  # a killed run that trained keeps its directory, not its lock
     return removed
 
 

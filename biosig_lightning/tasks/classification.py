@@ -111,7 +111,8 @@ class ClassificationTask(LightningModule):
         super().__init__()
         check_compile_options(compile, compile_mode)
         if early_stopping_min_delta < 0:
-            raise ValueError(f"model.init_args.early_stopping_min_delta must be >= 0, got {early_stopping_min_delta}")
+            raise ValueError(f"model.init_args.early_stopping_min_delta must be >= 0, got "
+                             f"{early_stopping_min_delta}")
         if mode not in ("max", "min"):
             raise ValueError(f"model.init_args.mode must be 'max' or 'min', got {mode!r}")
         self.save_hyperparameters(ignore=["backbone"])
@@ -131,20 +132,25 @@ class ClassificationTask(LightningModule):
         self.val_extra = build_extra_metrics(kind, n_outputs, prefix="val/", sync_on_compute=False)
         self.test_extra = build_extra_metrics(kind, n_outputs, prefix="test/", sync_on_compute=False)
         if kind == "detection":
-            self.val_scores, self.test_scores = PositiveScores(sync_on_compute=False), PositiveScores(sync_on_compute=False)
+            self.val_scores, self.test_scores = (
+                PositiveScores(sync_on_compute=False),
+                PositiveScores(sync_on_compute=False),
+            )
             # part of the state dict, so the best checkpoint carries the threshold of its own validation
             self.register_buffer("decision_threshold", torch.tensor(DEFAULT_THRESHOLD, dtype=torch.float64))
 
     def on_fit_start(self) -> None:
         """Compile the backbone when ``compile`` asks for it on this device (the model is on it now)."""
         super().on_fit_start()
-        compile_backbone(self.backbone, self.hparams.get("compile", False), self.hparams.get("compile_mode"), self.device)
+        compile_backbone(self.backbone, self.hparams.get("compile", False),
+                         self.hparams.get("compile_mode"), self.device)
 
     # ---- forward and loss ------------------------------------------------------------------
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.backbone(x)
 
-    def training_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    def training_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor,
+                                                                     torch.Tensor, dict[str, torch.Tensor]]:
         """Loss of one training batch; returns ``(loss, logits, extra terms to log)``.
 
         Recipes that add auxiliary objectives override this method.
@@ -170,7 +176,8 @@ class ClassificationTask(LightningModule):
         # uneven shards with repeated windows, which must count once in validation (checkpoint selection,
         # early stopping, the detection threshold) as in test
         self._eval_outputs.append({"probs": logits.detach().float().softmax(-1), "y": batch["y"],
-                                   "subject": batch["subject"], "index": batch["index"], "loss": losses.detach()})
+                                   "subject": batch["subject"],
+                                   "index": batch["index"], "loss": losses.detach()})
         return losses.mean()
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
@@ -226,7 +233,9 @@ class ClassificationTask(LightningModule):
         if extra is not None:
             extra.update(windows["probs"], windows["y"])
         if self.eval_metrics == "detection":
-            (self.val_scores if stage == "val" else self.test_scores).update(windows["probs"][:, 1], windows["y"])
+            (self.val_scores if stage == "val" else self.test_scores).update(
+                windows["probs"][:, 1], windows["y"]
+            )
         self._log_extra(stage)
         extra_values = self.epoch_metrics(windows["probs"], windows["y"])
         if extra_values:
@@ -314,7 +323,8 @@ class ClassificationTask(LightningModule):
                             save_on_train_epoch_end=True),
         ]
         if hp.early_stopping_patience is not None:
-            callbacks.append(EarlyStopping(monitor=hp.monitor, mode=hp.mode, patience=hp.early_stopping_patience,
+            callbacks.append(EarlyStopping(monitor=hp.monitor, mode=hp.mode,
+                                           patience=hp.early_stopping_patience,
                                            min_delta=hp.get("early_stopping_min_delta", 0.0)))
         return callbacks
 

@@ -111,7 +111,8 @@ class DenoiserPairTask(ClassificationTask):
             raise ValueError(f"model.init_args.polarity_windows must be >= 0, got {polarity_windows}")
         self.polarity_windows = polarity_windows
         if spatial_graph not in ("backbone", "montage"):
-            raise ValueError(f"model.init_args.spatial_graph must be 'backbone' or 'montage', got {spatial_graph!r}")
+            raise ValueError(f"model.init_args.spatial_graph must be 'backbone' or 'montage', got "
+                             f"{spatial_graph!r}")
         self.spatial_graph = spatial_graph
         self.spatial_rule = "backbone"
 
@@ -124,7 +125,8 @@ class DenoiserPairTask(ClassificationTask):
             self.use_channel_graph(names)
 
     def use_channel_graph(self, ch_names: list[str] | None) -> str:
-        """Set every denoiser's spatial edges from ``ch_names`` (see the module docstring); returns the rule."""
+        """Set every denoiser's spatial edges from ``ch_names`` (see the module docstring); returns the
+        rule."""
         n = int(self.backbone.denoisers[0].spatial_mask.shape[0])
         mask, rule = spatial_graph_mask(list(ch_names) if ch_names else None, n)
         for den in self.backbone.denoisers:
@@ -181,7 +183,8 @@ class DenoiserPairTask(ClassificationTask):
         logits = -torch.stack(errors, dim=1) / (2 * sigma ** 2)
         return fit + hinge, logits, {"denoise_mse": fit.detach(), "hinge": hinge.detach()}
 
-    def training_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    def training_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor,
+                                                                     torch.Tensor, dict[str, torch.Tensor]]:
         x = batch["x"]
         return self.denoising_loss(x, batch["y"], torch.randn_like(x))
 
@@ -190,7 +193,8 @@ class DenoiserPairTask(ClassificationTask):
         gen = torch.Generator(device="cpu").manual_seed(self.val_noise_seed * 1_000_003 + batch_idx)
         noise = torch.randn(x.shape, generator=gen).to(x.device, x.dtype)
         loss, _, _ = self.denoising_loss(x, batch["y"], noise)
-        self.log("val/denoise_loss", loss, prog_bar=True, on_epoch=True, batch_size=x.shape[0], sync_dist=True)
+        self.log("val/denoise_loss", loss, prog_bar=True, on_epoch=True,
+                 batch_size=x.shape[0], sync_dist=True)
         return super().validation_step(batch, batch_idx)
 
     # ---- optimisation ------------------------------------------------------------------------

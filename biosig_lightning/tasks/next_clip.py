@@ -29,7 +29,8 @@ class NextClipTask(LightningModule):
     ``lr``, ``weight_decay``; ``monitor``/``mode`` (``val/loss``, ``min``); ``early_stopping_patience``;
     ``compile``/``compile_mode`` (:mod:`biosig_lightning.tasks.compile`)."""
 
-    def __init__(self, backbone: DCRNNNextClip, n_outputs: int = 2, lr: float = 5e-4, weight_decay: float = 5e-4,
+    def __init__(self, backbone: DCRNNNextClip, n_outputs: int = 2, lr: float = 5e-4,
+                 weight_decay: float = 5e-4,
                  monitor: str = "val/loss", mode: Literal["min", "max"] = "min",
                  early_stopping_patience: int | None = None, compile: CompileSetting = False,  # noqa: A002
                  compile_mode: str | None = None) -> None:
@@ -52,12 +53,14 @@ class NextClipTask(LightningModule):
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss = self._loss(batch)
-        self.log("train/loss", loss, prog_bar=True, on_step=True, on_epoch=True, batch_size=batch["x"].shape[0])
+        self.log("train/loss", loss, prog_bar=True, on_step=True, on_epoch=True,
+                 batch_size=batch["x"].shape[0])
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss = self._loss(batch)
-        self.log("val/loss", loss, prog_bar=True, on_epoch=True, sync_dist=True, batch_size=batch["x"].shape[0])
+        self.log("val/loss", loss, prog_bar=True, on_epoch=True, sync_dist=True,
+                 batch_size=batch["x"].shape[0])
         return loss
 
     def test_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
@@ -70,7 +73,8 @@ class NextClipTask(LightningModule):
     def configure_optimizers(self) -> Any:
         opt = torch.optim.Adam(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
         epochs = self.trainer.max_epochs if self.trainer.max_epochs and self.trainer.max_epochs > 0 else 1
-        return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)}
+        return {"optimizer": opt,
+                "lr_scheduler": torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)}
 
     def configure_callbacks(self) -> list[Callback]:
         hp = self.hparams
@@ -81,5 +85,6 @@ class NextClipTask(LightningModule):
                             save_on_train_epoch_end=True),
         ]
         if hp.early_stopping_patience is not None:
-            callbacks.append(EarlyStopping(monitor=hp.monitor, mode=hp.mode, patience=hp.early_stopping_patience))
+            callbacks.append(EarlyStopping(monitor=hp.monitor, mode=hp.mode,
+                                           patience=hp.early_stopping_patience))
         return callbacks

@@ -63,11 +63,15 @@ def _is_learned_run(results: Path) -> bool:
         backbone = res["config"]["model"]["init_args"]["backbone"]
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    return res.get("model") == "SDFormer" and (backbone.get("init_args") or {}).get("graph", "learned") == "learned"
+    return (
+        res.get("model") == "SDFormer"
+        and (backbone.get("init_args") or {}).get("graph", "learned") == "learned"
+    )
 
 
 def resolve_learned_run(run_dir: str | Path) -> Path:
-    """The learned SD-Former run that ``graph_density_from: auto`` means for a random-graph run in ``run_dir``.
+    """The learned SD-Former run that ``graph_density_from: auto`` means for a random-graph run in
+    ``run_dir``.
 
     ``run_dir`` is ``<parent>/<experiment>/<version>``. The *base experiment* is ``<experiment>``
     without its ``+random_graph*`` parts (``biosig repeat`` names a variant
@@ -84,16 +88,20 @@ def resolve_learned_run(run_dir: str | Path) -> Path:
     """
     run_dir = Path(run_dir)
     experiment, version, parent = run_dir.parent.name, run_dir.name, run_dir.parent.parent
-    base = "+".join(part for part in experiment.split("+") if not part.startswith("random_graph")) or experiment
+    base = (
+        "+".join(part for part in experiment.split("+") if not part.startswith("random_graph")) or experiment
+    )
     hint = ("run the learned model first (same configs without random_graph.yaml), or set "
             "model.init_args.graph_density_from to its run directory")
     if version.startswith("seed_"):
         results = parent / base / version / "results.json"
         if not results.is_file():
-            raise ValueError(f"graph_density_from: auto: no finished learned run at {results} (the same seed of the "
+            raise ValueError(f"graph_density_from: auto: no finished learned run at {results} (the same seed "
+                             f"of the "
                              f"base experiment {base!r}); {hint}")
         if not _is_learned_run(results):
-            raise ValueError(f"graph_density_from: auto: {results.parent} is not a learned-graph SD-Former run; {hint}")
+            raise ValueError(f"graph_density_from: auto: {results.parent} is not a learned-graph SD-Former "
+                             f"run; {hint}")
         return results.parent
     found = [r for r in (parent / base).glob("version_*/results.json")
              if r.parent.resolve() != run_dir.resolve() and _is_learned_run(r)]
@@ -113,10 +121,12 @@ def learned_edge_density(path: str | Path) -> tuple[float, int]:
     ckpt = _checkpoint_file(Path(path).expanduser())
     state = torch.load(ckpt, map_location="cpu", weights_only=True).get(_CKPT_KEY)
     if not isinstance(state, dict) or state.get("val_edge_density") is None:
-        raise ValueError(f"graph_density_from: {ckpt} holds no validation edge density (not a checkpoint of an "
+        raise ValueError(f"graph_density_from: {ckpt} holds no validation edge density (not a checkpoint of "
+                         f"an "
                          "SDFormerTask run that validated)")
     if state.get("graph") != "learned":
-        raise ValueError(f"graph_density_from: {ckpt} is a graph={state.get('graph')!r} run; the density must "
+        raise ValueError(f"graph_density_from: {ckpt} is a graph={state.get('graph')!r} run; the density "
+                         f"must "
                          "come from a learned-graph SD-Former")
     return float(state["val_edge_density"]), int(state["n_nodes"])
 
@@ -229,7 +239,8 @@ class SDFormerTask(ClassificationTask):
         **task_args: Any,
     ) -> None:
         # the other ClassificationTask arguments pass through unchanged (jsonargparse follows **task_args into
-        # ClassificationTask.__init__, so --print_config lists them); only the warm-up default differs (paper: 5)
+        # ClassificationTask.__init__, so --print_config lists them); only the warm-up default differs (paper:
+        # 5)
         super().__init__(backbone, warmup_epochs=warmup_epochs, **task_args)
         early_stopping_patience = self.hparams.early_stopping_patience
         if not callable(getattr(backbone, "forward_with_aux", None)):
@@ -240,13 +251,15 @@ class SDFormerTask(ClassificationTask):
             if not value >= 0.0:  # also rejects NaN
                 raise ValueError(f"model.init_args.lambda_{name} must be >= 0, got {value}")
         if not isinstance(phase1_epochs, int) or phase1_epochs < 1:
-            raise ValueError(f"model.init_args.phase1_epochs must be a positive integer, got {phase1_epochs!r}")
+            raise ValueError(f"model.init_args.phase1_epochs must be a positive integer, got "
+                             f"{phase1_epochs!r}")
         if not isinstance(phase2_epochs, int) or phase2_epochs < 0:
             raise ValueError(f"model.init_args.phase2_epochs must be an integer >= 0, got {phase2_epochs!r}")
         if phase2_init not in ("best", "last"):
             raise ValueError(f"model.init_args.phase2_init must be 'best' or 'last', got {phase2_init!r}")
         if phase2_graph not in ("frozen", "learned"):
-            raise ValueError(f"model.init_args.phase2_graph must be 'frozen' or 'learned', got {phase2_graph!r}")
+            raise ValueError(f"model.init_args.phase2_graph must be 'frozen' or 'learned', got "
+                             f"{phase2_graph!r}")
         if early_stopping_patience is not None and early_stopping_patience < 0:
             raise ValueError(f"model.init_args.early_stopping_patience must be >= 0 or null, "
                              f"got {early_stopping_patience}")
@@ -274,7 +287,8 @@ class SDFormerTask(ClassificationTask):
             return dict(self.aux_weights)
         return dict.fromkeys(AUX_TERMS, 0.0)
 
-    def training_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    def training_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor,
+                                                                     torch.Tensor, dict[str, torch.Tensor]]:
         out = self.backbone.forward_with_aux(batch["x"])
         task = F.cross_entropy(out.logits, batch["y"], label_smoothing=self.hparams.label_smoothing)
         terms = out.losses()
@@ -373,7 +387,8 @@ class SDFormerTask(ClassificationTask):
             raise ValueError(f"graph_density_from: {source} has a {n_nodes}-node graph, this backbone "
                              f"{bb.n_nodes} nodes (same corpus and band_pooling expected)")
         if density > 0.5:
-            raise ValueError(f"graph_density_from: the learned graph of {source} has density {density:.4f} > 0.5, "
+            raise ValueError(f"graph_density_from: the learned graph of {source} has density {density:.4f} > "
+                             f"0.5, "
                              "more than any DAG can match")
         graph = random_dag(bb.n_nodes, density, self.hparams.random_graph_seed)
         bb.fixed_adjacency.copy_(graph.to(bb.fixed_adjacency))
@@ -387,7 +402,8 @@ class SDFormerTask(ClassificationTask):
         budget = self.hparams.phase1_epochs + self.hparams.phase2_epochs
         max_epochs = self.trainer.max_epochs
         if max_epochs is not None and 0 <= max_epochs < budget:
-            rank_zero_warn(f"trainer.max_epochs={max_epochs} is below phase1_epochs + phase2_epochs = {budget}: "
+            rank_zero_warn(f"trainer.max_epochs={max_epochs} is below phase1_epochs + phase2_epochs = "
+                           f"{budget}: "
                            "the two-phase recipe will be cut short")
 
     def on_train_epoch_start(self) -> None:
@@ -449,7 +465,8 @@ class SDFormerTask(ClassificationTask):
         self._best, self._wait = None, 0
         self._freeze_graph_in_phase2()
         rank_zero_info(f"SD-Former phase 1 ended after epoch {self.current_epoch} ({reason}); phase 2 "
-                       f"(classification only, fresh optimiser, graph {self.hparams.phase2_graph}) starts from "
+                       f"(classification only, fresh optimiser, graph {self.hparams.phase2_graph}) starts "
+                       f"from "
                        f"phase 1's {self.hparams.phase2_init} weights")
         # a new optimiser with no moments and a new warm-up + cosine schedule; it holds only the
         # parameters that still require gradients, so a frozen inferencer is left out

@@ -33,16 +33,19 @@ class SPDTransNetTask(ClassificationTask):
         adam_eps: Adam's epsilon (1e-7).
         n1_class: index of N1 among the classes (1 in W, N1, N2, N3, REM).
         cpu_kernels: on a CPU, train through :func:`biosig_lightning.accel.enable_spdtransnet_cpu`.
-        **kwargs: :class:`ClassificationTask`'s (``lr``, ``weight_decay``, ``label_smoothing``, ``monitor``...).
+        **kwargs: :class:`ClassificationTask`'s (``lr``, ``weight_decay``, ``label_smoothing``,
+        ``monitor``...).
     """
 
-    def __init__(self, backbone: nn.Module, n_outputs: int = 5, lr: float = 5.804e-5, weight_decay: float = 1e-5,
+    def __init__(self, backbone: nn.Module, n_outputs: int = 5, lr: float = 5.804e-5,
+                 weight_decay: float = 1e-5,
                  label_smoothing: float = 0.1, gamma: float = 0.94, adam_eps: float = 1e-7, n1_class: int = 1,
                  monitor: str = "val/f1", mode: Literal["max", "min"] = "max",
                  early_stopping_patience: int | None = 20, cpu_kernels: bool = False, **kwargs: Any) -> None:
         kwargs.pop("optimizer", None)
         kwargs.pop("scheduler", None)
-        super().__init__(backbone=backbone, n_outputs=n_outputs, optimizer="adam", lr=lr, weight_decay=weight_decay,
+        super().__init__(backbone=backbone, n_outputs=n_outputs, optimizer="adam", lr=lr,
+                         weight_decay=weight_decay,
                          scheduler="none", label_smoothing=label_smoothing, monitor=monitor, mode=mode,
                          early_stopping_patience=early_stopping_patience, **kwargs)
         self.gamma, self.adam_eps, self.n1_class = gamma, adam_eps, n1_class
@@ -59,11 +62,13 @@ class SPDTransNetTask(ClassificationTask):
         k = self.n_outputs
         pred = probs.argmax(-1)
         per_class = multiclass_f1_score(pred, y, num_classes=k, average=None)
-        return {"f1_n1": per_class[self.n1_class], "macro_acc": multiclass_recall(pred, y, num_classes=k, average="macro")}
+        return {"f1_n1": per_class[self.n1_class],
+                "macro_acc": multiclass_recall(pred, y, num_classes=k, average="macro")}
 
     def build_optimizer(self) -> torch.optim.Optimizer:
         params = [p for p in self.parameters() if p.requires_grad]
-        return torch.optim.Adam(params, lr=self.hparams.lr, betas=tuple(self.hparams.betas), eps=self.adam_eps,
+        return torch.optim.Adam(params, lr=self.hparams.lr, betas=tuple(self.hparams.betas),
+                                eps=self.adam_eps,
                                 weight_decay=self.hparams.weight_decay)
 
     def configure_optimizers(self) -> Any:

@@ -5,7 +5,8 @@ EMG submental, Temp rectal, Event marker at 1 Hz, as PhysioNet's files) and ``SC
 (EDF+ annotations, runs of one stage merged into one annotation as in the real hypnograms, text
 ``Sleep stage W/1/2/3/4/R/?`` or ``Movement time``, the last ``?`` running past the PSG end). The
 hypnogram's two letters differ from the PSG's ``E0`` (``EC``, ``EH``, ``EJ``, ``EA``), as PhysioNet names
-them. The EEG carries each stage's rhythm (:data:`biosig_lightning.testing.mass_ss3.RHYTHM`: Fpz-Cz is anterior,
+them. The EEG carries each stage's rhythm (:data:`biosig_lightning.testing.mass_ss3.RHYTHM`: Fpz-Cz is
+anterior,
 Pz-Oz posterior) over a pink-ish background with a per-subject gain.
 """
 
@@ -23,10 +24,12 @@ from biosig_lightning.testing.mass_ss3 import RHYTHM, hypnogram
 START = datetime(1989, 4, 24, 16, 13, 0)
 FS = 100
 #: class index (W, N1, N2, N3, REM) -> hypnogram text; N3 is written as R&K stage 3 or 4 (see write_night)
-STAGE_TEXT = {0: "Sleep stage W", 1: "Sleep stage 1", 2: "Sleep stage 2", 3: "Sleep stage 3", 4: "Sleep stage R"}
+STAGE_TEXT = {0: "Sleep stage W", 1: "Sleep stage 1", 2: "Sleep stage 2",
+              3: "Sleep stage 3", 4: "Sleep stage R"}
 HYPNOGRAM_LETTERS = ("EC", "EH", "EJ", "EA")
 #: the non-EEG channels of a Sleep Cassette PSG and their rates
-OTHER_CHANNELS = {"EOG horizontal": FS, "Resp oro-nasal": 1, "EMG submental": 1, "Temp rectal": 1, "Event marker": 1}
+OTHER_CHANNELS = {"EOG horizontal": FS, "Resp oro-nasal": 1, "EMG submental": 1,
+                  "Temp rectal": 1, "Event marker": 1}
 
 
 def write_hypnogram(path: Path, notes: list[tuple[float, float, str]], start: datetime = START) -> None:
@@ -49,7 +52,9 @@ def stage_eeg(rng: np.random.Generator, stage: int, seconds: float, gain: np.nda
     f, where = RHYTHM[stage]
     amp = {"ant": np.array([12.0, 0.0]), "post": np.array([0.0, 12.0]), "all": np.array([12.0, 12.0])}[where]
     phase = rng.uniform(0, 2 * np.pi, size=(2, 1))
-    rhythm = amp[:, None] * np.sin(2 * np.pi * f * np.arange(n) / FS + phase) * (1 + 0.3 * rng.normal(size=(2, 1)))
+    rhythm = (
+        amp[:, None] * np.sin(2 * np.pi * f * np.arange(n) / FS + phase) * (1 + 0.3 * rng.normal(size=(2, 1)))
+    )
     return gain[:, None] * (bg + rhythm)
 
 
@@ -66,22 +71,32 @@ def _runs(labels: list[str]) -> list[tuple[int, int, str]]:
 
 def write_night(root: Path, subject: int, night: int, stages: list[int], seed: int, letters: str = "EC",
                 dropped: dict[int, str] | None = None) -> list[int]:
-    """PSG + hypnogram of one night; ``dropped`` maps epoch positions to ``Sleep stage ?`` or ``Movement time``.
+    """PSG + hypnogram of one night; ``dropped`` maps epoch positions to ``Sleep stage ?`` or ``Movement
+    time``.
 
     Returns the class indices of the scored epochs the reader keeps (``dropped`` ones left out).
     """
     rng = np.random.default_rng(seed)
     gain = rng.uniform(0.7, 1.4, size=2)  # subject drift
     dropped = dropped or {}
-    eeg = np.concatenate([stage_eeg(rng, s, 30.0, gain) for s in stages] + [stage_eeg(rng, 0, 12.0, gain)], axis=1)
+    eeg = np.concatenate(
+        [stage_eeg(rng, s, 30.0, gain) for s in stages] + [stage_eeg(rng, 0, 12.0, gain)], axis=1
+    )
     n = eeg.shape[1]
     signals = [eeg[0], eeg[1]]
     labels = ["EEG Fpz-Cz", "EEG Pz-Oz"]
     for label, fs in OTHER_CHANNELS.items():
         labels.append(label)
         signals.append(rng.normal(size=n * fs // FS) * 5)
-    headers = [highlevel.make_signal_header(lab, sample_frequency=FS if lab.startswith("EEG") else OTHER_CHANNELS[lab],
-                                            physical_min=-500, physical_max=500) for lab in labels]
+    headers = [
+        highlevel.make_signal_header(
+            lab,
+            sample_frequency=FS if lab.startswith("EEG") else OTHER_CHANNELS[lab],
+            physical_min=-500,
+            physical_max=500,
+        )
+        for lab in labels
+    ]
     name = f"SC4{subject:02d}{night}"
     psg = root / f"{name}E0-PSG.edf"
     if not highlevel.write_edf(str(psg), signals, headers, header=highlevel.make_header(startdate=START)):
@@ -95,7 +110,8 @@ def write_night(root: Path, subject: int, night: int, stages: list[int], seed: i
     return [s for k, s in enumerate(stages) if k not in dropped]
 
 
-def write_corpus(root: Path, nights: list[tuple[int, int]], n_epochs: int, seed: int = 0) -> dict[int, list[int]]:
+def write_corpus(root: Path, nights: list[tuple[int, int]],
+                 n_epochs: int, seed: int = 0) -> dict[int, list[int]]:
     """Nights ``(subject, night)``; each starts and ends awake (so wake cropping keeps every epoch) and has
     one unscored and one movement epoch inside. Returns ``{subject: kept class indices of its nights}``."""
     root.mkdir(parents=True, exist_ok=True)

@@ -48,7 +48,8 @@ class TrialTakenOver(BaseException):  # noqa: N818 (not an error of the trial: i
     """
 
     def __init__(self, number: int, how: str, run_dir: str | None) -> None:
-        super().__init__(f"trial {number} was failed by another worker while this worker ran it; it {how}, and "
+        super().__init__(f"trial {number} was failed by another worker while this worker ran it; it {how}, "
+                         f"and "
                          f"its run stays in {run_dir or '(no run directory yet)'}")
         self.number, self.run_dir = number, run_dir
 
@@ -57,8 +58,10 @@ def heartbeat_interval(grace_period: int) -> int:
     """Seconds between a trial's heartbeats for ``--grace-period`` seconds: :data:`MISSED_BEATS` of them
     fit into the grace period, and at most :data:`MAX_HEARTBEAT_S`; a shorter grace period is refused."""
     if grace_period < MISSED_BEATS:
-        raise TuneError(f"--grace-period must be at least {MISSED_BEATS} s, got {grace_period}: a trial counts as "
-                        f"dead after {MISSED_BEATS} missed heartbeats, and heartbeats are at most one a second")
+        raise TuneError(f"--grace-period must be at least {MISSED_BEATS} s, got {grace_period}: a trial "
+                        f"counts as "
+                        f"dead after {MISSED_BEATS} missed heartbeats, and heartbeats are at most one a "
+                        f"second")
     return min(MAX_HEARTBEAT_S, grace_period // MISSED_BEATS)
 
 
@@ -80,7 +83,8 @@ def _process_start(pid: int) -> str | None:
 
 def worker_identity() -> dict[str, str]:
     """The user attributes that name this process as a trial's worker."""
-    return {"worker": f"{socket.gethostname()}:{os.getpid()}", "worker_start": _process_start(os.getpid()) or ""}
+    return {"worker": f"{socket.gethostname()}:{os.getpid()}",
+            "worker_start": _process_start(os.getpid()) or ""}
 
 
 def worker_alive(user_attrs: dict[str, Any]) -> bool | None:
@@ -113,7 +117,11 @@ class WorkerAwareStorage(optuna.storages.RDBStorage):
                  if worker_alive(self.get_trial(i).user_attrs) is not True]
         if self.gone_is_stale:
             running = self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
-            stale += [t._trial_id for t in running if t._trial_id not in stale and worker_alive(t.user_attrs) is False]
+            stale += [
+                t._trial_id
+                for t in running
+                if t._trial_id not in stale and worker_alive(t.user_attrs) is False
+            ]
         return stale
 
 
@@ -135,6 +143,8 @@ def fail_dead_trials(study: optuna.Study) -> list[int]:
         with contextlib.suppress(Exception):  # another worker failed it a moment ago
             storage.set_trial_user_attr(trial_id, "error", HEARTBEAT_LOST)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)  # "fail_stale_trials is experimental"
+        warnings.simplefilter(
+            "ignore", optuna.exceptions.ExperimentalWarning
+        )  # "fail_stale_trials is experimental"
         optuna.storages.fail_stale_trials(study)
     return ids

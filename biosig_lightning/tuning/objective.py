@@ -38,7 +38,8 @@ class Objective:
     command runs that configuration again before sampling new ones.
     """
 
-    def __init__(self, config_args: list[str], space: dict[str, BaseDistribution], metric: str, direction: str,
+    def __init__(self, config_args: list[str], space: dict[str, BaseDistribution], metric: str,
+                 direction: str,
                  n_trials: int, runs_dir: Path, storage_url: str | None = None) -> None:
         self.config_args, self.space, self.metric, self.direction = config_args, space, metric, direction
         self.n_trials, self.runs_dir, self.storage_url = n_trials, runs_dir, storage_url
@@ -47,10 +48,12 @@ class Objective:
         self.preempted: int | None = None
 
     def __call__(self, trial: optuna.Trial) -> float:
-        ahead = [t for t in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING))
+        ahead = [t for t in trial.study.get_trials(deepcopy=False,
+                                                   states=(TrialState.COMPLETE, TrialState.RUNNING))
                  if t.number < trial.number]
         if len(ahead) >= self.n_trials:
-            trial.set_user_attr("skipped", f"{len(ahead)} earlier trials already fill --n-trials {self.n_trials}")
+            trial.set_user_attr("skipped",
+                                f"{len(ahead)} earlier trials already fill --n-trials {self.n_trials}")
             raise Surplus()
         for key, value in worker_identity().items():  # host:pid, and when that process started
             trial.set_user_attr(key, value)
@@ -69,7 +72,8 @@ class Objective:
             cli.trainer.fit(cli.model, datamodule=cli.datamodule)
             returned = cli.trainer.callback_metrics  # from rank 0 of a spawned multi-process trial too
             if "optuna/taken_over_epoch" in returned:
-                raise TrialTakenOver(trial.number, f"stopped after epoch {int(returned['optuna/taken_over_epoch'])}",
+                raise TrialTakenOver(trial.number,
+                                     f"stopped after epoch {int(returned['optuna/taken_over_epoch'])}",
                                      cli.trainer.log_dir)
             if "optuna/pruned_epoch" in returned:
                 raise optuna.TrialPruned(f"pruned at epoch {int(returned['optuna/pruned_epoch'])}")
@@ -88,7 +92,8 @@ class Objective:
         except (optuna.TrialPruned, TrialTakenOver):
             raise
         except optuna.exceptions.UpdateFinishedTrialError:  # failed by another worker after its last epoch
-            raise TrialTakenOver(trial.number, "finished training", cli.trainer.log_dir if cli else None) from None
+            raise TrialTakenOver(trial.number, "finished training",
+                                 cli.trainer.log_dir if cli else None) from None
         except SIGTERMException:  # a SystemExit: Optuna would leave the trial RUNNING and the process exit 0
             self.preempted = trial.number
             trial.set_user_attr("error", "preempted (SIGTERM); queued again with the same parameters")

@@ -38,7 +38,8 @@ class OptunaPruning(Callback):
     (:class:`~.coordination.TrialTakenOver`).
     """
 
-    def __init__(self, trial: optuna.Trial, metric: str, direction: str, storage_url: str | None = None) -> None:
+    def __init__(self, trial: optuna.Trial, metric: str, direction: str,
+                 storage_url: str | None = None) -> None:
         self.trial: optuna.Trial | None = trial
         self.metric, self.direction, self.storage_url = metric, direction, storage_url
         self._study_name, self._trial_id = trial.study.study_name, trial._trial_id
@@ -64,18 +65,21 @@ class OptunaPruning(Callback):
         # `biosig report` does not list the run as an interrupted fit to resume
         log_dir = trainer.log_dir  # on every rank: under DDP, Trainer.log_dir is a broadcast
         if trainer.is_global_zero and log_dir:
-            atomic_write_json(Path(log_dir) / TRIAL_MARKER, {"study": self._study_name, "trial": self._trial_number})
+            atomic_write_json(Path(log_dir) / TRIAL_MARKER,
+                              {"study": self._study_name, "trial": self._trial_number})
 
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if trainer.sanity_checking:
             return
         value = trainer.callback_metrics.get(self.metric)
         if value is None:
-            raise FatalTrialError(f"--metric {self.metric!r} was not logged; logged: {sorted(trainer.callback_metrics)}")
+            raise FatalTrialError(f"--metric {self.metric!r} was not logged; logged: "
+                                  f"{sorted(trainer.callback_metrics)}")
         value = float(value)
         epoch = trainer.current_epoch
-        if math.isfinite(value) and (self.best is None or
-                                     (value > self.best if self.direction == "maximize" else value < self.best)):
+        if math.isfinite(value) and (
+            self.best is None or (value > self.best if self.direction == "maximize" else value < self.best)
+        ):
             self.best = value
         decision = ""
         if trainer.is_global_zero:

@@ -1,4 +1,5 @@
-"""Search spaces: ``SPACE.yaml`` read into Optuna distributions and checked against the real ``biosig fit`` parser.
+"""Search spaces: ``SPACE.yaml`` read into Optuna distributions and checked against the real ``biosig fit``
+parser.
 
 ``SPACE.yaml`` maps dotted config keys (as on the ``biosig fit`` command line, without ``--``) to
 specs::
@@ -71,7 +72,8 @@ def load_search_space(path: str | Path) -> dict[str, BaseDistribution]:
         if not isinstance(key, str) or not key or key.startswith("-"):
             raise TuneError(f"{where}: keys are dotted config keys without '--', e.g. model.init_args.lr")
         if not isinstance(spec, dict) or spec.get("type") not in SPEC_FIELDS:
-            raise TuneError(f"{where}: spec must be a mapping with type one of {tuple(SPEC_FIELDS)}, got {spec!r}")
+            raise TuneError(f"{where}: spec must be a mapping with type one of {tuple(SPEC_FIELDS)}, got "
+                            f"{spec!r}")
         kind = spec["type"]
         extra = set(spec) - SPEC_FIELDS[kind]
         if extra:
@@ -98,7 +100,8 @@ def load_search_space(path: str | Path) -> dict[str, BaseDistribution]:
         if step is not None and step <= 0:
             raise TuneError(f"{where}: step must be > 0, got {step}")
         if log and step is not None:
-            raise TuneError(f"{where}: log and step cannot be combined (a log scale has no even grid); drop one")
+            raise TuneError(f"{where}: log and step cannot be combined (a log scale has no even grid); drop "
+                            f"one")
         if log and low <= 0:
             raise TuneError(f"{where}: log scale needs low > 0, got {low}")
         try:
@@ -162,7 +165,8 @@ class _ParseOnly(BiosigCLI):
 
 
 def validate_space(config_args: list[str], space: dict[str, BaseDistribution]) -> Any:
-    """Parse the configs with every categorical choice and both ends of every range; returns the parsed config.
+    """Parse the configs with every categorical choice and both ends of every range; returns the parsed
+    config.
 
     A value the parser rejects is one error naming its key and value. The values are tried a
     column at a time (all lows, all highs, each choice index) and a rejected column again key by

@@ -49,7 +49,11 @@ def storage_url(url: str) -> str:
     except (ArgumentError, ValueError):
         raise TuneError(f"cannot open study storage {shown_url(url)!r}: not an SQLAlchemy URL "
                         "(e.g. sqlite:///study.db, postgresql://user@host/db)") from None
-    if parsed.drivername == "postgresql" and find_spec("psycopg") is None and find_spec("psycopg2") is not None:
+    if (
+        parsed.drivername == "postgresql"
+        and find_spec("psycopg") is None
+        and find_spec("psycopg2") is not None
+    ):
         parsed = parsed.set(drivername="postgresql+psycopg2")
     try:
         parsed.get_dialect().import_dbapi()

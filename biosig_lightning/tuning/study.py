@@ -48,9 +48,11 @@ def tune(config_args: list[str], space_path: str | Path, study_name: str, n_tria
     check_setup(cfg, metric)
     url = storage or f"sqlite:///{study_name}.db"
     store = open_storage(url, grace=grace_period)
-    study = optuna.create_study(study_name=study_name, storage=store, direction=direction, load_if_exists=True)
+    study = optuna.create_study(study_name=study_name, storage=store,
+                                direction=direction, load_if_exists=True)
     if study.direction.name.lower() != direction:
-        raise TuneError(f"study {study_name!r} in {shown_url(url)} was created to {study.direction.name.lower()}, "
+        raise TuneError(f"study {study_name!r} in {shown_url(url)} was created to "
+                        f"{study.direction.name.lower()}, "
                         f"not {direction}")
     if study.user_attrs.get("metric", metric) != metric:  # workers scoring different metrics would mix them
         raise TuneError(f"study {study_name!r} in {shown_url(url)} optimises {study.user_attrs['metric']}, "
@@ -73,8 +75,10 @@ def tune(config_args: list[str], space_path: str | Path, study_name: str, n_tria
             break
         if complete + len(running) >= n_trials:
             if running != waiting_for:  # say once what this worker waits for, not every poll
-                print(f"tune: {complete}/{n_trials} COMPLETE; waiting for RUNNING trial(s) {running} of other "
-                      f"workers (a dead worker's trial is failed after --grace-period {grace_period} s without "
+                print(f"tune: {complete}/{n_trials} COMPLETE; waiting for RUNNING trial(s) {running} of "
+                      f"other "
+                      f"workers (a dead worker's trial is failed after --grace-period {grace_period} s "
+                      f"without "
                       "heartbeat, and its slot is taken again)", flush=True)
                 waiting_for = running
             time.sleep(poll_s)  # the last slots are being run elsewhere; one may still fail
@@ -82,18 +86,21 @@ def tune(config_args: list[str], space_path: str | Path, study_name: str, n_tria
         waiting_for = []
         if failures >= max_failures:
             last_error = next((t.user_attrs["error"] for t in finished if "error" in t.user_attrs), "?")
-            raise TuneError(f"{failures} trials of this worker failed (study {study_name!r}, FAIL trials keep "
+            raise TuneError(f"{failures} trials of this worker failed (study {study_name!r}, FAIL trials "
+                            f"keep "
                             f"user_attrs['error']); last: {last_error.splitlines()[0][:300]}")
         finished.clear()
         try:
-            study.optimize(objective, n_trials=1, catch=(Exception,), callbacks=[lambda _, t: finished.append(t)])
+            study.optimize(objective, n_trials=1, catch=(Exception,),
+                           callbacks=[lambda _, t: finished.append(t)])
         except TrialTakenOver as taken:  # not this worker's failure: its slot went to another trial
             print(f"tune: {taken}", flush=True)
             continue
         if objective.fatal is not None:
             raise TuneError(f"stopping this worker: {objective.fatal}") from None
         if objective.preempted is not None:
-            raise TunePreempted(f"preempted (SIGTERM) in trial {objective.preempted}; the trial is FAIL and queued "
+            raise TunePreempted(f"preempted (SIGTERM) in trial {objective.preempted}; the trial is FAIL and "
+                                f"queued "
                                 "again with its parameters: rerun the same command to go on")
         failures += sum(t.state == TrialState.FAIL and "skipped" not in t.user_attrs for t in finished)
     return study

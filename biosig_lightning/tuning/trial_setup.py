@@ -39,7 +39,8 @@ def check_setup(cfg: Any, metric: str) -> None:
     level = pl_logger.level
     pl_logger.setLevel(logging.WARNING)  # no "GPU available: ..." lines for this probe
     try:
-        probe = Trainer(strategy=strategy, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        probe = Trainer(strategy=strategy, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False,
                         enable_model_summary=False, **kwargs)
     except Exception as err:
         raise TuneError(f"the trainer settings ({', '.join(f'{k}={v}' for k, v in kwargs.items())}, "

@@ -45,11 +45,16 @@ def gpu_steps(d: dict[str, Any]) -> dict[str, Any]:
         "command": m["command"],
         "page": "performance",
         "items": [
-            {"text": "Each paper model at its YAML's batch on the YAML's stand-in: median of the timed training "
-                     "steps (the recipe's loss, backward, clip, optimiser; STDRO with its input ascent), peak "
-                     "allocated memory, the largest batch that fits (doubling, float32, capped), and how many "
-                     "times faster the DataModule's loader serves windows than the float32 step consumes them."},
-            {"table": {"columns": ["model", "batch", "float32 ms/step", "float32 samples/s", "float32 peak MiB",
+            {"text": "Each paper model at its YAML's batch on the YAML's stand-in: median of the timed "
+                     "training "
+                     "steps (the recipe's loss, backward, clip, optimiser; STDRO with its input ascent), "
+                     "peak "
+                     "allocated memory, the largest batch that fits (doubling, float32, capped), and how "
+                     "many "
+                     "times faster the DataModule's loader serves windows than the float32 step consumes "
+                     "them."},
+            {"table": {"columns": ["model", "batch", "float32 ms/step", "float32 samples/s",
+                                   "float32 peak MiB",
                                    "bf16-mixed ms/step", "bf16 speed-up", "largest batch", "loader / step"],
                        "align": ["left"] + ["right"] * 8, "rows": rows}},
         ],
@@ -72,8 +77,10 @@ def signed_graph(d: dict[str, Any]) -> dict[str, Any]:
     thr = d.get("throughput") or {}
     if isinstance(thr, dict) and thr.get("ratios"):
         rows = [[k, _f(v, 3)] for k, v in thr["ratios"].items()]
-        items += [{"text": "Throughput ratios (the pair divided by the other model, same windows and batch):"},
-                  {"table": {"columns": ["ratio", "value"], "align": ["left", "right"], "rows": rows}}]
+        items += [
+            {"text": "Throughput ratios (the pair divided by the other model, same windows and batch):"},
+            {"table": {"columns": ["ratio", "value"], "align": ["left", "right"], "rows": rows}},
+        ]
     mem = d.get("memory") or {}
     if isinstance(mem, dict) and mem.get("ratios"):
         rows = [[k, _f(v, 2)] for k, v in mem["ratios"].items()]
@@ -81,8 +88,17 @@ def signed_graph(d: dict[str, Any]) -> dict[str, Any]:
                   {"table": {"columns": ["ratio", "value"], "align": ["left", "right"], "rows": rows}}]
     flops = d.get("flops") or {}
     if isinstance(flops, dict) and flops:
-        rows = [[k, _f(v.get("infer_counted_gflop_per_window", 0.0) + v.get("eigh_gflop_per_window_infer", 0.0), 3),
-                 _f(v.get("train_counted_gflop_per_window", 0.0), 3)] for k, v in flops.items()]
+        rows = [
+            [
+                k,
+                _f(
+                    v.get("infer_counted_gflop_per_window", 0.0) + v.get("eigh_gflop_per_window_infer", 0.0),
+                    3,
+                ),
+                _f(v.get("train_counted_gflop_per_window", 0.0), 3),
+            ]
+            for k, v in flops.items()
+        ]
         items += [{"text": "Flops per window (matrix products and convolutions counted by torch; the pair's "
                            "eigendecompositions added to inference from the flop model):"},
                   {"table": {"columns": ["model", "inference GFLOP", "training step GFLOP (counted)"],
@@ -99,15 +115,26 @@ def signed_graph(d: dict[str, Any]) -> dict[str, Any]:
     t10 = d.get("table10") or {}
     if isinstance(t10, dict) and t10.get("per_window"):
         conv = t10["convergence"]
-        rows = [[name, f"{row['params']:,}", f"{row['train_s_per_window'] * 1000:.1f}",
-                 f"{row['infer_s_per_window'] * 1000:.1f}",
-                 str(conv[name]["epochs_to_criterion"]) if conv[name]["epochs_to_criterion"] is not None
-                 else f"> {conv[name]['epochs_run']}",
-                 _f(conv[name]["train_s_per_epoch"], 1),
-                 _f(conv[name]["time_to_criterion_s"], 1) if conv[name]["time_to_criterion_s"] is not None else "n/a"]
-                for name, row in t10["per_window"].items()]
-        items += [{"text": f"Table 1's EEGNet (braindecode, temporal kernel 254: 9,170 parameters) and the default "
-                           f"one (kernel 64) against the pair, per window and to convergence on the Turkish-epilepsy "
+        rows = [
+            [
+                name,
+                f"{row['params']:,}",
+                f"{row['train_s_per_window'] * 1000:.1f}",
+                f"{row['infer_s_per_window'] * 1000:.1f}",
+                str(conv[name]["epochs_to_criterion"])
+                if conv[name]["epochs_to_criterion"] is not None
+                else f"> {conv[name]['epochs_run']}",
+                _f(conv[name]["train_s_per_epoch"], 1),
+                _f(conv[name]["time_to_criterion_s"], 1)
+                if conv[name]["time_to_criterion_s"] is not None
+                else "n/a",
+            ]
+            for name, row in t10["per_window"].items()
+        ]
+        items += [{"text": f"Table 1's EEGNet (braindecode, temporal kernel 254: 9,170 parameters) and the "
+                           f"default "
+                           f"one (kernel 64) against the pair, per window and to convergence on the "
+                           f"Turkish-epilepsy "
                            f"stand-in ({t10['criterion']}; {t10['date_utc'][:10]}):"},
                   {"table": {"columns": ["model", "parameters", "train ms / window", "inference ms / window",
                                          "epochs to criterion", "s / epoch", "s to criterion"],
@@ -116,7 +143,8 @@ def signed_graph(d: dict[str, Any]) -> dict[str, Any]:
     return {"title": "Signed-graph denoiser pair: Lanczos against dense filtering",
             "machine": f"{mach['cpu']}, {mach['cpu_count']} cores, torch {mach['torch']}",
             "dates": sorted({d["date_utc"][:10], *([t10["date_utc"][:10]] if t10 else [])}),
-            "command": d["command"] + (f"; {t10['command']}" if t10 else ""), "page": "performance", "items": items}
+            "command": d["command"] + (f"; {t10['command']}" if t10 else ""),
+            "page": "performance", "items": items}
 
 
 def spdtransnet_kernels(d: dict[str, Any]) -> dict[str, Any]:
@@ -147,16 +175,20 @@ def edf_windows(d: dict[str, Any]) -> dict[str, Any]:
         {"table": {"columns": ["measure", "speed-up"], "align": ["left", "right"], "rows": rows}}]
     if "peak_rss_mib" in d:
         peak, work = d["peak_rss_mib"], d.get("peak_rss_over_imports_mib", {})
-        items.append({"table": {"columns": ["pipeline", "peak resident MiB", "of which the work (over imports)"],
+        items.append({"table": {"columns": ["pipeline", "peak resident MiB",
+                                            "of which the work (over imports)"],
                                 "align": ["left", "right", "right"],
-                                "rows": [[k, _f(peak[k], 0), _f(work.get(k), 0)] for k in ("biosig", "mne")]}})
+                                "rows": [[k,
+                                          _f(peak[k], 0), _f(work.get(k), 0)] for k in ("biosig", "mne")]}})
     gpu = (d.get("loader") or {}).get("gpu_reference")
     if gpu:
         items.append({"text": f"The built cache's loader serves {_f(d['loader']['loader_windows_per_s'], 0)} "
-                              f"windows/s here, {_f(gpu['loader_over_gpu_step'], 1)}x the fastest paper model's "
+                              f"windows/s here, {_f(gpu['loader_over_gpu_step'], 1)}x the fastest paper "
+                              f"model's "
                               f"GPU training step ({gpu['model']}, {gpu['precision']}, {gpu['device']}, "
                               f"{_f(gpu['gpu_samples_per_s'], 1)} samples/s; target 10x)"
-                              + (f"; on the GPU's own host its loader served {_f(gpu['gpu_host_loader_windows_per_s'], 0)}"
+                              + (f"; on the GPU's own host its loader served "
+                                 f"{_f(gpu['gpu_host_loader_windows_per_s'], 0)}"
                                  f" windows/s, {_f(gpu['gpu_host_loader_over_step'], 1)}x that step."
                                  if gpu.get("gpu_host_loader_over_step") else ".")})
     return {"title": "Raw EDF files to training windows: the window cache against MNE + braindecode",
@@ -189,14 +221,18 @@ def framework_overhead(d: dict[str, Any]) -> dict[str, Any]:
             if "median_steady_epoch_s" not in r:
                 continue
             rows.append([name, r["train_windows"], _f(r["steady_epoch_fit_over_bare"]),
-                         _f(r.get("steady_epoch_cpu_fit_over_bare")), _f(r["steady_epoch_fit_over_braindecode"]),
+                         _f(r.get("steady_epoch_cpu_fit_over_bare")),
+                         _f(r["steady_epoch_fit_over_braindecode"]),
                          _f(r["median_startup_plus_teardown_s"]["biosig_fit"]),
                          _f(r["fit_startup_in_steady_epochs"], 1), _f(r["total_fit_over_bare"])])
     m = runs[0]["meta"]
     items: list[dict[str, Any]] = [
-        {"text": "`biosig fit` on the APAVA stand-in's cached windows against a bare PyTorch loop and braindecode's "
-                 "EEGClassifier (same windows, batch, optimiser, clip, threads, initial weights), each epoch with "
-                 "its validation. A steady epoch is one after the first (wall and process CPU time); start-up is "
+        {"text": "`biosig fit` on the APAVA stand-in's cached windows against a bare PyTorch loop and "
+                 "braindecode's "
+                 "EEGClassifier (same windows, batch, optimiser, clip, threads, initial weights), each epoch "
+                 "with "
+                 "its validation. A steady epoch is one after the first (wall and process CPU time); "
+                 "start-up is "
                  "parsing, instantiation, Trainer set-up and the sanity check (plus the tear-down). "
                  + d.get("summary", "")},
         {"table": {"columns": ["model", "train windows", "steady epoch: fit / bare", "CPU: fit / bare",
@@ -207,7 +243,8 @@ def framework_overhead(d: dict[str, Any]) -> dict[str, Any]:
         items.append({"text": "A fresh interpreter's imports (s): " + ", ".join(
             f"{k} {_f(v)}" for k, v in imports.items()) + "."})
     return {"title": "The suite's own overhead: biosig fit against a bare loop and braindecode",
-            "machine": f"{m['machine']}, {m['cpus']} CPUs shared with other sessions, {m['threads']} torch thread, "
+            "machine": f"{m['machine']}, {m['cpus']} CPUs shared with other sessions, {m['threads']} torch "
+                       f"thread, "
                        f"torch {m['torch']}",
             "dates": sorted({r["meta"]["date"][:10] for r in runs}),
             "command": "; ".join(r["meta"]["command"] for r in runs), "page": "performance", "items": items}
@@ -215,7 +252,8 @@ def framework_overhead(d: dict[str, Any]) -> dict[str, Any]:
 
 CONVERTERS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "gpu_steps_h200": gpu_steps, "signed_graph": signed_graph, "spdtransnet_kernels": spdtransnet_kernels,
-    "edf_windows": edf_windows, "bioformer_authors": bioformer_authors, "framework_overhead": framework_overhead,
+    "edf_windows": edf_windows, "bioformer_authors": bioformer_authors,
+    "framework_overhead": framework_overhead,
 }
 
 
@@ -226,7 +264,8 @@ def main() -> None:
         src = SRC / f"{name}.json"
         if src.is_file():
             doc = convert(json.loads(src.read_text()))
-            doc["source"] = (f"`benchmarks/results/{name}.json`, rendered by `docs/tools/benchmark_results.py`"
+            doc["source"] = (f"`benchmarks/results/{name}.json`, rendered by "
+                             f"`docs/tools/benchmark_results.py`"
                              + (f"; {doc['source']}" if doc.get("source") else ""))
             atomic_write_json(DST / f"perf_{name}.json", doc)
             print(f"wrote docs/results/perf_{name}.json")

@@ -28,8 +28,10 @@ FIGURES = ROOT / "docs" / "assets" / "cli_report"
 SHOWN_FIGURES = ("confusion_CNN1D-smoke_synthetic.png", "reliability_CNN1D-smoke_synthetic.png")
 BIN = Path(sys.executable).parent
 DEMO = "--config experiments/overlays/demo.yaml --config experiments/overlays/smoke.yaml"
-NOISE = re.compile(r"Tip:|GPU available|TPU available|callbacks returned|Loading `train_dataloader`|Seed set to|"
-                   r"Restoring states|Loaded model weights|`Trainer.fit` stopped|^\s*$|UserWarning|warnings.warn|"
+NOISE = re.compile(r"Tip:|GPU available|TPU available|callbacks returned|Loading `train_dataloader`|Seed set "
+                   r"to|"
+                   r"Restoring states|Loaded model weights|`Trainer.fit` "
+                   r"stopped|^\s*$|UserWarning|warnings.warn|"
                    r"LOCAL_RANK|HPU available|IPU available|The number of training batches|Consider setting|"
                    r"does not have many workers|PossibleUserWarning")
 EXAMPLES = [
@@ -38,7 +40,12 @@ EXAMPLES = [
     ("One fit per seed", f"biosig repeat {DEMO} --seeds 1,2", 12),
     ("The table over seeds", "biosig report runs/repeat --metrics acc,f1,auroc,ece", None),
     ("Size and speed", f"biosig profile {DEMO}", None),
-    ("A search", f"biosig tune {DEMO} --search-space experiments/search_spaces/demo.yaml --study-name demo --n-trials 2", 8),
+    (
+        "A search",
+        f"biosig tune {DEMO} --search-space experiments/search_spaces/demo.yaml --study-name demo --n-trials "
+        f"2",
+        8,
+    ),
 ]
 
 
@@ -46,7 +53,8 @@ def run(command: str, cwd: Path, keep_last: int | None) -> str:
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "WANDB_MODE": "offline", "COLUMNS": "110"}
     proc = subprocess.run(shlex.split(command), cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
     if proc.returncode:
-        raise SystemExit(f"{command!r} failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
+        raise SystemExit(f"{command!r} failed (exit "
+                         f"{proc.returncode}):\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}")
     # Lightning's own status lines (tips, accelerator summary, checkpoint restore) are left out;
     # the command's status lines (stderr) come before its output (stdout)
     status = [line for line in proc.stderr.splitlines() if not NOISE.search(line)]
@@ -71,7 +79,9 @@ def main() -> None:
                 FIGURES.mkdir(parents=True, exist_ok=True)
                 for name in SHOWN_FIGURES:
                     shutil.copyfile(cwd / "runs" / "repeat" / "report_figures" / name, FIGURES / name)
-                images = " ".join(f"![{name}](assets/cli_report/{name}){{ width=45% }}" for name in SHOWN_FIGURES)
+                images = " ".join(
+                    f"![{name}](assets/cli_report/{name}){{ width=45% }}" for name in SHOWN_FIGURES
+                )
                 items.append({"text": f"Two of the figures it wrote beside the table:\n\n{images}"})
     cpu = platform.processor() or platform.machine()
     doc = {

@@ -63,7 +63,9 @@ def test_graded_matrices_keep_their_small_eigenvalues_to_relative_accuracy() -> 
 
 def test_degenerate_indefinite_and_diagonal_matrices() -> None:
     eye = torch.eye(9, dtype=torch.float64).expand(70, 9, 9).clone()
-    repeated = torch.diag_embed(torch.tensor([2.0, 2.0, 2.0, 5.0, 5.0, 1.0, 1.0, 1.0, 1.0], dtype=torch.float64)).expand(70, 9, 9)
+    repeated = torch.diag_embed(
+        torch.tensor([2.0, 2.0, 2.0, 5.0, 5.0, 1.0, 1.0, 1.0, 1.0], dtype=torch.float64)
+    ).expand(70, 9, 9)
     zeros = torch.zeros(70, 9, 9, dtype=torch.float64)
     gen = torch.Generator().manual_seed(1)
     sym = torch.randn(70, 9, 9, dtype=torch.float64, generator=gen)
@@ -157,7 +159,8 @@ def test_routing_to_torch(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("kernel", [True, False])
-def test_basis_start_gives_the_eigenpairs_of_the_matrix_it_expresses(kernel: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_basis_start_gives_the_eigenpairs_of_the_matrix_it_expresses(kernel: bool,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """``eigh(V^T W V, V)`` is the eigendecomposition of ``W`` (kernel path and torch path)."""
     if not kernel:
         monkeypatch.setenv("BIOSIG_NUMBA", "0")

@@ -35,7 +35,8 @@ def _cpu_att(*args, **kwargs) -> SPMultiheadAttention:  # noqa: ANN002, ANN003
 
 def _kept_maps(calls: list[int], monkeypatch: pytest.MonkeyPatch) -> None:
     slab = cpu._slab
-    monkeypatch.setattr(cpu, "_slab", lambda shape, dtype: calls.append(math.prod(shape)) or slab(shape, dtype))
+    monkeypatch.setattr(cpu, "_slab", lambda shape,
+                        dtype: calls.append(math.prod(shape)) or slab(shape, dtype))
 
 
 def _grads(att: SPMultiheadAttention, x: torch.Tensor, dout: torch.Tensor, run) -> list[torch.Tensor]:  # noqa: ANN001
@@ -92,7 +93,8 @@ def test_switched_module_agrees_with_the_plain_one(path: str, monkeypatch: pytes
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_under_bf16_autocast_as_accurate_as_autocasts_own_ops(path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_under_bf16_autocast_as_accurate_as_autocasts_own_ops(path: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     # CPU bf16 autocast hands the kernel bfloat16 q and k; it keeps the scores, softmax, dropout and
     # combination in float32 and takes bfloat16 operands only for the three products with x. Against
     # float64 with the same masks, its output and every gradient must be no further off than the plain
@@ -110,13 +112,16 @@ def test_under_bf16_autocast_as_accurate_as_autocasts_own_ops(path: str, monkeyp
         torch.manual_seed(27)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             out = run(module, inp)
-        return [t.double() for t in (out, *torch.autograd.grad(out, [inp, *module.parameters()], dout.to(out.dtype)))]
+        return [t.double() for t in (out,
+                                     *torch.autograd.grad(out,
+                                                          [inp, *module.parameters()], dout.to(out.dtype)))]
 
     got = grads(att, x, lambda m, i: m(i), True)
     assert got[0].abs().sum() > 0
     chain = grads(att, x, lambda m, i: reference_sp_mha(m, i, seed, masks=cpu), True)
     exact = grads(att.double(), x.double(), lambda m, i: reference_sp_mha(m, i, seed, masks=cpu), False)
-    for name, a, b, r in zip(["out", "x", "q.w", "q.b", "k.w", "k.b", "theta"], got, chain, exact, strict=True):
+    for name, a, b, r in zip(["out", "x", "q.w", "q.b", "k.w", "k.b", "theta"], got,
+                             chain, exact, strict=True):
         err, ref = ((a - r).norm() / r.norm()).item(), ((b - r).norm() / r.norm()).item()
         assert err <= 1.25 * ref + 1e-6, (name, err, ref)
 
@@ -140,7 +145,8 @@ def test_float32_kernels_are_as_accurate_as_torch(path: str, monkeypatch: pytest
     torch_errors = [(a - b).abs().max().item() for a, b in zip(run(torch.float32, False), exact, strict=True)]
     _use(path, monkeypatch)
     errors = [(a - b).abs().max().item() for a, b in zip(run(torch.float32, True), exact, strict=True)]
-    for name, err, ref in zip(["out", "x", "q.w", "q.b", "k.w", "k.b", "theta"], errors, torch_errors, strict=True):
+    for name, err, ref in zip(["out", "x", "q.w", "q.b", "k.w", "k.b", "theta"], errors,
+                              torch_errors, strict=True):
         assert err <= 2 * ref + 1e-7, (name, err, ref)
 
 
@@ -227,7 +233,8 @@ def test_heads_are_padded_and_without_numba_the_plain_function_runs(monkeypatch:
     switched.load_state_dict(plain.state_dict())
     widths: list[tuple[int, ...]] = []
     project = attention._project
-    monkeypatch.setattr(attention, "_project", lambda x, w, b, f: widths.append(tuple(w.shape)) or project(x, w, b, f))
+    monkeypatch.setattr(attention, "_project", lambda x, w, b,
+                        f: widths.append(tuple(w.shape)) or project(x, w, b, f))
     x = torch.randn(2, 7, 21, dtype=torch.float64, requires_grad=True)
     dout = torch.randn(2, 7, 21, dtype=torch.float64)
     got = _grads(switched, x, dout, lambda: switched(x))
@@ -238,13 +245,19 @@ def test_heads_are_padded_and_without_numba_the_plain_function_runs(monkeypatch:
 
 @pytest.mark.parametrize("flag", [True, False])
 def test_the_task_flag_switches_a_cpu_backbone_and_keeps_its_state(flag: bool) -> None:
-    backbone = SPDTransNet(n_chans=3 * 6, n_outputs=5, n_times=6, sfreq=100.0, n_bands=2, n_subwindows=3, d_model=10,
-                           tokens_per_epoch=2, intra_heads=2, intra_layers=2, inter_heads=2, inter_layers=1, d_ff=15,
+    backbone = SPDTransNet(n_chans=3 * 6, n_outputs=5, n_times=6, sfreq=100.0, n_bands=2, n_subwindows=3,
+                           d_model=10,
+                           tokens_per_epoch=2, intra_heads=2, intra_layers=2, inter_heads=2, inter_layers=1,
+                           d_ff=15,
                            fc_width=10, dropout=0.1)
     state = {k: v.clone() for k, v in backbone.state_dict().items()}
     task = SPDTransNetTask(backbone=backbone, n_outputs=5, cpu_kernels=flag)
     task.on_fit_start()
-    switched = [type(m) is cpu.CPUSPMultiheadAttention for m in backbone.modules() if isinstance(m, SPMultiheadAttention)]
+    switched = [
+        type(m) is cpu.CPUSPMultiheadAttention
+        for m in backbone.modules()
+        if isinstance(m, SPMultiheadAttention)
+    ]
     assert switched == [flag] * 3
     assert backbone.state_dict().keys() == state.keys()
     assert all(torch.equal(backbone.state_dict()[k], v) for k, v in state.items())

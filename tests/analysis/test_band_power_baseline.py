@@ -44,9 +44,12 @@ def test_baseline_solves_a_band_power_task_across_subjects_and_not_shuffled_labe
     assert solved["f1"] == 1.0 and solved["auroc"] == 1.0
     shuffled = band_power_baseline(x_tr, rng.permutation(y_tr), x_te, y_te, FS)
     assert shuffled["f1"] < 0.75  # labels unrelated to the windows: nothing to learn
-    # the AUROC ranks by the positive class's probability: the solved task's, reversed, ranks every window wrong
+    # the AUROC ranks by the positive class's probability: the solved task's, reversed, ranks every window
+    # wrong
     assert band_power_baseline(x_tr, y_tr, x_te, 1 - y_te, FS)["auroc"] == 0.0
-    assert "auroc" not in band_power_baseline(x_tr, y_tr, x_te, np.zeros_like(y_te), FS)  # one class in the test set
+    assert "auroc" not in band_power_baseline(
+        x_tr, y_tr, x_te, np.zeros_like(y_te), FS
+    )  # one class in the test set
 
 
 def test_bad_shapes_and_bands_are_one_clear_error() -> None:

@@ -1,4 +1,5 @@
-"""Frequency-Band Discriminability (BioFormer Appendix F, Eqs. 14-20): band power and FBD against hand-made examples."""
+"""Frequency-Band Discriminability (BioFormer Appendix F, Eqs. 14-20): band power and FBD against hand-made
+examples."""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def test_band_power_parseval_and_sinusoid_bin() -> None:
 
 
 def test_band_power_marks_bins_without_fft_frequency() -> None:
-    # 4 samples at 16 Hz: FFT frequencies 0, 4, 8 Hz; bins [2,4) and [6,8] hold none... except Nyquist 8 -> last
+    # 4 samples at 16 Hz: FFT frequencies 0, 4, 8 Hz; bins [2,4) and [6,8] hold none... except Nyquist 8 ->
+    # last
     power, edges = band_power(np.ones((2, 1, 4)), fs=16.0, bin_hz=2.0)
     assert list(edges) == [0, 2, 4, 6, 8]
     assert np.isnan(power[:, 1]).all()
@@ -79,7 +81,8 @@ def test_fbd_exact_value_on_a_hand_made_example() -> None:
 
 
 def test_fbd_single_subject_class_is_left_out_of_intra() -> None:
-    power, labels, subjects = _cells({(0, 1): [1.0], (0, 2): [3.0], (1, 3): [7.0], (2, 4): [5.0], (2, 5): [5.0]})
+    power, labels, subjects = _cells({(0, 1): [1.0], (0, 2): [3.0], (1, 3): [7.0],
+                                      (2, 4): [5.0], (2, 5): [5.0]})
     res = fbd_from_band_power(power, labels, subjects)
     assert res.classes_without_spread == [1]
     np.testing.assert_allclose(res.intra, [(np.std([1, 3], ddof=1) + 0.0) / 2])

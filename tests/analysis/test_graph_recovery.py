@@ -29,7 +29,8 @@ def test_edge_recovery_on_a_hand_made_graph() -> None:
     assert directed["learned"]["precision"] == pytest.approx(1 / 3)
     assert directed["learned"]["recall"] == pytest.approx(1 / 2)
     assert directed["learned"]["top_k_precision"] == pytest.approx(1 / 2)  # top 2: (1,0) and (1,2)
-    # AUROC by ranks: (1,0) (0.94) beats all 10 other pairs, (2,1) (0.70) all but (1,2) (0.86) and (3,0) (0.72)
+    # AUROC by ranks: (1,0) (0.94) beats all 10 other pairs, (2,1) (0.70) all but (1,2) (0.86) and (3,0)
+    # (0.72)
     assert directed["learned"]["auroc"] == pytest.approx((10 + 8) / 20)
     assert directed["random_expected"] == {"precision": 2 / 12, "recall": 3 / 12, "top_k_precision": 2 / 12,
                                            "auroc": 0.5}
@@ -43,7 +44,8 @@ def test_edge_recovery_on_a_hand_made_graph() -> None:
 
 # A stand-in small enough to train in seconds: 3 channels (15 channel-band nodes), 16 s windows at 100 Hz,
 # 3 planted couplings. No class signal (class_separation 0), so what shapes the graph is the graph objective.
-SPEC = CorpusSpec(name="tiny-coupled", ch_names=("A", "B", "C"), sfreq=100.0, n_times=1600, classes=("a", "b"),
+SPEC = CorpusSpec(name="tiny-coupled", ch_names=("A", "B", "C"), sfreq=100.0, n_times=1600,
+                  classes=("a", "b"),
                   label_level="window")
 READER = dict(n_subjects=4, windows_per_subject=60, kind="bands", class_separation=0.0)
 
@@ -53,8 +55,10 @@ def _learned_graph(coupling_edges: int) -> tuple[np.ndarray, np.ndarray, SDForme
     reader = SyntheticReader(SPEC, coupling_edges=coupling_edges, **READER)
     x = torch.tensor(np.concatenate([b.x for b in reader.iter_blocks()]))
     torch.manual_seed(0)
-    model = SDFormer(n_chans=3, n_outputs=2, n_times=1600, sfreq=100.0, d_model=16, n_layers=1, n_heads=2, d_ff=32,
-                     stft_frames=24, token_hidden=8, encoder_ff=16, edge_hidden=16, recon_hidden=16, dropout=0.0)
+    model = SDFormer(n_chans=3, n_outputs=2, n_times=1600, sfreq=100.0, d_model=16, n_layers=1, n_heads=2,
+                     d_ff=32,
+                     stft_frames=24, token_hidden=8, encoder_ff=16, edge_hidden=16,
+                     recon_hidden=16, dropout=0.0)
     optimiser = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=1e-2)
     order = torch.Generator().manual_seed(0)
     for _ in range(8):
@@ -99,5 +103,6 @@ def test_sdformer_graph_objective_recovers_planted_edges(planted: np.ndarray, co
     shuffled = []
     for seed in range(5):
         perm = np.random.default_rng(seed).permutation(len(planted))
-        shuffled.append(edge_recovery(frequency, probability, planted[np.ix_(perm, perm)])["directed"]["learned"]["auroc"])
+        shuffled.append(edge_recovery(frequency, probability,
+                                      planted[np.ix_(perm, perm)])["directed"]["learned"]["auroc"])
     assert np.mean(shuffled) < 0.75

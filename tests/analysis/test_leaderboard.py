@@ -30,9 +30,11 @@ def _tree(root: Path, scores: dict = SCORES, grid: dict | None = None) -> Path:
                 run = root / corpus / method / f"seed_{seed}"
                 run.mkdir(parents=True)
                 (run / "results.json").write_text(json.dumps({
-                    "metrics": {f"test/{metric}": v, "test/acc": 0.5}, "num_params": 100, "fit_seconds": 2.0}))
+                    "metrics": {f"test/{metric}": v, "test/acc": 0.5},
+                    "num_params": 100, "fit_seconds": 2.0}))
     metrics = {c: ["ece", "acc"] if c == "d" else ["f1", "acc"] for c in scores}
-    (root / "grid.json").write_text(json.dumps(grid or {"corpora": list(scores), "methods": ["m1", "m2", "m3", "m4"],
+    (root / "grid.json").write_text(json.dumps(grid or {"corpora": list(scores),
+                                                        "methods": ["m1", "m2", "m3", "m4"],
                                                         "metrics": metrics, "not_applicable": []}))
     return root
 
@@ -45,8 +47,10 @@ def test_friedman_matches_scipy_and_ranks_are_per_corpus(tmp_path: Path) -> None
     assert board.friedman["statistic"] == pytest.approx(stat, rel=1e-12)
     assert board.friedman["p_value"] == pytest.approx(p, rel=1e-12)
     # ranks by hand: a m1>m2>m4>m3; b m2>m1>m4>m3; c m4>m1>m2>m3; d (ece, lower better) m4<m1<m2<m3
-    assert board.ranks == {"a": {"m1": 1, "m2": 2, "m3": 4, "m4": 3}, "b": {"m1": 2, "m2": 1, "m3": 4, "m4": 3},
-                           "c": {"m1": 2, "m2": 3, "m3": 4, "m4": 1}, "d": {"m1": 2, "m2": 3, "m3": 4, "m4": 1}}
+    assert board.ranks == {"a": {"m1": 1, "m2": 2, "m3": 4, "m4": 3},
+                           "b": {"m1": 2, "m2": 1, "m3": 4, "m4": 3},
+                           "c": {"m1": 2, "m2": 3, "m3": 4, "m4": 1},
+                           "d": {"m1": 2, "m2": 3, "m3": 4, "m4": 1}}
     assert board.avg_rank("m1") == pytest.approx(1.75) and board.wins("m4") == 2 and board.wins("m3") == 0
     assert board.friedman["avg_ranks"] == pytest.approx({"m1": 1.75, "m2": 2.25, "m3": 4.0, "m4": 2.0})
     nem = board.friedman["nemenyi_p"]
@@ -58,7 +62,8 @@ def test_friedman_matches_scipy_and_ranks_are_per_corpus(tmp_path: Path) -> None
 def test_all_ties_give_no_ranking_without_a_warning(tmp_path: Path) -> None:
     # every method scores the same on each corpus (a smoke grid where all reach the same score): scipy's
     # tie-corrected Friedman statistic is 0 / 0; the rank sums are equal, so chi² = 0 and p = 1, said so
-    tied = {c: {m: [0.8 - 0.1 * i] * 2 for m in ("m1", "m2", "m3", "m4")} for i, c in enumerate(("a", "b", "c"))}
+    tied = {c: {m: [0.8 - 0.1 * i] * 2 for m in ("m1", "m2", "m3", "m4")} for i,
+            c in enumerate(("a", "b", "c"))}
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         board = build(_tree(tmp_path, tied))
@@ -99,7 +104,8 @@ def test_files_and_na_and_pairs(tmp_path: Path) -> None:
     assert corpora == ["a", "b", "c", "d"] and methods == ["m1", "m2", "m4"] and matrix.shape == (4, 3)
     assert notes == ["method m3 left out (no score on 1 of the corpora kept)"]
     written = write(board, root)
-    assert {p.name for p in written} >= {"leaderboard.md", "leaderboard.csv", "leaderboard.tex", "cd_diagram.png",
+    assert {p.name for p in written} >= {"leaderboard.md", "leaderboard.csv", "leaderboard.tex",
+                                         "cd_diagram.png",
                                          "cd_diagram.pdf"}
     csv = (root / "leaderboard.csv").read_text().splitlines()
     assert csv[0] == "method,a (f1),b (f1),c (f1),d (ece),avg. rank,wins"

@@ -40,7 +40,8 @@ def test_each_cell_is_mean_plus_minus_sample_std(tmp_path: Path) -> None:
     root = _tree(tmp_path)
     write(build(root), root)
     rows = (root / "leaderboard.csv").read_text().splitlines()
-    # std (ddof 1) of two values is |x1 - x2| / sqrt 2: 0.125 -> 0.088, 0.25 -> 0.177 (ddof 0 would give 0.062, 0.125)
+    # std (ddof 1) of two values is |x1 - x2| / sqrt 2: 0.125 -> 0.088, 0.25 -> 0.177 (ddof 0 would give
+    # 0.062, 0.125)
     assert rows == ["method,a (f1),b (f1),avg. rank,wins",
                     "m1,0.812 ± 0.088,0.750 ± 0.000,1.25,2",
                     "m2,0.812 ± 0.177,0.562 ± 0.088,2.00,1",

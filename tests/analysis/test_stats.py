@@ -32,7 +32,8 @@ def test_anova_keeps_the_hand_written_numbers() -> None:
     assert res.p == pytest.approx(0.00025985331172173956, rel=1e-9)
     assert (res.df_between, res.df_within) == (2, 9)
     # constant groups: F infinite with p = 0 when they differ, NaN when they are equal
-    assert (one_way_anova([[1.0, 1.0], [2.0, 2.0]]).f, one_way_anova([[1.0, 1.0], [2.0, 2.0]]).p) == (math.inf, 0.0)
+    assert (one_way_anova([[1.0, 1.0], [2.0, 2.0]]).f,
+            one_way_anova([[1.0, 1.0], [2.0, 2.0]]).p) == (math.inf, 0.0)
     assert math.isnan(one_way_anova([[1.0, 1.0], [1.0, 1.0]]).f)
 
 
@@ -53,7 +54,8 @@ def test_paired_t_keeps_the_hand_written_numbers() -> None:
     # pairing matters: the unpaired test of the same numbers is far weaker
     assert res.p < stats.ttest_ind(A, B).pvalue
     # one constant non-zero difference: t infinite, p = 0; no difference at all: NaN
-    assert (paired_t_test([1.0, 2.0], [0.5, 1.5]).t, paired_t_test([1.0, 2.0], [0.5, 1.5]).p) == (math.inf, 0.0)
+    assert (paired_t_test([1.0, 2.0], [0.5, 1.5]).t,
+            paired_t_test([1.0, 2.0], [0.5, 1.5]).p) == (math.inf, 0.0)
     assert math.isnan(paired_t_test([1.0, 2.0], [1.0, 2.0]).t)
     with pytest.raises(ValueError, match="one length"):
         paired_t_test([1.0, 2.0], [1.0, 2.0, 3.0])
@@ -86,14 +88,24 @@ def test_table1_binary_precision_recall_f1_are_of_class_1() -> None:
     results = {"metrics": {"test/acc": float((pred == target).mean()), "test/specificity": 12 / 18, **macro},
                "num_params": 498, "confusion_matrix": cm.tolist()}
     row = table1_metrics(results)
-    assert row["table1/precision"] == pytest.approx(100 * precision_score(target, pred)) == pytest.approx(500 / 11)
+    assert (
+        row["table1/precision"]
+        == pytest.approx(100 * precision_score(target, pred))
+        == pytest.approx(500 / 11)
+    )
     assert row["table1/recall"] == pytest.approx(100 * recall_score(target, pred)) == pytest.approx(250 / 3)
     assert row["table1/f1"] == pytest.approx(100 * f1_score(target, pred)) == pytest.approx(1000 / 17)
     assert 100 * macro["test/recall"] == pytest.approx(75.0)  # what the column showed before
-    assert row["table1/specificity"] == pytest.approx(200 / 3) and row["table1/accuracy"] == pytest.approx(100 * 17 / 24)
+    assert row["table1/specificity"] == pytest.approx(200 / 3) and row["table1/accuracy"] == pytest.approx(
+        100 * 17 / 24
+    )
     # one class predicted throughout: precision 6 / 24, recall 1, F1 2*6 / (12 + 18); none predicted: 0
     always = table1_row({}, None, confusion=[[0, 18], [0, 6]])
-    assert always["precision"] == pytest.approx(25.0) and always["recall"] == 100.0 and always["f1"] == pytest.approx(40.0)
+    assert (
+        always["precision"] == pytest.approx(25.0)
+        and always["recall"] == 100.0
+        and always["f1"] == pytest.approx(40.0)
+    )
     assert table1_row({}, None, confusion=[[18, 0], [6, 0]])["precision"] == 0.0
     # multiclass or no matrix: the logged metrics, unchanged
     three = table1_row({"test/precision": 0.5}, None, confusion=np.eye(3))

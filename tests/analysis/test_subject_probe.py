@@ -1,4 +1,5 @@
-"""Subject separability (BioFormer Sec. 5.5, App. G.6): clustering scores against scikit-learn, and the subject probe."""
+"""Subject separability (BioFormer Sec. 5.5, App. G.6): clustering scores against scikit-learn, and the
+subject probe."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from biosig_lightning.analysis.subject_probe import (
 # --------------------------------------------------------------------------- clustering scores vs sklearn
 
 
-@pytest.mark.parametrize(("n", "ka", "kb", "seed"), [(40, 3, 5, 0), (200, 8, 8, 1), (57, 2, 11, 2), (30, 1, 4, 3)])
+@pytest.mark.parametrize(("n", "ka", "kb", "seed"),
+                         [(40, 3, 5, 0), (200, 8, 8, 1), (57, 2, 11, 2), (30, 1, 4, 3)])
 def test_nmi_ami_match_sklearn(n: int, ka: int, kb: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     a = rng.integers(ka, size=n)

@@ -19,7 +19,8 @@ class PauseForKillThenRecordEpochs(PauseForKill):
         super().__init__(seed, epoch, seconds)
         self.epochs: list[int] = []
 
-    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch, batch_idx: int) -> None:
+    def on_train_batch_start(self, trainer: Trainer,
+                             pl_module: LightningModule, batch, batch_idx: int) -> None:
         if trainer.current_epoch not in self.epochs:
             self.epochs.append(trainer.current_epoch)
 

@@ -18,18 +18,24 @@ from tests.data.datamodules.test_own_data import _epochs, bids_root  # noqa: F40
 SPLIT = {"strategy": "ratio", "ratios": [0.5, 0.17, 0.33], "seed": 0}
 #: all five papers' methods (each at a tiny size) and two baselines; one short epoch each
 METHODS: dict[str, dict] = {
-    "bioformer": {"backbone": {"class_path": "BioFormer", "init_args": {"d_model": 16, "d_ff": 32, "n_heads": 2,
+    "bioformer": {"backbone": {"class_path": "BioFormer",
+                               "init_args": {"d_model": 16, "d_ff": 32, "n_heads": 2,
                                                                         "n_layers": 1, "d_token": 8}},
                   "recipe": {"class_path": "ClassificationTask"}},
-    "sdformer": {"backbone": {"class_path": "SDFormer", "init_args": {"d_model": 16, "n_layers": 1, "n_heads": 2,
+    "sdformer": {"backbone": {"class_path": "SDFormer",
+                              "init_args": {"d_model": 16, "n_layers": 1, "n_heads": 2,
                                                                       "d_ff": 32}},
-                 "recipe": {"class_path": "SDFormerTask", "init_args": {"phase1_epochs": 1, "phase2_epochs": 0}}},
+                 "recipe": {"class_path": "SDFormerTask",
+                            "init_args": {"phase1_epochs": 1, "phase2_epochs": 0}}},
     "stdro": {"backbone": {"class_path": "CNN1D", "init_args": {"width": 8, "n_blocks": 2}},
               "recipe": {"class_path": "biosig_lightning.robust.STDROTask",
-                         "init_args": {"variant": "stdro", "n_periods": 4, "ascent_steps": 2, "n_environments": 2}}},
+                         "init_args": {"variant": "stdro", "n_periods": 4,
+                                       "ascent_steps": 2, "n_environments": 2}}},
     "spdtransnet": {"backbone": {"class_path": "SPDTransNet",
-                                 "init_args": {"n_bands": 7, "d_model": 45, "tokens_per_epoch": 7, "intra_heads": 3,
-                                               "intra_layers": 1, "inter_heads": 3, "inter_layers": 1, "d_ff": 45,
+                                 "init_args": {"n_bands": 7, "d_model": 45, "tokens_per_epoch": 7,
+                                               "intra_heads": 3,
+                                               "intra_layers": 1, "inter_heads": 3, "inter_layers": 1,
+                                               "d_ff": 45,
                                                "fc_width": 16, "n_subwindows": 1}},
                     "recipe": {"class_path": "biosig_lightning.tasks.SPDTransNetTask"},
                     # SPD tokens of the BIDS windows: the grid puts the BIDS DataModule inside as its corpus
@@ -37,7 +43,8 @@ METHODS: dict[str, dict] = {
                                   "data.init_args.context": 1, "data.init_args.n_subwindows": 1,
                                   "data.init_args.whitening": "train"}},
     "signed_graph": {"backbone": {"class_path": "SignedGraphClassifier",
-                                  "init_args": {"n_blocks": 1, "feature_dim": 8, "metric_rank": 2, "n_chunks": 4}},
+                                  "init_args": {"n_blocks": 1, "feature_dim": 8,
+                                                "metric_rank": 2, "n_chunks": 4}},
                      "recipe": {"class_path": "biosig_lightning.tasks.DenoiserPairTask",
                                 "init_args": {"spatial_graph": "montage"}}},
     "cnn1d": {"backbone": {"class_path": "CNN1D", "init_args": {"width": 8, "n_blocks": 2}},
@@ -52,8 +59,10 @@ def _grid(tmp_path: Path, data: dict, methods: dict | None = None) -> Path:
         "fit_args": {"trainer.enable_progress_bar": False, "trainer.enable_model_summary": False,
                      "trainer.max_epochs": 1},
         "corpora": {"mine": {"task": "window_classification", "data": data, "protocol": {"split": SPLIT},
-                             # the budget every method shares (the denoisers' own warm restarts are their schedule)
-                             "overrides": {"data.init_args.batch_size": 16, "model.init_args.scheduler": "none"},
+                             # the budget every method shares (the denoisers' own warm restarts are their
+                             # schedule)
+                             "overrides": {"data.init_args.batch_size": 16,
+                                           "model.init_args.scheduler": "none"},
                              "metrics": ["f1", "acc"]}},
         "methods": {n: {"tasks": ["window_classification"], **m} for n, m in (methods or METHODS).items()},
     }
@@ -81,7 +90,9 @@ def test_a_grid_of_the_papers_methods_runs_on_a_bids_dataset(bids_root: Path, tm
         rows = {r["method"]: r for r in csv.DictReader(f)}
     assert sorted(rows) == sorted(METHODS)
     for m, row in rows.items():
-        assert float(row["mine (f1)"].split(" ")[0]) == pytest.approx(results[m]["metrics"]["test/f1"], abs=5e-4), m
+        assert float(row["mine (f1)"].split(" ")[0]) == pytest.approx(
+            results[m]["metrics"]["test/f1"], abs=5e-4
+        ), m
 
 
 def test_an_epochs_file_and_an_array_file_are_grid_corpora(tmp_path: Path) -> None:
@@ -90,11 +101,13 @@ def test_an_epochs_file_and_an_array_file_are_grid_corpora(tmp_path: Path) -> No
     epochs.save(fif, verbose="error")
     npz = tmp_path / "mine.npz"
     subjects = epochs.metadata["subject"].to_numpy()
-    np.savez(npz, x=epochs.get_data(), y=epochs.events[:, 2] - 1, subjects=subjects, sfreq=epochs.info["sfreq"])
+    np.savez(npz, x=epochs.get_data(), y=epochs.events[:, 2] - 1, subjects=subjects,
+             sfreq=epochs.info["sfreq"])
     one = {"cnn1d": METHODS["cnn1d"]}
     assert Path.cwd() != tmp_path  # the paths below are found relative to the grid file's folder
     for data, class_name, key, path in (({"epochs": "mine-epo.fif"}, "EpochsDataModule", "epochs", fif),
-                                        ({"arrays": "mine.npz", "name": "mine"}, "ArrayFileDataModule", "file", npz)):
+                                        ({"arrays": "mine.npz", "name": "mine"},
+                                         "ArrayFileDataModule", "file", npz)):
         grid = load_grid(_grid(tmp_path, data, one))
         args = grid.base_args(grid.cells()[0])
         assert f"--data.class_path=biosig_lightning.data.datamodules.{class_name}" in args

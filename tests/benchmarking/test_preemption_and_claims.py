@@ -24,7 +24,8 @@ from biosig_lightning.runs.rundir import INTERRUPTED, try_claim
 from tests.conftest import EXPERIMENTS, REPO
 from tests.helpers import csv_val_epochs
 
-SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")]
+SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config",
+         str(EXPERIMENTS / "overlays" / "smoke.yaml")]
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -40,7 +41,8 @@ def test_sigterm_during_a_fit_saves_and_marks_it_and_the_runner_resumes_it(
             "--trainer.callbacks.init_args.seed=7", "--trainer.callbacks.init_args.seconds=2"]
     (job,) = seed_jobs(args, out, [7])  # the fit `biosig repeat --seeds 7 --out DIR` starts
     fit = subprocess.Popen([sys.executable, "-m", "biosig_lightning.cli", "fit", *job.args,
-                            "--trainer.enable_progress_bar=false"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            "--trainer.enable_progress_bar=false"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT,
                            text=True, env=_env(BIOSIG_TEST_PAUSE=str(paused)))
     deadline = time.monotonic() + 180
     while not paused.exists():
@@ -50,7 +52,8 @@ def test_sigterm_during_a_fit_saves_and_marks_it_and_the_runner_resumes_it(
     text = fit.communicate(timeout=120)[0]
     run_dir, last = out / "seed_7", out / "seed_7" / "checkpoints" / "last.ckpt"
     assert fit.returncode == 1, text[-3000:]
-    assert text.strip().splitlines()[-1].startswith(f"biosig fit: preempted (SIGTERM) in epoch 1; {run_dir} is "
+    assert text.strip().splitlines()[-1].startswith(f"biosig fit: preempted (SIGTERM) in epoch 1; {run_dir} "
+                                                    f"is "
                                                     "marked unfinished"), text[-3000:]
     assert not (run_dir / "results.json").exists()
     marker = json.loads((run_dir / INTERRUPTED).read_text())
@@ -66,8 +69,11 @@ def test_sigterm_during_a_fit_saves_and_marks_it_and_the_runner_resumes_it(
     assert csv_val_epochs(run_dir / "metrics.csv") == [0, 1, 2]
 
 
-CHILD = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(3)); print('up', flush=True); " \
-        "time.sleep(60)"
+CHILD = (
+    "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(3)); print('up', "
+    "flush=True); "
+    "time.sleep(60)"
+)
 
 
 def test_the_runner_passes_a_preemption_signal_on_and_starts_nothing_after_it(in_tmp: Path) -> None:
@@ -108,7 +114,8 @@ def test_a_directory_held_by_another_process_is_neither_shared_nor_removed(tmp_p
     finished = out / "fold_01"
     finished.mkdir()
     (finished / "results.json").write_text("{}")
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(held), "1.5"], stdout=subprocess.PIPE, text=True,
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(held), "1.5"], stdout=subprocess.PIPE,
+                              text=True,
                               env=_env())
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     job = Job("fold 0", held, ("--never-run",), out / "fold_00.log")
@@ -120,8 +127,11 @@ def test_a_directory_held_by_another_process_is_neither_shared_nor_removed(tmp_p
     outcome = run_jobs([job, Job("fold 1", finished, ("--never-run",), out / "fold_01.log")], say=said.append)
     holder.wait(timeout=30)
     assert outcome == {"fold 0": DONE, "fold 1": DONE}
-    assert said[0] == f"fold 0: {held} is held by another process ({os.uname().nodename}:{holder.pid}); taking it " \
-                      "up when that process lets it go"
+    assert (
+        said[0]
+        == f"fold 0: {held} is held by another process ({os.uname().nodename}:{holder.pid}); taking it "
+        "up when that process lets it go"
+    )
     assert said[1:] == [f"fold 1: {finished / 'results.json'} exists, skipped",
                         f"fold 0: {held / 'results.json'} exists, skipped"]
     assert (held / "metrics.csv").is_file() and not (out / "fold_00.log").exists()

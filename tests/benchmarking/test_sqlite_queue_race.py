@@ -22,7 +22,8 @@ def test_two_sqlite_workers_racing_for_one_cell_run_it_once(tmp_path: Path) -> N
     meet = tmp_path / "meet"
     meet.mkdir()
     fork = multiprocessing.get_context("fork")
-    workers = [fork.Process(target=queue_worker.main, args=(url, "race", str(meet), name)) for name in ("w1", "w2")]
+    workers = [fork.Process(target=queue_worker.main,
+                            args=(url, "race", str(meet), name)) for name in ("w1", "w2")]
     for w in workers:
         w.start()
     for w in workers:

@@ -1,4 +1,5 @@
-"""The one-method sweeps of ``biosig repeat`` and ``biosig cv``: their fold and seed lists, and the one fold key."""
+"""The one-method sweeps of ``biosig repeat`` and ``biosig cv``: their fold and seed lists, and the one fold
+key."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def test_each_fold_and_seed_gets_its_own_directory_log_and_placement(tmp_path: P
     out = tmp_path / "cv" / "spd"
     (job,) = fold_jobs(["--config", "x.yaml"], out, [3])
     assert (job.label, job.run_dir, job.log) == ("fold 3", out / "fold_03", out / "fold_03.log")
-    assert job.args == ("--config", "x.yaml", f"--{FOLD_KEY}", "3", "--run.save_dir", str(out.parent), "--run.name",
+    assert job.args == ("--config", "x.yaml", f"--{FOLD_KEY}", "3", "--run.save_dir", str(out.parent),
+                        "--run.name",
                         "spd", "--run.version", "fold_03", "--run.group", "spd")
     (job,) = seed_jobs(["--config", "x.yaml"], out, [41])
     assert job.run_dir == out / "seed_41" and job.args[2:4] == ("--seed_everything", "41")
@@ -37,7 +39,9 @@ def test_each_fold_and_seed_gets_its_own_directory_log_and_placement(tmp_path: P
         fold_jobs(["--run.version", "v"], out, [0])
 
 
-def test_one_fold_key_for_every_corpus_and_the_old_one_still_works(capsys: pytest.CaptureFixture[str]) -> None:
+def test_one_fold_key_for_every_corpus_and_the_old_one_still_works(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     kfold = SplitConfig(strategy="kfold", n_folds=3, seed=0)
     small = dict(n_subjects=6, windows_per_subject=2, batch_size=4)
 
@@ -47,12 +51,15 @@ def test_one_fold_key_for_every_corpus_and_the_old_one_still_works(capsys: pytes
         return dm.subjects["test"]
 
     for k in range(3):  # data.init_args.fold is the test fold of the split, as split.fold was
-        assert test_subjects(split=kfold, fold=k) == test_subjects(split=SplitConfig(**{**vars(kfold), "fold": k}))
+        assert test_subjects(split=kfold, fold=k) == test_subjects(
+            split=SplitConfig(**{**vars(kfold), "fold": k})
+        )
     assert len({tuple(test_subjects(split=kfold, fold=k)) for k in range(3)}) == 3
     with pytest.raises(SplitError, match=r"data.fold=1 needs a loso or kfold split, .* is 'ratio'"):
         test_subjects(split=SplitConfig(strategy="ratio"), fold=1)
     capsys.readouterr()
     assert fold_key(FOLD_KEY) == FOLD_KEY and capsys.readouterr().err == ""
     assert fold_key("data.init_args.split.fold") == "data.init_args.split.fold"
-    assert capsys.readouterr().err == ("biosig: deprecated fold key data.init_args.split.fold: use data.init_args.fold "
+    assert capsys.readouterr().err == ("biosig: deprecated fold key data.init_args.split.fold: use "
+                                       "data.init_args.fold "
                                        "(the same test fold of a loso or kfold split)\n")

@@ -25,7 +25,8 @@ from biosig_lightning.data.corpora.medformer import REAL_SCALE, SYNTHETIC_DEFAUL
 from tests.conftest import EXPERIMENTS, REPO
 
 SMOKE = EXPERIMENTS / "benchmarks" / "smoke.yaml"
-ENV = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
+ENV = dict(os.environ,
+           PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +53,18 @@ def test_smoke_grid_writes_the_leaderboard(smoke_out: Path) -> None:
     assert sorted(rows) == sorted(grid.methods)  # one row per method, n/a ones included
     assert rows["spdtransnet"][1:3] == ["n/a", "n/a"]
     ranked = ("cnn1d", "eegnet", "cnn1d_coral")
-    seeds = {c: {m: [json.loads((smoke_out / c / m / f"seed_{s}" / "results.json").read_text())["metrics"]["test/f1"]
-                     for s in grid.seeds] for m in ranked} for c in ("synthetic", "apava")}
+    seeds = {
+        c: {
+            m: [
+                json.loads((smoke_out / c / m / f"seed_{s}" / "results.json").read_text())["metrics"][
+                    "test/f1"
+                ]
+                for s in grid.seeds
+            ]
+            for m in ranked
+        }
+        for c in ("synthetic", "apava")
+    }
     means = {c: {m: statistics.fmean(v) for m, v in ms.items()} for c, ms in seeds.items()}
     for m in ranked:
         # each cell is mean ± sample std (ddof 1) over the seeds' results.json
@@ -75,8 +86,13 @@ def test_a_cell_equals_a_plain_fit(smoke_out: Path, in_tmp: Path, capsys: pytest
     cell = next(c for c in grid.cells() if c.corpus == "apava" and c.method == "eegnet")
     capsys.readouterr()
     main(["benchmark", "--grid", str(SMOKE), "--out", str(smoke_out), "--print-commands"])
-    printed = [ln for ln in capsys.readouterr().out.splitlines() if f"--run.name {cell.method} " in ln
-               and f"--run.save_dir {smoke_out / cell.corpus} " in ln and f"--seed_everything {cell.seed} " in ln]
+    printed = [
+        ln
+        for ln in capsys.readouterr().out.splitlines()
+        if f"--run.name {cell.method} " in ln
+        and f"--run.save_dir {smoke_out / cell.corpus} " in ln
+        and f"--seed_everything {cell.seed} " in ln
+    ]
     assert len(printed) == 1
     args = grid.base_args(cell) + ["--seed_everything", str(cell.seed)]
     main(["fit", *args])
@@ -94,7 +110,8 @@ def test_report_leaderboard_flag(smoke_out: Path, capsys: pytest.CaptureFixture[
     assert (smoke_out / "leaderboard.csv").is_file()
 
 
-def _tiny_grid(tmp: Path, seeds: list[int], methods: int = 1, epochs: int = 1, extra: dict | None = None) -> Path:
+def _tiny_grid(tmp: Path, seeds: list[int], methods: int = 1, epochs: int = 1,
+               extra: dict | None = None) -> Path:
     spec = yaml.safe_load(SMOKE.read_text())
     spec["seeds"] = seeds
     spec["corpora"] = {"synthetic": spec["corpora"]["synthetic"]}
@@ -175,7 +192,8 @@ def test_two_workers_on_postgres_run_every_cell_once(tmp_path: Path, postgres_ur
 
 def test_presets_load_with_their_na_reasons() -> None:
     standins = load_grid(EXPERIMENTS / "benchmarks" / "standins.yaml")
-    # 3 stand-ins x 9 methods (the five papers' and four baselines) x 3 seeds: every paper's method reads every
+    # 3 stand-ins x 9 methods (the five papers' and four baselines) x 3 seeds: every paper's method reads
+    # every
     # stand-in's raw windows, so none is n/a
     assert len(standins.cells()) == 3 * 9 * 3
     assert standins.not_applicable() == []
@@ -213,15 +231,21 @@ def test_corpus_overrides_reach_that_corpus_only_and_after_the_method_overrides(
     path = tmp_path / "g.yaml"
     path.write_text(yaml.safe_dump(spec))
     grid = load_grid(path)
-    args = {c: grid.base_args(next(x for x in grid.cells() if x.corpus == c and x.method == name)) for c in (first, second)}
+    args = {
+        c: grid.base_args(next(x for x in grid.cells() if x.corpus == c and x.method == name))
+        for c in (first, second)
+    }
     assert args[first].index("--model.init_args.lr=0.25") > args[first].index("--model.init_args.lr=0.5")
     assert "--model.init_args.lr=0.25" not in args[second] and "--model.init_args.lr=0.5" in args[second]
 
 
 def test_the_standins_grid_keeps_every_transformer_branch_cpu_sized() -> None:
-    # BioFormer's PCE at {2, 4, 8} would give 1,500 / 750 / 375 tokens on Sleep-EDF's 3,000-sample epochs, and the
-    # Transformer one token per sample a 3,000 x 3,000 attention map (out of memory on a CPU): hours per cell or
-    # none. No branch of the grid's transformers is longer than CHB-MIT's 2-s window sampled one token per step
+    # BioFormer's PCE at {2, 4, 8} would give 1,500 / 750 / 375 tokens on Sleep-EDF's 3,000-sample epochs, and
+    # the
+    # Transformer one token per sample a 3,000 x 3,000 attention map (out of memory on a CPU): hours per cell
+    # or
+    # none. No branch of the grid's transformers is longer than CHB-MIT's 2-s window sampled one token per
+    # step
     # (512): BioFormer runs at x8 pyramid factors on Sleep-EDF (the per-step Transformer is not in the grid)
     import biosig_lightning.models  # noqa: F401
     from biosig_lightning.models import catalog
@@ -244,7 +268,8 @@ def test_the_standins_grid_keeps_every_transformer_branch_cpu_sized() -> None:
     ({"seeds": [1, 1]}, "seeds repeats a value"),
     ({"methods": {"x": {"tasks": ["window_classification"], "backbone": {"class_path": "NoSuchNet"}}}},
      "methods.x.backbone: no backbone named 'NoSuchNet'"),
-    ({"corpora": {"c": {"task": "t", "configs": ["nowhere.yaml"]}}}, "corpora.c.configs: config file 'nowhere.yaml'"),
+    ({"corpora": {"c": {"task": "t", "configs": ["nowhere.yaml"]}}},
+     "corpora.c.configs: config file 'nowhere.yaml'"),
     ({"methods": {"x": {"tasks": ["other"]}}}, "every cell is n/a"),
     ({"methods": {"x": {"tasks": ["window_classification"], "backbone": "CNN1D",
                         "corpus_overrides": {"nowhere": {"trainer.max_epochs": 1}}}}},

@@ -23,7 +23,9 @@ def test_cv_runs_each_fold_once_and_summarises(in_tmp: Path, env: dict[str, str]
     out = cv.run([*STAND_IN, *TINY, "--folds", "0-1", "--out", "runs/cv/spd"])
     summary = json.loads((out / "cv.json").read_text())
     assert summary["n_folds"] == 2 and summary["missing"] == []
-    tests = [json.loads((out / f"fold_0{k}" / "results.json").read_text())["subjects"]["test"] for k in (0, 1)]
+    tests = [
+        json.loads((out / f"fold_0{k}" / "results.json").read_text())["subjects"]["test"] for k in (0, 1)
+    ]
     assert tests[0] and tests[1] and not set(tests[0]) & set(tests[1])  # different folds, different subjects
     f1 = [summary["folds"][str(k)]["test/f1"] for k in (0, 1)]
     assert summary["test/f1"]["mean"] == pytest.approx(sum(f1) / 2)
@@ -32,7 +34,8 @@ def test_cv_runs_each_fold_once_and_summarises(in_tmp: Path, env: dict[str, str]
         got = assert_metrics_match_predictions(out / f"fold_0{k}")["metrics"]
         with np.load(out / f"fold_0{k}" / "test_predictions.npz", allow_pickle=False) as z:
             y, pred = z["y"], z["probs"].argmax(1)
-        assert got["test/f1_n1"] == pytest.approx(skm.f1_score(y, pred, labels=[1], average=None)[0], abs=1e-6)
+        assert got["test/f1_n1"] == pytest.approx(skm.f1_score(y, pred,
+                                                               labels=[1], average=None)[0], abs=1e-6)
         assert got["test/macro_acc"] == pytest.approx(skm.recall_score(y, pred, average="macro"), abs=1e-6)
     # `biosig report runs/cv/spd`: Table 1's columns by default, mean +- std over the folds, as in cv.json
     capsys.readouterr()
@@ -41,7 +44,10 @@ def test_cv_runs_each_fold_once_and_summarises(in_tmp: Path, env: dict[str, str]
     ds = json.loads((out / "fold_00" / "results.json").read_text())["dataset"]
     assert [k.split("/")[1] for k in row if k.endswith("/mean")] == ["f1", "macro_acc", "f1_n1"]
     for m in ("f1", "macro_acc", "f1_n1"):
-        folds = [json.loads((out / f"fold_0{k}" / "results.json").read_text())["metrics"][f"test/{m}"] for k in (0, 1)]
+        folds = [
+            json.loads((out / f"fold_0{k}" / "results.json").read_text())["metrics"][f"test/{m}"]
+            for k in (0, 1)
+        ]
         assert float(row[f"{ds}/{m}/mean"]) == pytest.approx(np.mean(folds), abs=1e-9)
         assert float(row[f"{ds}/{m}/std"]) == pytest.approx(np.std(folds, ddof=1), abs=1e-9)
         assert float(row[f"{ds}/{m}/std"]) == pytest.approx(summary[f"test/{m}"]["std"], abs=1e-9)

@@ -42,7 +42,8 @@ data:
 def test_fbd_and_probe_on_a_trained_bioformer_run(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (in_tmp / "tiny.yaml").write_text(TINY_RUN)
     main(["fit", "--config", "tiny.yaml", "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml"),
-          "--data.init_args.synthetic_options", '{"windows_per_subject": 30}', "--trainer.enable_progress_bar=false"])
+          "--data.init_args.synthetic_options", '{"windows_per_subject": 30}',
+          "--trainer.enable_progress_bar=false"])
     run_dir = in_tmp / "runs" / "tiny_bioformer" / "version_0"
     results = json.loads((run_dir / "results.json").read_text())
     test_subjects = results["subjects"]["test"]
@@ -66,7 +67,8 @@ def test_fbd_and_probe_on_a_trained_bioformer_run(in_tmp: Path, capsys: pytest.C
     probe_command.run([str(run_dir), "--epochs", "20", "--device", "cpu", "--out", str(in_tmp / "probe")])
     rep = json.loads((in_tmp / "probe" / "probe.json").read_text())
     assert (in_tmp / "probe" / "probe.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    bf = BioFormer(n_chans=3, n_outputs=2, n_times=64, sfreq=128.0, d_model=16, d_ff=32, n_heads=2, n_layers=2)
+    bf = BioFormer(n_chans=3, n_outputs=2, n_times=64, sfreq=128.0, d_model=16,
+                   d_ff=32, n_heads=2, n_layers=2)
     assert rep["feature_dim"] == bf.feature_dim and rep["n_windows"] == 60
     # 30 % of each (subject, class) cell, rounded per cell
     assert rep["probe"]["n_train"] + rep["probe"]["n_test"] == 60 and 15 <= rep["probe"]["n_test"] <= 21
@@ -79,7 +81,9 @@ def test_fbd_and_probe_on_a_trained_bioformer_run(in_tmp: Path, capsys: pytest.C
     feats = subject_probe.collect_features(load_run(run_dir), "test")
     assert feats["features"].shape == (60, bf.feature_dim)
     for key, labels in (("subject", feats["subject"]), ("label", feats["y"])):
-        assert rep["silhouette"][key]["score"] == pytest.approx(sk_silhouette(feats["features"], labels), abs=1e-5)
+        assert rep["silhouette"][key]["score"] == pytest.approx(
+            sk_silhouette(feats["features"], labels), abs=1e-5
+        )
     # two test subjects whose windows carry the stand-in's subject drift: the probe beats the majority guess
     assert rep["probe"]["subject_acc"] >= rep["probe"]["majority_acc"] + 0.2, rep["probe"]
     printed = capsys.readouterr().out

@@ -40,7 +40,8 @@ def _fit(tmp: Path, name: str, seed: int, **backbone: object) -> Path:
         "data": {"class_path": "CHBMITDataModule",
                  "init_args": {"synthetic": True, "synthetic_options": {"windows_per_subject": 8},
                                "batch_size": 16}},
-        "trainer": {"max_epochs": 1, "limit_train_batches": 2, "limit_val_batches": 1, "limit_test_batches": 1,
+        "trainer": {"max_epochs": 1, "limit_train_batches": 2, "limit_val_batches": 1,
+                    "limit_test_batches": 1,
                     "enable_progress_bar": False, "enable_model_summary": False, "log_every_n_steps": 1,
                     "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",
                                "init_args": {"save_dir": str(tmp / "runs"), "name": name}}},
@@ -56,7 +57,8 @@ def _fit(tmp: Path, name: str, seed: int, **backbone: object) -> Path:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory, _cache_dir: None) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("graphs")
-    return {"seed1": _fit(tmp, "sd", 1), "seed2": _fit(tmp, "sd", 2), "full": _fit(tmp, "full", 1, graph="full"),
+    return {"seed1": _fit(tmp, "sd", 1), "seed2": _fit(tmp, "sd", 2),
+            "full": _fit(tmp, "full", 1, graph="full"),
             "tmp": tmp}
 
 
@@ -84,7 +86,8 @@ def test_two_seeds_per_class_graphs_and_stability(runs: dict[str, Path],
         summary = json.loads((out / label / "graphs.json").read_text())
         assert summary["nodes"] == "channel" and summary["split"] == "test"
         assert len(summary["figures"]) == 2 and all(Path(f).stat().st_size > 1000 for f in summary["figures"])
-        # the listed edges are the class's most frequent ones (--top-edges 20), each with its counted frequency
+        # the listed edges are the class's most frequent ones (--top-edges 20), each with its counted
+        # frequency
         names = list(CHANNELS_23)
         for c, cls in enumerate(["background", "seizure"]):
             edges = summary["classes"][cls]["top_edges"]
@@ -110,7 +113,8 @@ def test_two_seeds_per_class_graphs_and_stability(runs: dict[str, Path],
     off = ~np.eye(23, dtype=bool)
     for name, row in report["classes"].items():
         a, b = saved[0][name], saved[1][name]
-        edges = [{(i, j) for i, j in zip(*np.nonzero((g > report["threshold"]) & off), strict=True)} for g in (a, b)]
+        edges = [{(i, j) for i,
+                  j in zip(*np.nonzero((g > report["threshold"]) & off), strict=True)} for g in (a, b)]
         union = edges[0] | edges[1]
         want_jaccard = len(edges[0] & edges[1]) / len(union) if union else 1.0
         assert row["n_pairs"] == 1 and row["jaccard"]["mean"] == pytest.approx(want_jaccard, abs=1e-12), name
@@ -139,9 +143,11 @@ def test_class_graph_is_the_mean_of_per_sample_adjacency(runs: dict[str, Path]) 
     assert not list(out.glob("*.png"))
 
 
-def test_planted_graph_recovery_is_reported_beside_a_random_graph(runs: dict[str, Path],
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    """The CHB-MIT stand-in plants 11 couplings (SYNTHETIC_DEFAULTS); biosig graphs scores the learned graph on them."""
+def test_planted_graph_recovery_is_reported_beside_a_random_graph(
+    runs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CHB-MIT stand-in plants 11 couplings (SYNTHETIC_DEFAULTS); biosig graphs scores the learned graph
+    on them."""
     from biosig_lightning.data.synthetic_coupling import plant_coupling, truth_adjacency
     from biosig_lightning.runs import load_run
 
@@ -150,7 +156,8 @@ def test_planted_graph_recovery_is_reported_beside_a_random_graph(runs: dict[str
     assert "planted-edge recovery" in capsys.readouterr().out
     dm = load_run(runs["seed1"]).datamodule
     recorded = dm.reader().config()["coupling"]
-    # the truth recorded in the stand-in's config is the one planted from its seed (the same for every subject)
+    # the truth recorded in the stand-in's config is the one planted from its seed (the same for every
+    # subject)
     assert recorded == [e.to_dict() for e in plant_coupling(23, 11, seed=0, nyquist=128.0)]
     truth = truth_adjacency(recorded, list(CHANNELS_23), list(CHANNELS_23))
     assert truth.sum() == len({(e["parent"], e["child"]) for e in recorded}) == 11
@@ -210,7 +217,9 @@ def test_jaccard_pearson_and_incompatible_runs() -> None:
     with pytest.raises(GraphError, match="other graph nodes"):
         stability([graphs(["x", "y"]), graphs(["x", "z"])], ["r0", "r1"])
     empty = stability([graphs(["x", "y"]), graphs(["x", "y"])], ["r0", "r1"])
-    assert empty["classes"]["a"]["jaccard"]["mean"] == 1.0 and empty["classes"]["a"]["pearson"]["mean"] is None
+    assert (
+        empty["classes"]["a"]["jaccard"]["mean"] == 1.0 and empty["classes"]["a"]["pearson"]["mean"] is None
+    )
 
 
 def _class_graphs(freq: np.ndarray) -> ClassGraphs:

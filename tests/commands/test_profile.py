@@ -16,7 +16,8 @@ def test_eval_mode_transformer_counts_attention_matmuls() -> None:
     model = TransformerClassifier(**TSLIB_APAVA).eval()
     x = torch.randn(1, 16, 256)
     flops = count_forward_flops(model, x)
-    # measured on NKU-EmbeddedSystem/BioFormer: 0.607 GFLOP for the authors' TSLib Transformer with this counter; the
+    # measured on NKU-EmbeddedSystem/BioFormer: 0.607 GFLOP for the authors' TSLib Transformer with this
+    # counter; the
     # fused eval-mode kernel would hide QK^T and AV, 2 * 2 * 6 layers * 256^2 * 128 = 0.201 GFLOP
     attention = 2 * 2 * 6 * 256 * 256 * 128
     assert abs(flops - 607_256_576) < 0.01 * flops

@@ -18,7 +18,8 @@ from biosig_lightning.cli import main
 from tests.conftest import EXPERIMENTS
 from tests.helpers import csv_val_epochs
 
-SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")]
+SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config",
+         str(EXPERIMENTS / "overlays" / "smoke.yaml")]
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,10 @@ def repeated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _results(out: Path) -> dict[int, dict]:
-    return {int(p.parent.name.split("_")[1]): json.loads(p.read_text()) for p in sorted(out.glob("seed_*/results.json"))}
+    return {
+        int(p.parent.name.split("_")[1]): json.loads(p.read_text())
+        for p in sorted(out.glob("seed_*/results.json"))
+    }
 
 
 def test_repeat_one_run_per_seed_and_resumes(repeated: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -80,7 +84,8 @@ def test_repeat_workers_rerun_an_interrupted_seed(repeated: Path, tmp_path: Path
     # each seed says when it starts and, as it ends, its score and where its results are
     assert f"seed 5: fitting into {out / 'seed_5'}, log {out / 'seed_5.log'}" in text
     for seed in (4, 5):
-        assert re.search(rf"seed {seed}: done in \d+ s, test/f1 \d\.\d{{4}}, results {re.escape(str(out))}/seed_{seed}/results.json",
+        assert re.search(rf"seed {seed}: done in \d+ s, test/f1 \d\.\d{{4}}, results "
+                         rf"{re.escape(str(out))}/seed_{seed}/results.json",
                          text), text
     assert "it/s]" not in (out / "seed_5.log").read_text()  # no progress bars in the logs
     res = _results(out)
@@ -143,7 +148,9 @@ DEMO_ROW, COPY_ROW = "CNN1D +smoke (demo)", "CNN1D +smoke (variant)"
 
 
 def _markdown_rows(table: str) -> dict[str, list[str]]:
-    return {ln.split("|")[1].strip(): [c.strip() for c in ln.split("|")[2:-1]] for ln in table.splitlines()[2:]}
+    return {
+        ln.split("|")[1].strip(): [c.strip() for c in ln.split("|")[2:-1]] for ln in table.splitlines()[2:]
+    }
 
 
 def test_report_markdown_table_and_figures(repeated: Path, tmp_path: Path,
@@ -209,7 +216,8 @@ def test_report_latex_renders(repeated: Path, tmp_path: Path, capsys: pytest.Cap
 def test_report_counts_a_run_once_when_directories_overlap(repeated: Path, tmp_path: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     demo = repeated / "demo"
-    main(["report", str(demo), str(demo), str(demo / "seed_3"), "--metrics", "acc", "--figures", str(tmp_path / "f")])
+    main(["report", str(demo), str(demo), str(demo / "seed_3"), "--metrics", "acc",
+          "--figures", str(tmp_path / "f")])
     captured = capsys.readouterr()
     assert "(n=2)" in captured.out and "(n=4)" not in captured.out and "(n=5)" not in captured.out
     assert "twice" not in captured.err and "times" not in captured.err
@@ -248,18 +256,23 @@ def test_report_rows_are_model_and_variant_columns_are_datasets(tmp_path: Path,
     assert table.splitlines()[0] == "| model | apava: f1 | apava: ece | ptb: f1 | ptb: ece |"
     assert list(rows) == ["Medformer", "Medformer +mmd"]
     assert rows["Medformer"][0] == "0.700 ± 0.000 (n=2)" and rows["Medformer"][2] == "**0.800 ± 0.000 (n=2)**"
-    assert rows["Medformer +mmd"][0] == "**0.750 ± 0.000 (n=2)**" and rows["Medformer +mmd"][2] == "0.600 ± 0.000 (n=2)"
+    assert (
+        rows["Medformer +mmd"][0] == "**0.750 ± 0.000 (n=2)**"
+        and rows["Medformer +mmd"][2] == "0.600 ± 0.000 (n=2)"
+    )
     # ECE: lower is better, and equal ECEs are a tie: both marked
     assert all(rows[r][c].startswith("**") for r in rows for c in (1, 3))
 
 
-def test_report_derives_the_variant_of_older_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_derives_the_variant_of_older_results(tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
     # results.json written before `variant` existed: the experiment name's '+' parts, minus the dataset's
     _result(tmp_path, "bioformer_apava+synthetic+smoke", "BioFormer", "apava-synthetic", 1, 0.5)
     _result(tmp_path, "bioformer_ptb+synthetic+smoke", "BioFormer", "ptb-synthetic", 1, 0.6)
     _result(tmp_path, "bioformer_ptb+no_scln+synthetic+smoke", "BioFormer", "ptb-synthetic", 1, 0.7)
     main(["report", str(tmp_path), "--metrics", "f1", "--figures", str(tmp_path / "f")])
-    assert list(_markdown_rows(capsys.readouterr().out.strip())) == ["BioFormer +smoke", "BioFormer +no_scln+smoke"]
+    assert list(_markdown_rows(capsys.readouterr().out.strip())) == ["BioFormer +smoke",
+                                                                     "BioFormer +no_scln+smoke"]
 
 
 def test_best_cell_needs_two_rows_and_compares_displayed_values() -> None:
@@ -273,7 +286,8 @@ def test_best_cell_needs_two_rows_and_compares_displayed_values() -> None:
         (a, "d2", "ece"): (0.1204, 0.0, 3), (b, "d2", "ece"): (0.1196, 0.0, 3),  # 0.120 vs 0.120
         (c, "d2", "ece"): (0.2, 0.0, 3),
     }
-    assert best_cells(stats, digits=3) == {(a, "d2", "f1"), (b, "d2", "f1"), (a, "d2", "ece"), (b, "d2", "ece")}
+    assert best_cells(stats, digits=3) == {(a, "d2", "f1"), (b, "d2", "f1"),
+                                           (a, "d2", "ece"), (b, "d2", "ece")}
     assert best_cells(stats, digits=4) == {(b, "d2", "f1"), (b, "d2", "ece")}
 
 
@@ -300,7 +314,8 @@ def test_variant_overrides_name_their_own_experiment(tmp_path: Path) -> None:
     best = tmp_path / "runs" / "tune" / "lr_search" / "best.yaml"
     best.parent.mkdir(parents=True)
     best.write_text("model:\n  init_args: {lr: 0.001}\n")
-    assert experiment_name(["--config", str(base), "--config", str(best)]) == "sdformer_sleepedf+lr_search_best"
+    assert experiment_name(["--config",
+                            str(base), "--config", str(best)]) == "sdformer_sleepedf+lr_search_best"
 
 
 def test_logging_overlays_do_not_rename_the_experiment(tmp_path: Path) -> None:
@@ -309,12 +324,15 @@ def test_logging_overlays_do_not_rename_the_experiment(tmp_path: Path) -> None:
     demo, smoke, synthetic = (str(EXPERIMENTS / f"{n}.yaml") for n in ("demo", "smoke", "synthetic"))
     bars = tmp_path / "quiet.yaml"
     bars.write_text("trainer: {enable_progress_bar: false}\nwandb: {tags: [x]}\nrun: {group: g}\n")
-    for overlay in (EXPERIMENTS / "overlays" / "wandb.yaml", EXPERIMENTS / "overlays" / "tensorboard.yaml", bars):
+    for overlay in (EXPERIMENTS / "overlays" / "wandb.yaml",
+                    EXPERIMENTS / "overlays" / "tensorboard.yaml", bars):
         assert is_overlay(overlay), overlay
-        assert experiment_name(["--config", demo, "--config", smoke, "--config", str(overlay)]) == "demo+smoke"
+        assert experiment_name(["--config", demo, "--config", smoke,
+                                "--config", str(overlay)]) == "demo+smoke"
     # files that change results keep their place in the name
     assert not is_overlay(smoke) and not is_overlay(synthetic)
-    assert experiment_name(["--config", demo, "--config", synthetic, "--config", smoke]) == "demo+synthetic+smoke"
+    assert experiment_name(["--config", demo, "--config",
+                            synthetic, "--config", smoke]) == "demo+synthetic+smoke"
 
 
 def test_repeat_with_a_dashboard_overlay_resumes_the_same_seeds(repeated: Path, in_tmp: Path,
@@ -330,17 +348,21 @@ def test_variant_leaves_out_what_the_row_and_column_already_say() -> None:
 
     t3 = EXPERIMENTS / "bioformer" / "baselines"
     configs = [EXPERIMENTS / "bioformer_apava.yaml", t3 / "medformer.yaml", t3 / "mmd.yaml",
-               EXPERIMENTS / "overlays" / "synthetic.yaml", EXPERIMENTS / "overlays" / "smoke.yaml", EXPERIMENTS / "overlays" / "wandb.yaml"]
-    # medformer.yaml picks the model (the row's name), synthetic.yaml the dataset (the column), wandb changes nothing
+               EXPERIMENTS / "overlays" / "synthetic.yaml", EXPERIMENTS / "overlays" / "smoke.yaml",
+               EXPERIMENTS / "overlays" / "wandb.yaml"]
+    # medformer.yaml picks the model (the row's name), synthetic.yaml the dataset (the column), wandb changes
+    # nothing
     assert variant_of(configs) == "mmd+smoke"
     assert variant_of(configs[:1]) == ""
-    assert variant_of([EXPERIMENTS / "sdformer_sleepedf.yaml", EXPERIMENTS / "sdformer" / "variants" / "no_dag.yaml"]) \
+    assert variant_of([EXPERIMENTS / "sdformer_sleepedf.yaml",
+                       EXPERIMENTS / "sdformer" / "variants" / "no_dag.yaml"]) \
         == "no_dag"
 
 
 def test_report_per_subject_reads_real_test_predictions(repeated: Path, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    """``--per-subject`` on runs written by ``biosig fit``: the npz keys and subject ids as a real run saves them."""
+    """``--per-subject`` on runs written by ``biosig fit``: the npz keys and subject ids as a real run saves
+    them."""
     main(["report", str(repeated / "demo"), "--metrics", "acc", "--per-subject", "--format", "csv",
           "--figures", str(tmp_path / "f")])
     _, block = capsys.readouterr().out.strip().split("\n\n")
@@ -355,4 +377,7 @@ def test_report_per_subject_reads_real_test_predictions(repeated: Path, tmp_path
     assert len(acc) >= 2 and row["synthetic/subject_acc/n"] == str(len(acc))
     assert float(row["synthetic/subject_acc/mean"]) == pytest.approx(acc.mean(), abs=1e-12)
     assert float(row["synthetic/subject_acc/std"]) == pytest.approx(acc.std(ddof=1), abs=1e-12)
-    assert float(row["synthetic/subject_acc/min"]) == acc.min() and float(row["synthetic/subject_acc/max"]) == acc.max()
+    assert (
+        float(row["synthetic/subject_acc/min"]) == acc.min()
+        and float(row["synthetic/subject_acc/max"]) == acc.max()
+    )

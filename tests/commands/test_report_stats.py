@@ -81,11 +81,16 @@ def test_table1_columns_in_percent_with_params(tmp_path: Path, capsys: pytest.Ca
                dict(acc=acc, precision=0.9, recall=0.9, f1=0.9), num_params=1618)
     out, _ = _report(capsys, root, "--table1")
     header = out.splitlines()[0]
-    assert header == ("| model | turkish: accuracy | turkish: precision | turkish: recall | turkish: specificity | "
+    assert header == ("| model | turkish: accuracy | turkish: precision | turkish: recall | turkish: "
+                      "specificity | "
                       "turkish: f1 | turkish: params |")
     rows = _md_rows(out)
     acc = 100 * np.array([0.97, 0.98])
-    assert rows["SignedGraph"][0] == f"**{acc.mean():.3f} ± {acc.std(ddof=1):.3f} (n=2)**" == "**97.500 ± 0.707 (n=2)**"
+    assert (
+        rows["SignedGraph"][0]
+        == f"**{acc.mean():.3f} ± {acc.std(ddof=1):.3f} (n=2)**"
+        == "**97.500 ± 0.707 (n=2)**"
+    )
     assert rows["SignedGraph"][3] == "98.000 ± 0.707 (n=2)"  # alone in its column: not bold
     assert rows["EEGNet"][3] == "–"
     # parameter counts are whole numbers and never "best"
@@ -113,11 +118,13 @@ def _subject_runs(root: Path) -> None:
     for seed, subjects in POOLED.items():
         _write(root, f"pooled_{seed}", "Pooled", "turkish", seed, {"acc": 0.7}, subjects=subjects)
     for s, correct in LOSO.items():
-        _write(root, f"loso_fold{s}", "Loso", "turkish", 0, {"acc": float(np.mean(correct))}, split_id=f"fold{s}",
+        _write(root, f"loso_fold{s}", "Loso", "turkish", 0, {"acc": float(np.mean(correct))},
+               split_id=f"fold{s}",
                subjects={s: correct})
 
 
-def test_per_subject_spread_pools_seeds_and_loso_folds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_per_subject_spread_pools_seeds_and_loso_folds(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "runs"
     _subject_runs(root)
     out, err = _report(capsys, root, "--per-subject", "--format", "csv")
@@ -133,7 +140,10 @@ def test_per_subject_spread_pools_seeds_and_loso_folds(tmp_path: Path, capsys: p
         row = by_model[model]
         assert float(row["turkish/subject_acc/mean"]) == pytest.approx(v.mean(), abs=1e-12)
         assert float(row["turkish/subject_acc/std"]) == pytest.approx(v.std(ddof=1), abs=1e-12)
-        assert float(row["turkish/subject_acc/min"]) == v.min() and float(row["turkish/subject_acc/max"]) == v.max()
+        assert (
+            float(row["turkish/subject_acc/min"]) == v.min()
+            and float(row["turkish/subject_acc/max"]) == v.max()
+        )
         assert row["turkish/subject_acc/n"] == str(len(v))
     out, _ = _report(capsys, root, "--per-subject")
     block = _md_sections(out)[1]
@@ -197,7 +207,8 @@ def _paired_runs(root: Path) -> None:
         _write(root, f"eegnet_{i}", "EEGNet", "turkish", seed, {"acc": acc, "f1": acc}, split_id=split)
 
 
-def test_paired_t_test_pairs_runs_by_split_and_seed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_paired_t_test_pairs_runs_by_split_and_seed(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "runs"
     _paired_runs(root)
     keys = sorted(OURS)
@@ -216,7 +227,8 @@ def test_paired_t_test_pairs_runs_by_split_and_seed(tmp_path: Path, capsys: pyte
     assert block.startswith("Paired t-test of acc, Ours vs EEGNet, runs paired by seed and split")
     ours, base = np.array([OURS[k] for k in keys]), np.array([BASE[k] for k in keys])
     assert _md_rows(block)["turkish"] == [f"{ours.mean():.3f} ± {ours.std(ddof=1):.3f}",
-                                         f"{base.mean():.3f} ± {base.std(ddof=1):.3f}", f"{(ours - base).mean():.3f}",
+                                         f"{base.mean():.3f} ± {base.std(ddof=1):.3f}",
+                                          f"{(ours - base).mean():.3f}",
                                          f"{ref.statistic:.3f}", "3", f"{ref.pvalue:.3g}", "4"]
 
 
@@ -227,7 +239,8 @@ def test_welch_t_test_over_seeds(tmp_path: Path, capsys: pytest.CaptureFixture[s
         _write(root, f"bioformer_{seed}", "BioFormer", "apava", seed, {"f1": f1, "acc": 0.5})
     for seed, f1 in enumerate(b):
         _write(root, f"medformer_{seed}", "Medformer", "apava", seed + 10, {"f1": f1, "acc": 0.5})
-    out, _ = _report(capsys, root, "--metrics", "f1,acc", "--welch", "BioFormer", "Medformer", "--format", "csv")
+    out, _ = _report(capsys, root, "--metrics", "f1,acc", "--welch", "BioFormer",
+                     "Medformer", "--format", "csv")
     (row,) = _csv_blocks(out)[1]
     ref = sps.ttest_ind(a, b, equal_var=False)
     assert float(row["t"]) == pytest.approx(ref.statistic, rel=1e-10)
@@ -328,12 +341,17 @@ def test_default_columns_follow_the_runs_protocol(tmp_path: Path, capsys: pytest
     # a run of another protocol among them: the common columns again
     _write(root, "b", "EEGNet", "apava", 1, dict(acc=0.7, f1=0.6, auroc=0.8, ece=0.05))
     out, _ = _report(capsys, root, "--format", "csv")
-    assert [k.split("/")[1] for k in _csv_blocks(out)[0][0] if k.startswith("apava/") and k.endswith("/mean")] == [
-        "acc", "f1", "auroc", "ece"]
+    assert [
+        k.split("/")[1] for k in _csv_blocks(out)[0][0] if k.startswith("apava/") and k.endswith("/mean")
+    ] == ["acc", "f1", "auroc", "ece"]
     sleep = tmp_path / "sleep"
     _write(sleep, "a", "SPDTransNet", "mass", 1, dict(acc=0.8, f1=0.7, macro_f1=0.7, kappa=0.72, ece=0.1))
     out, _ = _report(capsys, sleep, "--format", "csv")
-    assert [k.split("/")[1] for k in _csv_blocks(out)[0][0] if k.endswith("/mean")] == ["macro_f1", "kappa", "acc"]
+    assert [k.split("/")[1] for k in _csv_blocks(out)[0][0] if k.endswith("/mean")] == [
+        "macro_f1",
+        "kappa",
+        "acc",
+    ]
 
 
 def test_cv_directory_gives_table1_of_spdtransnet_over_folds(tmp_path: Path,
@@ -346,7 +364,8 @@ def test_cv_directory_gives_table1_of_spdtransnet_over_folds(tmp_path: Path,
     folds = {0: dict(f1=0.71, macro_acc=0.74, f1_n1=0.35), 1: dict(f1=0.66, macro_acc=0.70, f1_n1=0.22),
              2: dict(f1=0.80, macro_acc=0.79, f1_n1=0.51)}
     for k, m in folds.items():  # biosig cv's layout: one fit per fold, same seed, another split
-        _write(root, f"fold_{k:02d}", "SPDTransNet", "mass_ss3", 42, {**m, "acc": 0.8, "kappa": 0.7, "auroc": 0.9,
+        _write(root, f"fold_{k:02d}", "SPDTransNet", "mass_ss3", 42,
+               {**m, "acc": 0.8, "kappa": 0.7, "auroc": 0.9,
                                                                      "ece": 0.05}, split_id=f"fold{k}")
     out, err = _report(capsys, root, "--format", "csv")
     assert "holds seed" not in err  # folds are not copies of one run
@@ -380,15 +399,22 @@ def test_sleep_table1_columns_from_predictions_of_a_run_that_did_not_log_them(
     run = _write(root, "base", "CNN1D", "sleep", 1, dict(f1=0.6))
     res = json.loads((run / "results.json").read_text())
     (run / "results.json").write_text(json.dumps({**res, "classes": ["W", "N1", "N2", "N3", "REM"]}))
-    np.savez(run / "test_predictions.npz", probs=np.eye(5)[pred], y=y, subject=np.zeros_like(y), index=np.arange(12))
+    np.savez(run / "test_predictions.npz", probs=np.eye(5)[pred], y=y,
+             subject=np.zeros_like(y), index=np.arange(12))
     _write(root, "spd", "SPDTransNet", "sleep", 1, dict(f1=0.7, macro_acc=0.75, f1_n1=0.4))
     out, _ = _report(capsys, root, "--format", "csv", "--metrics", "f1,macro_acc,f1_n1")
     rows = {r["model"]: r for r in _csv_blocks(out)[0]}
-    assert float(rows["CNN1D"]["sleep/macro_acc/mean"]) == pytest.approx(recall_score(y, pred, average="macro"))
-    assert float(rows["CNN1D"]["sleep/f1_n1/mean"]) == pytest.approx(f1_score(y, pred, labels=[1], average=None)[0])
-    assert float(rows["CNN1D"]["sleep/f1_n1/mean"]) == pytest.approx(4 / 7)  # N1: 2 of 3 found, 2 false alarms
+    assert float(rows["CNN1D"]["sleep/macro_acc/mean"]) == pytest.approx(
+        recall_score(y, pred, average="macro")
+    )
+    assert float(rows["CNN1D"]["sleep/f1_n1/mean"]) == pytest.approx(f1_score(y, pred,
+                                                                              labels=[1], average=None)[0])
+    assert float(rows["CNN1D"]["sleep/f1_n1/mean"]) == pytest.approx(
+        4 / 7
+    )  # N1: 2 of 3 found, 2 false alarms
     assert float(rows["SPDTransNet"]["sleep/f1_n1/mean"]) == 0.4
     # without predictions the column cannot be filled: one error naming the run
     (run / "test_predictions.npz").unlink()
-    with pytest.raises(SystemExit, match=r"base/test_predictions\.npz: no test predictions.*macro accuracy and N1 F1"):
+    with pytest.raises(SystemExit,
+                       match=r"base/test_predictions\.npz: no test predictions.*macro accuracy and N1 F1"):
         _report(capsys, root, "--metrics", "f1,f1_n1")

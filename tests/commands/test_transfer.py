@@ -1,4 +1,5 @@
-"""``biosig transfer``: channel mapping, window adapter, probe, and both SD-Former transfer directions end to end."""
+"""``biosig transfer``: channel mapping, window adapter, probe, and both SD-Former transfer directions end to
+end."""
 
 from __future__ import annotations
 
@@ -27,9 +28,11 @@ TINY_SDFORMER = {"d_model": 8, "n_layers": 1, "n_heads": 2, "d_ff": 16, "stft_fr
                  "encoder_ff": 8, "edge_hidden": 8, "recon_hidden": 8, "dropout": 0.0}
 DATA = {
     "chbmit": {"class_path": "CHBMITDataModule",
-               "init_args": {"synthetic": True, "synthetic_options": {"windows_per_subject": 8}, "batch_size": 16}},
+               "init_args": {"synthetic": True,
+                             "synthetic_options": {"windows_per_subject": 8}, "batch_size": 16}},
     "sleep": {"class_path": "SleepEDFDataModule",
-              "init_args": {"synthetic": True, "synthetic_options": {"windows_per_subject": 10}, "batch_size": 16}},
+              "init_args": {"synthetic": True,
+                            "synthetic_options": {"windows_per_subject": 10}, "batch_size": 16}},
 }
 
 
@@ -46,7 +49,8 @@ def _fit(tmp: Path, corpus: str, band_pooling: bool) -> Path:
                                              "init_args": {**TINY_SDFORMER, "band_pooling": band_pooling}},
                                 "scheduler": "none", "early_stopping_patience": None}},
         "data": DATA[corpus],
-        "trainer": {"max_epochs": 1, "limit_train_batches": 2, "limit_val_batches": 1, "limit_test_batches": 1,
+        "trainer": {"max_epochs": 1, "limit_train_batches": 2, "limit_val_batches": 1,
+                    "limit_test_batches": 1,
                     "enable_progress_bar": False,
                     "enable_model_summary": False, "log_every_n_steps": 1,
                     "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",
@@ -185,9 +189,14 @@ def test_chbmit_to_sleep_edf(runs: dict[str, Path], capsys: pytest.CaptureFixtur
          "--epochs", "15", "--patience", "5"])
     printed = capsys.readouterr().out.strip().splitlines()
     assert printed[-1] == f"transfer: {out / 'transfer.json'}"
-    assert any(line.startswith("transfer: SDFormer chbmit-synthetic -> sleep_edf-synthetic") for line in printed)
+    assert any(
+        line.startswith("transfer: SDFormer chbmit-synthetic -> sleep_edf-synthetic") for line in printed
+    )
     report = json.loads((out / "transfer.json").read_text())
-    assert report["source"]["dataset"] == "chbmit-synthetic" and report["target"]["dataset"] == "sleep_edf-synthetic"
+    assert (
+        report["source"]["dataset"] == "chbmit-synthetic"
+        and report["target"]["dataset"] == "sleep_edf-synthetic"
+    )
     mapping = report["mapping"]
     assert mapping["channels"]["method"] == "nearest-midpoint" and len(mapping["channels"]["pairs"]) == 23
     assert {p["target"] for p in mapping["channels"]["pairs"]} == set(SLEEP)
@@ -203,7 +212,8 @@ def test_chbmit_to_sleep_edf(runs: dict[str, Path], capsys: pytest.CaptureFixtur
     assert state["linear.weight"].shape == (5, TINY_SDFORMER["d_model"])
 
 
-def test_sleep_edf_to_chbmit_leaves_backbone_unchanged(runs: dict[str, Path], probed: dict[str, torch.Tensor]) -> None:
+def test_sleep_edf_to_chbmit_leaves_backbone_unchanged(runs: dict[str, Path],
+                                                       probed: dict[str, torch.Tensor]) -> None:
     results = json.loads((runs["sleep"] / "results.json").read_text())
     saved = torch.load(results["best_checkpoint"], map_location="cpu", weights_only=True)["state_dict"]
     before = {k.removeprefix("backbone."): v for k, v in saved.items() if k.startswith("backbone.")}
@@ -220,7 +230,10 @@ def test_sleep_edf_to_chbmit_leaves_backbone_unchanged(runs: dict[str, Path], pr
     assert [p["target"] for p in report["mapping"]["channels"]["pairs"]] == ["FZ-CZ", "P3-O1"]
     # 2 s at 256 Hz -> 200 samples at 100 Hz, mirror-tiled to the 3000-sample Sleep-EDF window
     assert report["mapping"]["time"]["resampled_n_times"] == 200
-    assert report["mapping"]["time"]["extension"] == "mirror-tile" and report["mapping"]["time"]["n_segments"] == 1
+    assert (
+        report["mapping"]["time"]["extension"] == "mirror-tile"
+        and report["mapping"]["time"]["n_segments"] == 1
+    )
     assert report["probe"]["class_weight"] == "none" and report["target"]["spec"]["n_times"] == 512
     _check_metrics(report, probed)
 

@@ -22,7 +22,8 @@ from biosig_lightning.tuning.pruning import OptunaPruning
 from biosig_lightning.tuning.storage import open_storage
 from tests.conftest import EXPERIMENTS, REPO
 
-SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")]
+SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config",
+         str(EXPERIMENTS / "overlays" / "smoke.yaml")]
 SPACE = """
 model.init_args.lr: {type: float, low: 1.0e-3, high: 1.0e-2, log: true}
 model.init_args.backbone.init_args.width: {type: categorical, choices: [8, 16]}
@@ -36,7 +37,8 @@ def _space(tmp: Path, text: str = SPACE) -> str:
 
 
 def _tune_args(tmp: Path, study: str, n: int, *extra: str) -> list[str]:
-    return ["tune", *SMOKE, "--search-space", _space(tmp), "--study-name", study, "--n-trials", str(n), *extra]
+    return ["tune", *SMOKE, "--search-space", _space(tmp), "--study-name", study,
+            "--n-trials", str(n), *extra]
 
 
 def test_tune_two_trials_and_best_config_fits(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -61,7 +63,9 @@ def test_tune_two_trials_and_best_config_fits(in_tmp: Path, capsys: pytest.Captu
     res_path = Path(capsys.readouterr().out.strip().splitlines()[-1].split("results: ", 1)[1])
     cfg = json.loads(res_path.read_text())["config"]["model"]["init_args"]
     assert cfg["lr"] == pytest.approx(study.best_params["model.init_args.lr"])
-    assert cfg["backbone"]["init_args"]["width"] == study.best_params["model.init_args.backbone.init_args.width"]
+    assert (
+        cfg["backbone"]["init_args"]["width"] == study.best_params["model.init_args.backbone.init_args.width"]
+    )
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
@@ -72,7 +76,8 @@ def test_two_workers_share_one_study(in_tmp: Path, backend: str, request: pytest
         study_name = f"shared_{os.getpid()}_{time.time_ns()}"
     else:
         url, study_name = "sqlite:///shared.db", "shared"
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
+    env = dict(os.environ,
+               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), OMP_NUM_THREADS="1")
     # each worker's first trial waits until the other worker has one too: both must run trials
     barrier = ["--trainer.callbacks+=tests.helpers.WaitForPeers",
                "--trainer.callbacks.init_args.directory", str(in_tmp / f"peers_{backend}")]
@@ -95,7 +100,9 @@ def test_two_workers_share_one_study(in_tmp: Path, backend: str, request: pytest
         f"trial_{t.number}" for t in ran)
     for t in ran:
         versions = list((runs / f"trial_{t.number}").iterdir())
-        assert len(versions) == 1 and t.user_attrs["run_dir"] == str(versions[0].relative_to(in_tmp)), versions
+        assert len(versions) == 1 and t.user_attrs["run_dir"] == str(versions[0].relative_to(in_tmp)), (
+            versions
+        )
     # both workers ran trials (each records host:pid on its trials)
     workers = {t.user_attrs["worker"] for t in ran}
     assert workers == {f"{socket.gethostname()}:{p.pid}" for p in procs}, workers
@@ -134,7 +141,8 @@ def test_ddp_spawn_trial_is_pruned_on_both_ranks(in_tmp: Path) -> None:
         study.add_trial(optuna.trial.create_trial(
             params={"model.init_args.lr": 3e-3}, distributions={"model.init_args.lr": dist}, value=2.0,
             intermediate_values={0: 2.0, 1: 2.0, 2: 2.0}))
-    args = [*SMOKE, "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy", "ddp_spawn",
+    args = [*SMOKE, "--trainer.accelerator", "cpu", "--trainer.devices", "2", "--trainer.strategy",
+            "ddp_spawn",
             "--trainer.max_epochs", "3", "--model.init_args.early_stopping_patience", "null",
             "--trainer.callbacks+=tests.helpers.RecordRank"]
     objective = make_objective(args, {"model.init_args.lr": dist}, "val/f1", "maximize", 6,
@@ -168,7 +176,8 @@ class _Trial:
 
 
 def _rank_trainer(rank: int, decision_from_rank0: bool) -> SimpleNamespace:
-    return SimpleNamespace(sanity_checking=False, current_epoch=3, callback_metrics={"val/f1": torch.tensor(0.5)},
+    return SimpleNamespace(sanity_checking=False, current_epoch=3,
+                           callback_metrics={"val/f1": torch.tensor(0.5)},
                            is_global_zero=rank == 0, world_size=2, should_stop=False,
                            strategy=SimpleNamespace(broadcast=lambda obj, src=0: decision_from_rank0))
 
@@ -234,7 +243,9 @@ def test_unreachable_storage_names_the_url(in_tmp: Path, url: str) -> None:
     started = time.monotonic()
     with pytest.raises(SystemExit) as err:
         main(_tune_args(in_tmp, "u", 1, "--storage", url))
-    assert url in str(err.value) and "cannot open study storage" in str(err.value) and "\n" not in str(err.value)
+    assert (
+        url in str(err.value) and "cannot open study storage" in str(err.value) and "\n" not in str(err.value)
+    )
     assert time.monotonic() - started < 30  # a dead server is an error in seconds, not a hang
 
 
@@ -260,7 +271,8 @@ def test_pruning_callback_reports_and_prunes() -> None:
     study = optuna.create_study(direction="maximize", pruner=optuna.pruners.ThresholdPruner(lower=0.5))
     trial = study.ask()
     cb = OptunaPruning(trial, "val/f1", "maximize")
-    trainer = SimpleNamespace(sanity_checking=False, current_epoch=0, callback_metrics={"val/f1": torch.tensor(0.7)},
+    trainer = SimpleNamespace(sanity_checking=False, current_epoch=0,
+                              callback_metrics={"val/f1": torch.tensor(0.7)},
                               is_global_zero=True, world_size=1)
     cb.on_validation_end(trainer, None)  # above the threshold: reported, not pruned
     trainer.current_epoch, trainer.callback_metrics = 1, {"val/f1": torch.tensor(0.2)}
@@ -272,22 +284,43 @@ def test_pruning_callback_reports_and_prunes() -> None:
 
 
 # ---- the search space and setup are checked before any study exists -------------------------------------
-@pytest.mark.parametrize("text,message", [
-    # a later categorical choice the parser rejects (only the first one used to be tried)
-    ("model.init_args.backbone.init_args.width: {type: categorical, choices: [8, wide]}\n",
-     "search-space key 'model.init_args.backbone.init_args.width' (value wide) is not accepted by biosig fit"),
-    ("model.init_args.optimizer: {type: categorical, choices: [adamw, sgdx]}\n", "(value sgdx) is not accepted"),
-    ("model.init_args.lr: {type: float, low: 1.0e-3, high: 1.0e-2, log: true, step: 1.0e-3}\n",
-     "model.init_args.lr: log and step cannot be combined"),
-    ("model.init_args.backbone.init_args.width: {type: int, low: 8, high: 64, step: 8.5}\n",
-     "width: int step must be a whole number, got 8.5"),
-    ("model.init_args.backbone.init_args.width: {type: int, low: 2.5, high: 64}\n",
-     "width: int low must be a whole number, got 2.5"),
-    ("model.init_args.lr: {type: float, low: 0.0, high: 1.0e-2, log: true}\n", "log scale needs low > 0"),
-    ("model.init_args.lr: {type: float, low: 1.0e-3, high: 1.0e-2, log: yes please}\n", "log must be true or false"),
-    ("model.init_args.lr: {type: categorical, choices: [0.1, 0.1]}\n", "choices repeat a value"),
-    ("model.init_args.lr: {type: categorical, choices: [0.1], low: 0}\n", "unknown spec field(s) ['low']"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        # a later categorical choice the parser rejects (only the first one used to be tried)
+        (
+            "model.init_args.backbone.init_args.width: {type: categorical, choices: [8, wide]}\n",
+            "search-space key 'model.init_args.backbone.init_args.width' (value wide) is not accepted by "
+            "biosig fit",
+        ),
+        (
+            "model.init_args.optimizer: {type: categorical, choices: [adamw, sgdx]}\n",
+            "(value sgdx) is not accepted",
+        ),
+        (
+            "model.init_args.lr: {type: float, low: 1.0e-3, high: 1.0e-2, log: true, step: 1.0e-3}\n",
+            "model.init_args.lr: log and step cannot be combined",
+        ),
+        (
+            "model.init_args.backbone.init_args.width: {type: int, low: 8, high: 64, step: 8.5}\n",
+            "width: int step must be a whole number, got 8.5",
+        ),
+        (
+            "model.init_args.backbone.init_args.width: {type: int, low: 2.5, high: 64}\n",
+            "width: int low must be a whole number, got 2.5",
+        ),
+        ("model.init_args.lr: {type: float, low: 0.0, high: 1.0e-2, log: true}\n", "log scale needs low > 0"),
+        (
+            "model.init_args.lr: {type: float, low: 1.0e-3, high: 1.0e-2, log: yes please}\n",
+            "log must be true or false",
+        ),
+        ("model.init_args.lr: {type: categorical, choices: [0.1, 0.1]}\n", "choices repeat a value"),
+        (
+            "model.init_args.lr: {type: categorical, choices: [0.1], low: 0}\n",
+            "unknown spec field(s) ['low']",
+        ),
+    ],
+)
 def test_bad_search_space_is_one_error_before_the_study(in_tmp: Path, text: str, message: str) -> None:
     space = _space(in_tmp, text)
     with pytest.raises(SystemExit) as err:
@@ -341,7 +374,10 @@ def test_a_trial_the_parser_rejects_is_recorded_as_failed(in_tmp: Path) -> None:
     study.optimize(objective, n_trials=1, catch=(Exception,))
     (trial,) = study.trials
     assert trial.state == TrialState.FAIL
-    assert "biosig fit rejected the trial's config" in trial.user_attrs["error"] and "wide" in trial.user_attrs["error"]
+    assert (
+        "biosig fit rejected the trial's config" in trial.user_attrs["error"]
+        and "wide" in trial.user_attrs["error"]
+    )
     assert objective.fatal is None  # one bad value, not a broken setup: the worker goes on
 
 
@@ -379,7 +415,8 @@ def test_help_says_what_n_trials_counts(capsys: pytest.CaptureFixture[str]) -> N
 def test_a_preempted_trial_is_failed_queued_again_and_the_worker_exits_non_zero(in_tmp: Path) -> None:
     with pytest.raises(SystemExit) as err:
         main(_tune_args(in_tmp, "pre", 2, "--trainer.callbacks+=tests.helpers.SigtermAtEpoch"))
-    assert err.value.code == ("biosig tune: preempted (SIGTERM) in trial 0; the trial is FAIL and queued again with "
+    assert err.value.code == ("biosig tune: preempted (SIGTERM) in trial 0; the trial is FAIL and queued "
+                              "again with "
                               "its parameters: rerun the same command to go on")
     first, again = optuna.load_study(study_name="pre", storage="sqlite:///pre.db").trials
     assert first.state == TrialState.FAIL and first.user_attrs["error"].startswith("preempted (SIGTERM)")

@@ -47,7 +47,9 @@ def test_two_workers_share_a_postgres_study_with_ddp_trials(in_tmp: Path, env: d
              for _ in range(2)]
     outs = [p.communicate(timeout=600)[0] for p in procs]
     study = optuna.load_study(study_name=study_name, storage=open_storage(postgres_url))
-    errors = [f"trial {t.number}: {t.user_attrs.get('error')}" for t in study.trials if t.state == TrialState.FAIL]
+    errors = [
+        f"trial {t.number}: {t.user_attrs.get('error')}" for t in study.trials if t.state == TrialState.FAIL
+    ]
     assert [p.returncode for p in procs] == [0, 0], "\n".join([*errors, *(o[-4000:] for o in outs)])
     complete = [t for t in study.trials if t.state == TrialState.COMPLETE]
     assert len(complete) == 2

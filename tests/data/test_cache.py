@@ -24,7 +24,8 @@ from biosig_lightning.data.spec import CorpusSpec, DataError, WindowBlock
 SPEC = CorpusSpec(name="fake", ch_names=("C3", "C4"), sfreq=10.0, n_times=5, classes=("a", "b", "c"))
 
 # (subject, recording, n windows); starts are yielded out of order on purpose.
-LAYOUT = [(1, "s1-n1", 4), (1, "s1-n2", 3), (2, "s2-n1", 5), (3, "s3-n1", 1), (4, "s4-n1", 0), (4, "s4-n2", 2)]
+LAYOUT = [(1, "s1-n1", 4), (1, "s1-n2", 3), (2, "s2-n1", 5), (3, "s3-n1", 1),
+          (4, "s4-n1", 0), (4, "s4-n2", 2)]
 
 
 def _block(subject: int, recording: str, n: int) -> WindowBlock:
@@ -77,7 +78,8 @@ def test_round_trip_and_reload(tmp_path: Path) -> None:
     assert cache.signals.dtype == np.float32 and cache.signals.shape == (15, 2, 5)
     np.testing.assert_array_equal(cache.labels, np.concatenate([b.y for b in blocks]))
     np.testing.assert_array_equal(cache.starts, np.concatenate([b.start for b in blocks]))
-    np.testing.assert_array_equal(cache.subjects, np.repeat([b.subject for b in blocks], [len(b.y) for b in blocks]))
+    np.testing.assert_array_equal(cache.subjects,
+                                  np.repeat([b.subject for b in blocks], [len(b.y) for b in blocks]))
     assert cache.recording_names == [b.recording for b in blocks]  # the empty recording is not listed
     assert [cache.recording_names[r] for r in cache.recordings[[0, 4, 7, 12, 13]]] == \
         ["s1-n1", "s1-n2", "s2-n1", "s3-n1", "s4-n2"]
@@ -188,13 +190,15 @@ def test_corruption_is_detected(tmp_path: Path) -> None:
         _build_fresh(tmp_path)
 
     (d / "manifest.json").write_text('{"format_version": 1, "key": ')
-    with pytest.raises(CacheError, match=rf"{re.escape(str(d))}.*manifest.json is unreadable.*Delete that directory"):
+    with pytest.raises(CacheError,
+                       match=rf"{re.escape(str(d))}.*manifest.json is unreadable.*Delete that directory"):
         _build_fresh(tmp_path)
     load_or_build(FakeReader(), tmp_path, progress=False, rebuild=True)
 
     # Same reader config, different spec: the key cannot tell, the manifest can.
     other = CorpusSpec(name="fake", ch_names=("C3", "C4"), sfreq=20.0, n_times=5, classes=("a", "b", "c"))
-    with pytest.raises(CacheError, match=rf"{re.escape(str(d))}.*different corpus spec \(fields sfreq differ\)"):
+    with pytest.raises(CacheError,
+                       match=rf"{re.escape(str(d))}.*different corpus spec \(fields sfreq differ\)"):
         _build_fresh(tmp_path, spec=other)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
 
@@ -205,7 +209,9 @@ def test_quick_checks_edges_full_checks_everything(tmp_path: Path, monkeypatch: 
     _flip_byte(d / "signals.bin", 300)
     quick = load_cache(d)  # the middle of a large file is only read by a full check
     assert quick.signals.shape == (15, 2, 5)
-    with pytest.raises(CacheError, match=rf"{re.escape(str(d))}.*checksum mismatch in signals.bin \(its contents changed\)"):
+    with pytest.raises(CacheError,
+                       match=rf"{re.escape(str(d))}.*checksum mismatch in signals.bin \(its contents "
+                             rf"changed\)"):
         load_cache(d, verify="full")
     _flip_byte(d / "signals.bin", 590)
     with pytest.raises(CacheError, match=r"checksum mismatch in signals.bin at bytes 536..600"):
@@ -237,7 +243,8 @@ def test_concurrent_processes_share_one_build(tmp_path: Path) -> None:
     np.testing.assert_array_equal(load_cache(out[0]["dir"], verify="full").signals, _expected()[1])
 
 
-def test_concurrent_builders_without_lock_keep_one_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_concurrent_builders_without_lock_keep_one_cache(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     # Where flock does not hold (some network filesystems) both build; the rename decides.
     monkeypatch.setattr(cache_mod, "_locked", lambda path: contextlib.nullcontext())
     log = tmp_path / "builds.log"
@@ -313,16 +320,21 @@ def test_a_cache_the_disk_refuses_is_named_in_one_line(tmp_path: Path, monkeypat
     with pytest.raises(CacheError) as err:
         load_or_build(FakeReader(), tmp_path, progress=False)
     message = str(err.value)
-    assert message.startswith(f"cannot write the window cache in {tmp_path}: {os.strerror(code)}; ") and "\n" not in message
+    assert (
+        message.startswith(f"cannot write the window cache in {tmp_path}: {os.strerror(code)}; ")
+        and "\n" not in message
+    )
     assert "--data.init_args.cache_dir" in message
 
 
 @contextlib.contextmanager
 def _tmpfs(path: Path, options: str) -> Iterator[Path]:
     if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root (mount -t tmpfs); the injected-error test covers the rest")
+        pytest.skip("mounting a small tmpfs needs root (mount -t tmpfs); the injected-error test covers the "
+                    "rest")
     path.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
+                          capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     try:
@@ -338,4 +350,6 @@ def test_a_full_or_read_only_cache_disk_is_named(tmp_path: Path, options: str, r
         big = FakeReader(layout=[(1, "r1", 2000), (2, "r2", 2000)])  # 160 kB of windows for a 16 kB disk
         with pytest.raises(CacheError, match=rf"^cannot write the window cache in {root}: {reason}; "):
             load_or_build(big, root, progress=False)
-        assert [p.name for p in root.iterdir() if p.name.startswith(".tmp-")] == []  # no half-built cache left
+        assert [
+            p.name for p in root.iterdir() if p.name.startswith(".tmp-")
+        ] == []  # no half-built cache left

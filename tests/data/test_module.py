@@ -24,7 +24,8 @@ SHAPE = dict(n_chans=4, n_times=64, sfreq=64.0)
 
 
 def make_dm(tmp_path: Path, **kwargs) -> SyntheticDataModule:
-    options = dict(SHAPE, n_subjects=10, windows_per_subject=10, batch_size=8, cache_dir=str(tmp_path / "cache"))
+    options = dict(SHAPE, n_subjects=10, windows_per_subject=10, batch_size=8,
+                   cache_dir=str(tmp_path / "cache"))
     options.update(kwargs)
     return SyntheticDataModule(**options)
 
@@ -311,7 +312,9 @@ def test_context_window_edges_repeat_the_edge_window(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("normalization", ["window", "channel", "subject"])
-def test_context_centre_matches_the_flat_window_under_normalisation(tmp_path: Path, normalization: str) -> None:
+def test_context_centre_matches_the_flat_window_under_normalisation(
+    tmp_path: Path, normalization: str
+) -> None:
     ctx = collect(sleep_dm(tmp_path, context=1, normalization=normalization).val_dataloader())
     flat = collect(sleep_dm(tmp_path, context=0, normalization=normalization).val_dataloader())
     assert ctx["index"].tolist() == flat["index"].tolist()
@@ -400,7 +403,8 @@ def test_augmentation_is_train_only_in_a_real_fit(tmp_path: Path) -> None:
         def configure_optimizers(self):
             return torch.optim.SGD(self.parameters(), lr=0.0)
 
-    dm = make_dm(tmp_path, augment=Augment(jitter=0.5, scaling=0.5, channel_dropout=0.5), normalization="none")
+    dm = make_dm(tmp_path,
+                 augment=Augment(jitter=0.5, scaling=0.5, channel_dropout=0.5), normalization="none")
     probe = Probe()
     trainer = Trainer(max_epochs=1, limit_train_batches=2, limit_val_batches=2, num_sanity_val_steps=0,
                       logger=False, enable_checkpointing=False, enable_progress_bar=False,

@@ -16,16 +16,20 @@ SPLIT = SplitConfig(strategy="ratio", ratios=(0.5, 0.25, 0.25), seed=0)
 
 def test_spd_tokens_of_apava_windows_keep_its_windows_subjects_and_order(tmp_path) -> None:
     dm = SPDWindowsDataModule(corpus="biosig_lightning.data.datamodules.APAVADataModule", synthetic=True,
-                              synthetic_options=OPTIONS, split=SPLIT, whitening="train", cache_dir=str(tmp_path))
+                              synthetic_options=OPTIONS, split=SPLIT,
+                              whitening="train", cache_dir=str(tmp_path))
     raw = APAVADataModule(synthetic=True, synthetic_options=OPTIONS, split=SPLIT, cache_dir=str(tmp_path))
     dm.setup()
     raw.setup()
-    # 16 electrodes -> SPD(17) tokens of 153 numbers; 1-s windows -> one subwindow; 7 frequency channels, L = 3
+    # 16 electrodes -> SPD(17) tokens of 153 numbers; 1-s windows -> one subwindow; 7 frequency channels, L =
+    # 3
     assert (dm.n_subwindows, dm.n_times, dm.n_chans) == (1, 153, 3 * 7)
     assert dm.subjects == raw.subjects  # the corpus's own split (APAVA stratifies by subject label)
     for split in ("train", "val", "test"):
         ids = sorted(dm.cache.subjects[dm.datasets[split].indices].tolist())
-        assert ids == sorted(raw.cache.subjects[raw.datasets[split].indices].tolist())  # every window, no trim
+        assert ids == sorted(
+            raw.cache.subjects[raw.datasets[split].indices].tolist()
+        )  # every window, no trim
     test = dm.datasets["test"]
     batch = test.__getitems__(list(range(len(test))))
     assert batch["x"].shape == (len(test), 21, 153) and np.isfinite(batch["x"].numpy()).all()
@@ -49,6 +53,7 @@ def test_subwindows_follow_the_window_length_and_one_channel_is_refused(tmp_path
     assert subwindows_for(SleepEDFDataModule(synthetic=True).spec) == 30
     with pytest.raises(ValueError, match="at least two channels"):
         SPDWindowsDataModule(corpus="biosig_lightning.data.datamodules.SleepEDFDataModule",
-                             corpus_args={"channels": ["EEG Fpz-Cz"]}, synthetic=True, cache_dir=str(tmp_path))
+                             corpus_args={"channels": ["EEG Fpz-Cz"]},
+                             synthetic=True, cache_dir=str(tmp_path))
     with pytest.raises(ValueError, match="dotted class path"):
         SPDWindowsDataModule(corpus="APAVADataModule", synthetic=True, cache_dir=str(tmp_path))

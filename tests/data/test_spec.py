@@ -30,5 +30,6 @@ def test_nan_and_inf_are_each_named_with_their_own_window_and_channel() -> None:
 def test_negative_inf_alone_is_named() -> None:
     x = np.zeros((2, 3, 4), dtype=np.float32)
     x[1, 1, 0] = -np.inf
-    with pytest.raises(DataError, match=r"feature_03.npy \(subject 3\): Inf in channel 'Fp2' \(window 1, t=2 s\)$"):
+    with pytest.raises(DataError,
+                       match=r"feature_03.npy \(subject 3\): Inf in channel 'Fp2' \(window 1, t=2 s\)$"):
         _block(x).validate(SPEC)

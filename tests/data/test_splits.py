@@ -37,7 +37,8 @@ def test_fixed_lists() -> None:
     assert out["val"] == [15, 16, 19, 20] and out["test"] == [1, 2, 17, 18]
     assert out["train"] == [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 21, 22, 23]
     # Explicit train: subjects in no list are simply unused.
-    out = split_subjects(range(1, 10), SplitConfig(strategy="fixed", train=[1, 2, 3, 4, 5], val=[6, 7], test=[8]))
+    out = split_subjects(range(1, 10),
+                         SplitConfig(strategy="fixed", train=[1, 2, 3, 4, 5], val=[6, 7], test=[8]))
     assert out == {"train": [1, 2, 3, 4, 5], "val": [6, 7], "test": [8]}
     _check_partition(out, cover=False)
 
@@ -84,7 +85,8 @@ def test_stratified_ratio_gives_every_split_every_class() -> None:
         assert Counter(LABELS[s] for s in out["test"]) == {0: 2, 1: 2, 2: 2}
     with pytest.raises(SplitError, match=r"ratio split: class 1 has only 2 subject unit\(s\) \(\[4, 5\]\).*"
                                          r"stratify: false"):
-        split_subjects(range(1, 9), SplitConfig(), subject_labels={1: 0, 2: 0, 3: 0, 4: 1, 5: 1, 6: 2, 7: 2, 8: 2})
+        split_subjects(range(1, 9), SplitConfig(),
+                       subject_labels={1: 0, 2: 0, 3: 0, 4: 1, 5: 1, 6: 2, 7: 2, 8: 2})
     with pytest.raises(SplitError, match=r"subject_labels has no class for subject\(s\) \[20\]"):
         split_subjects(SUBJECTS, SplitConfig(), subject_labels={s: 0 for s in range(1, 20)})
 
@@ -203,7 +205,8 @@ def test_groups_stay_together_in_every_strategy() -> None:
     assert [5, 6, 7] in loso_tests and sorted(s for t in loso_tests for s in t) == subjects
     with pytest.raises(SplitError, match=r"loso fold 18 is out of range 0..17"):
         split_subjects(subjects, SplitConfig(strategy="loso", fold=18, groups=groups))
-    with pytest.raises(SplitError, match=r"subject group \[5, 6, 7\] is split across train \[6, 7\], test \[5\] "
+    with pytest.raises(SplitError,
+                       match=r"subject group \[5, 6, 7\] is split across train \[6, 7\], test \[5\] "
                                          r"\(split strategy 'fixed'\)"):
         split_subjects(subjects, SplitConfig(strategy="fixed", val=[1], test=[5], groups=groups))
     with pytest.raises(SplitError, match=r"subject 5 is in two split groups: \[5, 6, 7\] and \[5, 9\]"):
@@ -220,7 +223,8 @@ def test_group_majority_label_drives_stratification() -> None:
 
 
 def test_config_errors() -> None:
-    with pytest.raises(SplitError, match=r"split ratios \[0.5, 0.2, 0.2\] must be three positive .* sum to 0.9"):
+    with pytest.raises(SplitError,
+                       match=r"split ratios \[0.5, 0.2, 0.2\] must be three positive .* sum to 0.9"):
         SplitConfig(ratios=(0.5, 0.2, 0.2))
     with pytest.raises(SplitError, match=r"split ratios \[1.0, 0.0, 0.0\]"):
         SplitConfig(ratios=(1.0, 0.0, 0.0))

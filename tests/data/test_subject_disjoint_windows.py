@@ -19,10 +19,15 @@ import biosig_lightning.data.datamodules as datamodules
 from biosig_lightning.data.spd import SPDDataModule
 from tests.data.window_subjects import SPLITS, assert_each_person_in_one_split, window_digest
 
-OWN_DATA = {"ArrayDataModule", "EpochsDataModule", "BIDSDataModule"}  # tests/data/datamodules/test_own_data_subjects.py
+OWN_DATA = {
+    "ArrayDataModule",
+    "EpochsDataModule",
+    "BIDSDataModule",
+}  # tests/data/datamodules/test_own_data_subjects.py
 ABSTRACT = {"MedformerDataModule"}  # a base: each corpus below it is listed
 CORPORA = sorted(n for n in datamodules.__all__ if n not in OWN_DATA | ABSTRACT)
-#: stand-in options: few windows (and, for the slow generators, few subjects) that still fill the default split
+# : stand-in options: few windows (and, for the slow generators, few subjects) that still fill the default
+# split
 SMALL = {"TUSZDataModule": {"windows_per_subject": 6},
          "SleepEDFSPDDataModule": {"n_subjects": 4, "windows_per_subject": 2, "recordings_per_subject": 2},
          "TUABDataModule": {"n_subjects": 6, "windows_per_subject": 2},
@@ -44,7 +49,9 @@ class Witness:
             self.recording_owner[str(block.recording)] = int(block.subject)
             for window in block.x:
                 key = window_digest(window)
-                assert self.owner.setdefault(key, int(block.subject)) == int(block.subject), "two people, one window"
+                assert self.owner.setdefault(key, int(block.subject)) == int(block.subject), (
+                    "two people, one window"
+                )
             yield block
 
 
@@ -52,7 +59,8 @@ class Witness:
 def test_one_person_never_reaches_two_splits(name: str, tmp_path: Path) -> None:
     cls = getattr(datamodules, name)
     if name == "MASSSS3DataModule":
-        pytest.skip("MASS-SS3's fold lists need its 62 subjects; its SPD path is SleepEDFSPDDataModule's, checked here")
+        pytest.skip("MASS-SS3's fold lists need its 62 subjects; its SPD path is SleepEDFSPDDataModule's, "
+                    "checked here")
     dm = cls(synthetic=True, normalization="none", cache_dir=str(tmp_path), batch_size=512,
              synthetic_options=SMALL.get(name, {"windows_per_subject": 3}))
     witness = Witness(dm.reader())

@@ -25,7 +25,8 @@ from biosig_lightning.data.synthetic import (
 SLEEP = CorpusSpec("sleep_like", ("Fpz-Cz", "Pz-Oz"), 100.0, 3000, ("W", "N1", "N2", "N3", "REM"), "window")
 SEIZURE = CorpusSpec("seizure_like", tuple(f"EEG{i:02d}" for i in range(23)), 256.0, 512,
                      ("non-seizure", "seizure"), "window")
-ECG = CorpusSpec("ecg_like", ("I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6"), 250.0,
+ECG = CorpusSpec("ecg_like", ("I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6"),
+                 250.0,
                  2500, ("NORM", "MI", "STTC", "CD", "HYP"), "window", modality="ecg")
 SMALL = CorpusSpec("small", ("C3", "Cz", "C4", "Pz"), 128.0, 128, ("left", "right", "feet"), "window")
 
@@ -112,8 +113,10 @@ def test_same_seed_same_bytes_other_seed_other_data() -> None:
 
 def test_subject_data_does_not_depend_on_corpus_size() -> None:
     for spec, kind in ((SMALL, "bands"), (SYNTHETIC_DEFAULT_SPEC, "spikes"), (SLEEP, "sleep")):
-        few = list(SyntheticReader(spec, n_subjects=3, windows_per_subject=8, kind=kind, seed=1).iter_blocks())
-        many = list(SyntheticReader(spec, n_subjects=7, windows_per_subject=8, kind=kind, seed=1).iter_blocks())
+        few = list(SyntheticReader(spec, n_subjects=3,
+                                   windows_per_subject=8, kind=kind, seed=1).iter_blocks())
+        many = list(SyntheticReader(spec, n_subjects=7,
+                                    windows_per_subject=8, kind=kind, seed=1).iter_blocks())
         for a, b in zip(few, many[:3], strict=True):
             assert (a.subject, a.recording) == (b.subject, b.recording)
             assert a.x.tobytes() == b.x.tobytes() and a.y.tobytes() == b.y.tobytes()
@@ -145,7 +148,8 @@ def test_shapes_dtypes_labels_per_kind(spec: CorpusSpec, kind: str) -> None:
 
 def test_subject_level_labels_constant_balanced_and_complete() -> None:
     spec = CorpusSpec("dx", tuple(f"c{i}" for i in range(3)), 128.0, 128, ("HC", "AD", "FTD"), "subject")
-    reader = SyntheticReader(spec, n_subjects=9, windows_per_subject=5, kind="bands", recordings_per_subject=2)
+    reader = SyntheticReader(spec, n_subjects=9, windows_per_subject=5, kind="bands",
+                             recordings_per_subject=2)
     labels: dict[int, set[int]] = {}
     for b in reader.iter_blocks():
         labels.setdefault(b.subject, set()).update(b.y.tolist())

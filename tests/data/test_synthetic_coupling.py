@@ -1,4 +1,5 @@
-"""The planted directed graph of the synthetic stand-ins (data/synthetic_coupling.py and its hook in synthetic.py)."""
+"""The planted directed graph of the synthetic stand-ins (data/synthetic_coupling.py and its hook in
+synthetic.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from biosig_lightning.data.synthetic import SyntheticReader
 from biosig_lightning.data.synthetic_coupling import COUPLING_BANDS, plant_coupling, truth_adjacency
 from biosig_lightning.features.spectral import ShortTimeBandPower
 
-SPEC = CorpusSpec(name="coupled", ch_names=("A", "B", "C", "D", "E"), sfreq=100.0, n_times=1600, classes=("a", "b"),
+SPEC = CorpusSpec(name="coupled", ch_names=("A", "B", "C", "D", "E"), sfreq=100.0, n_times=1600,
+                  classes=("a", "b"),
                   label_level="window")
 BANDS = ("delta", "theta", "alpha", "beta", "gamma")
 
@@ -35,7 +37,10 @@ def test_planted_graph_is_a_seeded_dag_with_one_parent_per_child_and_band() -> N
     for i, e in enumerate(edges):
         assert all(later.child != e.parent for later in edges[i + 1:])
     # two channels (Sleep-EDF): one pair in both bands; three couplings cannot fit
-    assert [(e.parent, e.child) for e in plant_coupling(2, 2, seed=0, nyquist=50.0)] in ([(1, 0)] * 2, [(0, 1)] * 2)
+    assert [(e.parent, e.child) for e in plant_coupling(2, 2, seed=0, nyquist=50.0)] in (
+        [(1, 0)] * 2,
+        [(0, 1)] * 2,
+    )
     with pytest.raises(ValueError, match="exceeds"):
         plant_coupling(2, 3, seed=0, nyquist=50.0)
     with pytest.raises(ValueError, match="Nyquist"):
@@ -80,7 +85,8 @@ def test_the_truth_is_recorded_in_the_config_and_other_stand_ins_keep_their_keys
     assert coupled.config()["coupling"] == [e.to_dict() for e in coupled.coupling]
     assert "coupling" not in plain.config()  # stand-ins without couplings keep their cache keys
     # the planted graph is the stand-in's, not a subject's: more subjects, same edges
-    assert SyntheticReader(SPEC, n_subjects=5, windows_per_subject=4, coupling_edges=2).coupling == coupled.coupling
+    assert SyntheticReader(SPEC, n_subjects=5,
+                           windows_per_subject=4, coupling_edges=2).coupling == coupled.coupling
     # SD-Former's three stand-ins plant a graph by default
     assert CHB_DEFAULTS["coupling_edges"] == 11 and PTBXL_DEFAULTS["coupling_edges"] == 6
     assert SLEEP_DEFAULTS["coupling_edges"] == 2
@@ -90,10 +96,17 @@ def test_truth_on_channel_and_channel_band_nodes() -> None:
     edges = [{"parent": 2, "child": 0, "band": "alpha"}, {"parent": 0, "child": 1, "band": "theta"}]
     channels = ["A", "B", "C"]
     truth = truth_adjacency(edges, channels, channels)
-    assert truth.tolist() == [[False, False, True], [True, False, False], [False, False, False]]  # a_ij: j -> i
+    assert truth.tolist() == [
+        [False, False, True],
+        [True, False, False],
+        [False, False, False],
+    ]  # a_ij: j -> i
     nodes = [f"{c}/{b}" for c in channels for b in BANDS]
     truth = truth_adjacency(edges, channels, nodes)
     assert truth.sum() == 2
-    assert truth[nodes.index("A/alpha"), nodes.index("C/alpha")] and truth[nodes.index("B/theta"), nodes.index("A/theta")]
+    assert (
+        truth[nodes.index("A/alpha"), nodes.index("C/alpha")]
+        and truth[nodes.index("B/theta"), nodes.index("A/theta")]
+    )
     with pytest.raises(ValueError, match="no node"):
         truth_adjacency(edges, channels, ["A/alpha", "B/alpha"])

@@ -1,5 +1,6 @@
 """The STDRO stand-ins (TUSZ, CHB-MIT, DOD-H) are learnable across patients by a band-power baseline,
-and carry nothing learnable once the class signal is switched off; SD-Former's CHB-MIT stand-in leaves band powers
+and carry nothing learnable once the class signal is switched off; SD-Former's CHB-MIT stand-in leaves band
+powers
 below ceiling on held-out subjects."""
 
 from __future__ import annotations
@@ -22,14 +23,17 @@ from biosig_lightning.data.synthetic import SyntheticReader
 def band_powers(x: np.ndarray, fs: float) -> np.ndarray:
     f, p = welch(x, fs=fs, nperseg=int(fs), axis=-1)
     bands = [(0.5, 4), (4, 8), (8, 13), (13, 30), (30, fs / 2)]
-    return np.log(np.stack([p[..., (f >= a) & (f < b)].mean(-1) for a, b in bands], -1) + 1e-12).reshape(len(x), -1)
+    return np.log(np.stack([p[..., (f >= a) & (f < b)].mean(-1) for a, b in bands], -1) + 1e-12).reshape(
+        len(x), -1
+    )
 
 
 def cross_patient_score(spec: CorpusSpec, kind: str, n: int, per: int, held_out: int, separation: float,
                         **options: object) -> tuple[float, float]:
     """Balanced accuracy of logistic regression on log band powers, trained and tested on disjoint patients,
     and its chance level (1 / the number of classes present among the test patients)."""
-    reader = SyntheticReader(spec, n_subjects=n, windows_per_subject=per, kind=kind, class_separation=separation,
+    reader = SyntheticReader(spec, n_subjects=n, windows_per_subject=per, kind=kind,
+                             class_separation=separation,
                              **options)
     xs, ys, ss = [], [], []
     for b in reader.iter_blocks():
@@ -39,7 +43,8 @@ def cross_patient_score(spec: CorpusSpec, kind: str, n: int, per: int, held_out:
     x, y, s = map(np.concatenate, (xs, ys, ss))
     train = s <= n - held_out
     scaler = StandardScaler().fit(x[train])
-    clf = LogisticRegression(max_iter=3000, C=0.1, class_weight="balanced").fit(scaler.transform(x[train]), y[train])
+    clf = LogisticRegression(max_iter=3000,
+                             C=0.1, class_weight="balanced").fit(scaler.transform(x[train]), y[train])
     score = balanced_accuracy_score(y[~train], clf.predict(scaler.transform(x[~train])))
     return score, 1.0 / len(np.unique(y[~train]))
 
@@ -73,7 +78,9 @@ def test_seizures_spread_from_the_focus() -> None:
     ictal = reader._seizures(rng, y, params)
     power = ictal**2
     focus = params.focus
-    far = int(np.argmax(np.linalg.norm(reader._global["positions"] - reader._global["positions"][focus], axis=1)))
+    far = int(
+        np.argmax(np.linalg.norm(reader._global["positions"] - reader._global["positions"][focus], axis=1))
+    )
     first = [int(np.argmax(power[i, focus] > 1e-3)) for i in range(40) if power[i, focus].any()]
     later = [int(np.argmax(power[i, far] > 1e-3)) if power[i, far].max() > 1e-3 else spec.n_times
              for i in range(40) if power[i, focus].any()]
@@ -83,7 +90,8 @@ def test_seizures_spread_from_the_focus() -> None:
 
 def test_the_chbmit_stand_in_leaves_band_powers_below_ceiling_on_held_out_subjects() -> None:
     # SD-Former's CHB-MIT stand-in must rank methods: with spike-and-wave bursts (kind "spikes") a band-power
-    # regression read every held-out subject at AUROC ~1.0 (0.991-1.0 at these seeds) and every method tied at 1.
+    # regression read every held-out subject at AUROC ~1.0 (0.991-1.0 at these seeds) and every method tied at
+    # 1.
     # Evolving seizures among artifacts leave band powers informative but well short of that
     from sklearn.metrics import roc_auc_score
 

@@ -43,4 +43,6 @@ def assert_each_person_in_one_split(by_split: dict[str, set[int]], everyone: set
 
 def window_digest(window: np.ndarray) -> str:
     """A window's identity: the digest of its float32 bytes."""
-    return hashlib.blake2b(np.ascontiguousarray(window, dtype=np.float32).tobytes(), digest_size=16).hexdigest()
+    return hashlib.blake2b(
+        np.ascontiguousarray(window, dtype=np.float32).tobytes(), digest_size=16
+    ).hexdigest()

@@ -23,7 +23,8 @@ hook = _hook()
 
 
 def _write(folder: Path, name: str, **fields) -> None:
-    doc = {"title": "T", "machine": "M", "dates": ["2026-01-02"], "command": "biosig report runs", "page": "results",
+    doc = {"title": "T", "machine": "M", "dates": ["2026-01-02"], "command": "biosig report runs",
+           "page": "results",
            "items": [{"text": "before"}, {"table": {"columns": ["model", "f1"], "rows": [["A", "0.5"]],
                                                     "align": ["left", "right"]}}]}
     doc.update(fields)
@@ -68,15 +69,19 @@ def test_every_committed_result_file_renders_and_is_named_by_a_page() -> None:
         doc = hook.load(RESULTS, path.stem, "test")
         hook.render(doc, path.stem)
         shown = f"results: {path.stem} " in pages or f"results-page: {doc.get('page')} " in pages
-        assert shown, f"{path.name} is rendered by no page (no marker names it or its page {doc.get('page')!r})"
+        assert shown, (
+            f"{path.name} is rendered by no page (no marker names it or its page {doc.get('page')!r})"
+        )
 
 
 def test_readings_are_collected_from_the_paper_modules(tmp_path: Path) -> None:
     pkg = tmp_path / "biosig_lightning" / "robust" / "stdro"
     pkg.mkdir(parents=True)
     (pkg / "task.py").write_text(
-        '"""Recipe.\n\nReading (schedule): the outer loop runs ``N`` times\nand the inner one N_theta.\n\nOther text.\n"""\n'
+        '"""Recipe.\n\nReading (schedule): the outer loop runs ``N`` times\nand the inner one '
+        'N_theta.\n\nOther text.\n"""\n'
     )
     out = hook.render_readings(tmp_path / "biosig_lightning", "stdro")
-    assert out == ("- **`biosig_lightning.robust.stdro.task`**: Reading (schedule): the outer loop runs `N` times "
+    assert out == ("- **`biosig_lightning.robust.stdro.task`**: Reading (schedule): the outer loop runs `N` "
+                   "times "
                    "and the inner one N_theta.")

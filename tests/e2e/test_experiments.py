@@ -21,7 +21,8 @@ from tests.conftest import EXPERIMENTS, REPO
 from tests.helpers import assert_metrics_match_predictions
 
 ALL_YAMLS = sorted(p for p in EXPERIMENTS.rglob("*.yaml"))
-SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "synthetic.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml"),
+SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "synthetic.yaml"), "--config",
+         str(EXPERIMENTS / "overlays" / "smoke.yaml"),
          "--trainer.enable_progress_bar=false"]
 BIOFORMER = ["apava", "adftd", "ptb", "ptbxl", "bci2a", "bci2b"]
 # Appendix C.3 (the paper; the authors' scripts use batch 32 on BCI)
@@ -85,7 +86,8 @@ def test_bioformer_experiment_follows_appendix_c3_and_runs(corpus: str, in_tmp: 
     task = cfg["model"]["init_args"]
     bb = task["backbone"]["init_args"]
     assert cfg["data"]["init_args"]["batch_size"] == want["batch"]
-    assert (task["optimizer"], task["lr"], task["weight_decay"], task["scheduler"]) == ("adam", 1e-4, 0.0, "none")
+    assert (task["optimizer"], task["lr"],
+            task["weight_decay"], task["scheduler"]) == ("adam", 1e-4, 0.0, "none")
     assert cfg["trainer"]["max_epochs"] == 100 and task["early_stopping_patience"] == 10
     assert (task["monitor"], task["mode"]) == ("val/f1", "max")
     assert (bb["d_model"], bb["d_ff"], bb["n_layers"], bb["n_bands"], bb["kernel_size"], bb["d_token"]) == (
@@ -124,7 +126,8 @@ def _documented_base(override: Path) -> Path:
 
 @functools.lru_cache(maxsize=8)  # a base is shared by many overrides; the tests only read it
 def _built(*configs: Path) -> tuple[torch.nn.Module, dict]:
-    """The backbone ``biosig fit`` would build for ``configs`` (synthetic, tiny), freshly initialised with seed 0,
+    """The backbone ``biosig fit`` would build for ``configs`` (synthetic, tiny), freshly initialised with
+    seed 0,
     and its resolved ``backbone.init_args``."""
     from biosig_lightning.runs.biosig_cli import BiosigCLI
 
@@ -175,7 +178,8 @@ def test_table5_override_changes_the_model(override: Path, in_tmp: Path) -> None
         assert counts["gain_heads"] > 0 and counts["phase_heads"] > 0
 
 
-@pytest.mark.parametrize("space,experiment", [("bioformer", "bioformer_apava"), ("sdformer", "sdformer_sleepedf"),
+@pytest.mark.parametrize("space,experiment",
+                         [("bioformer", "bioformer_apava"), ("sdformer", "sdformer_sleepedf"),
                                               ("demo", "overlays/demo")])
 def test_shipped_search_spaces_name_real_config_keys(space: str, experiment: str) -> None:
     from biosig_lightning.tuning.search_space import load_search_space, validate_space
@@ -185,19 +189,25 @@ def test_shipped_search_spaces_name_real_config_keys(space: str, experiment: str
 
 
 FBAM_TINY = {
-    "transformer": ["--model.init_args.backbone.init_args.n_layers=1", "--model.init_args.backbone.init_args.d_model=16",
-                    "--model.init_args.backbone.init_args.d_ff=16", "--model.init_args.backbone.init_args.n_heads=2"],
-    "medformer": ["--model.init_args.backbone.init_args.e_layers=1", "--model.init_args.backbone.init_args.d_model=16",
-                  "--model.init_args.backbone.init_args.d_ff=16", "--model.init_args.backbone.init_args.n_heads=2",
+    "transformer": ["--model.init_args.backbone.init_args.n_layers=1",
+                    "--model.init_args.backbone.init_args.d_model=16",
+                    "--model.init_args.backbone.init_args.d_ff=16",
+                    "--model.init_args.backbone.init_args.n_heads=2"],
+    "medformer": ["--model.init_args.backbone.init_args.e_layers=1",
+                  "--model.init_args.backbone.init_args.d_model=16",
+                  "--model.init_args.backbone.init_args.d_ff=16",
+                  "--model.init_args.backbone.init_args.n_heads=2",
                   "--model.init_args.backbone.init_args.patch_lens=[8,16]"],
     "eegnet": [],
 }
 
 
 @pytest.mark.parametrize("backbone", sorted(FBAM_TINY))
-def test_table3_fbam_trains_on_each_backbone(backbone: str, in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_table3_fbam_trains_on_each_backbone(backbone: str, in_tmp: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
     table3 = EXPERIMENTS / "bioformer" / "baselines"
-    res = _fit(capsys, "--config", str(EXPERIMENTS / "bioformer_apava.yaml"), "--config", str(table3 / f"{backbone}.yaml"),
+    res = _fit(capsys, "--config", str(EXPERIMENTS / "bioformer_apava.yaml"), "--config",
+               str(table3 / f"{backbone}.yaml"),
                "--config", str(table3 / "fbam.yaml"), *SMOKE, *FBAM_TINY[backbone])
     assert res["config"]["model"]["init_args"]["backbone"]["init_args"]["fbam"] is True
     from biosig_lightning.models.bioformer import FBAM

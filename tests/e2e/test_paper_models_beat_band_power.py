@@ -38,15 +38,20 @@ from biosig_lightning.runs import load_run
 from tests.conftest import EXPERIMENTS
 from tests.helpers import assert_metrics_match_predictions, one_torch_thread  # noqa: F401 (fixture)
 
-SYNTHETIC = ["--config", str(EXPERIMENTS / "overlays" / "synthetic.yaml"), "--trainer.enable_progress_bar=false",
+SYNTHETIC = ["--config", str(EXPERIMENTS / "overlays" / "synthetic.yaml"),
+             "--trainer.enable_progress_bar=false",
              "--trainer.enable_model_summary=false", "--trainer.accelerator=cpu"]
-BIOFORMER_SMALL = ["--model.init_args.backbone.init_args.n_layers=1", "--model.init_args.backbone.init_args.d_model=16",
-                   "--model.init_args.backbone.init_args.d_ff=16", "--model.init_args.backbone.init_args.n_heads=2",
+BIOFORMER_SMALL = ["--model.init_args.backbone.init_args.n_layers=1",
+                   "--model.init_args.backbone.init_args.d_model=16",
+                   "--model.init_args.backbone.init_args.d_ff=16",
+                   "--model.init_args.backbone.init_args.n_heads=2",
                    "--model.init_args.backbone.init_args.d_token=8", "--data.init_args.batch_size=16",
                    "--trainer.limit_train_batches=40"]
 SDFORMER_SMALL = ["--model.init_args.backbone.init_args", json.dumps(dict(
-    d_model=16, n_layers=1, n_heads=2, d_ff=16, token_hidden=4, encoder_ff=16, edge_hidden=16, recon_hidden=16)),
-    "--model.init_args.phase1_epochs=8", "--model.init_args.phase2_epochs=4", "--model.init_args.warmup_epochs=1"]
+    d_model=16, n_layers=1, n_heads=2, d_ff=16, token_hidden=4, encoder_ff=16,
+    edge_hidden=16, recon_hidden=16)),
+    "--model.init_args.phase1_epochs=8", "--model.init_args.phase2_epochs=4",
+                  "--model.init_args.warmup_epochs=1"]
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -81,7 +86,9 @@ def _fit(*args: str) -> dict[str, Any]:
 
 def _scored(res: dict[str, Any]) -> tuple[float, dict[str, float]]:
     """The run's test F1 and the band-power regression's scores on the same test windows."""
-    assert set(res["subjects"]["test"]).isdisjoint(set(res["subjects"]["train"]) | set(res["subjects"]["val"]))
+    assert set(res["subjects"]["test"]).isdisjoint(
+        set(res["subjects"]["train"]) | set(res["subjects"]["val"])
+    )
     assert_metrics_match_predictions(res["run_dir"])
     with np.load(Path(res["run_dir"]) / "test_predictions.npz", allow_pickle=False) as z:
         y_model = z["y"]

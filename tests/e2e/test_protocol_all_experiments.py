@@ -1,4 +1,5 @@
-"""The issue's "done when": ``repeat``, ``report`` and ``tune`` work on a smoke-sized run of every experiment YAML.
+"""The issue's "done when": ``repeat``, ``report`` and ``tune`` work on a smoke-sized run of every experiment
+YAML.
 
 Every complete experiment under ``experiments/`` (a YAML naming both a model and a data class) and
 every override file (Table 3 / Table 5 / SD-Former ablations / bf16), combined with its base as the
@@ -46,9 +47,11 @@ TINY: dict[str, dict[str, Any]] = {
     "CNN1D": dict(width=8, n_blocks=2, convs_per_block=1),
     "PatchTST": dict(d_model=16, n_layers=1, n_heads=2, d_ff=16),
     "StaticGNN": dict(width=8, encoder_blocks=1),
-    "SPDTransNet": dict(d_model=21, tokens_per_epoch=7, intra_heads=3, intra_layers=1, inter_heads=3, inter_layers=1,
+    "SPDTransNet": dict(d_model=21, tokens_per_epoch=7, intra_heads=3, intra_layers=1, inter_heads=3,
+                        inter_layers=1,
                         d_ff=28, fc_width=28),
-    "SignedGraphClassifier": dict(n_blocks=1, conv_layers=1, conv_width=2, feature_dim=4, n_metric_candidates=2,
+    "SignedGraphClassifier": dict(n_blocks=1, conv_layers=1, conv_width=2, feature_dim=4,
+                                  n_metric_candidates=2,
                                   metric_rank=2, krylov_dim=2),
     "EEGNetv4": {},
     "ShallowFBCSPNet": {},
@@ -84,21 +87,25 @@ def _merged(configs: list[Path]) -> dict[str, Any]:
 
 def _is_experiment(path: Path) -> bool:
     cfg = _load(path)
-    return bool((cfg.get("model") or {}).get("class_path")) and bool((cfg.get("data") or {}).get("class_path"))
+    return bool((cfg.get("model") or {}).get("class_path")) and bool(
+        (cfg.get("data") or {}).get("class_path")
+    )
 
 
 def _rel(path: Path) -> str:
     return str(path.relative_to(EXPERIMENTS))
 
 
-#: every config a `biosig fit` reads; the benchmark grids (experiments/benchmarks/) are read by `biosig benchmark`
+# : every config a `biosig fit` reads; the benchmark grids (experiments/benchmarks/) are read by `biosig
+# benchmark`
 #: and checked by tests/commands/test_benchmark.py
 ALL = sorted(p for p in EXPERIMENTS.rglob("*.yaml") if EXPERIMENTS / "benchmarks" not in p.parents)
 SPACES = EXPERIMENTS / "search_spaces"
 EXPERIMENT_FILES = [p for p in ALL if SPACES not in p.parents and _is_experiment(p)]
 OVERLAYS = EXPERIMENTS / "overlays"
 #: overlays that change no result (data source, size, loggers); the others (bf16) are cases of their own
-MODIFIERS = [p for p in ALL if p.parent == OVERLAYS and p.stem in ("smoke", "synthetic", "wandb", "tensorboard")]
+MODIFIERS = [p for p in ALL if p.parent == OVERLAYS and p.stem in ("smoke",
+                                                                   "synthetic", "wandb", "tensorboard")]
 OVERRIDES = [p for p in ALL if SPACES not in p.parents and p.parent != EXPERIMENTS and p not in MODIFIERS
              and not _is_experiment(p)]
 
@@ -112,12 +119,14 @@ def _header_configs(path: Path) -> list[Path]:
             configs = [REPO / c for c in re.findall(r"--config (\S+)", line)]
             configs = configs[:configs.index(REPO / rel) + 1]
             return [c for c in configs if c not in SMOKE_CONFIGS]
-    raise AssertionError(f"{path}: no 'biosig fit/repeat --config <base> ... --config {rel}' line in its header")
+    raise AssertionError(f"{path}: no 'biosig fit/repeat --config <base> ... --config {rel}' line in its "
+                         f"header")
 
 
 def _is_pretext(path: Path) -> bool:
     """A self-supervised pre-training experiment (DCRNN's next-clip task): no classes, so no classification
-    metrics, predictions or report row; its own test pre-trains and fine-tunes (tests/tasks/test_next_clip.py)."""
+    metrics, predictions or report row; its own test pre-trains and fine-tunes
+    (tests/tasks/test_next_clip.py)."""
     return str((_load(path).get("model") or {}).get("class_path") or "").endswith("NextClipTask")
 
 
@@ -135,28 +144,41 @@ def _model(configs: list[Path]) -> str:
 
 
 def _expected_variant(configs: list[Path]) -> str:
-    """Override files after the base that do not swap the backbone, then smoke (what a reader of the table expects)."""
-    picks = [c.stem for c in configs[1:]
-             if "class_path" not in (((_load(c).get("model") or {}).get("init_args") or {}).get("backbone") or {})]
-    recipe = "STDRO" if str((_merged(configs).get("model") or {}).get("class_path", "")).endswith("STDROTask") else None
+    """Override files after the base that do not swap the backbone, then smoke (what a reader of the table
+    expects)."""
+    picks = [
+        c.stem
+        for c in configs[1:]
+        if "class_path" not in (((_load(c).get("model") or {}).get("init_args") or {}).get("backbone") or {})
+    ]
+    recipe = (
+        "STDRO"
+        if str((_merged(configs).get("model") or {}).get("class_path", "")).endswith("STDROTask")
+        else None
+    )
     return "+".join([*([recipe] if recipe else []), *picks, "smoke"])
 
 
 def _fit_args(configs: list[Path]) -> list[str]:
-    """``--config`` args plus the sizes and budget that make it a smoke run (command line: not in the name)."""
+    """``--config`` args plus the sizes and budget that make it a smoke run (command line: not in the
+    name)."""
     merged = _merged([*configs, *SMOKE_CONFIGS])
     args = [a for c in [*configs, *SMOKE_CONFIGS] for a in ("--config", str(c))]
     # smaller batches than smoke.yaml's and no sanity validation: each run only has to go through every
     # stage once (BioFormer on STDRO's raw TUSZ clips attends over 2,400 samples per branch)
     args += ["--trainer.enable_progress_bar=false", "--trainer.num_sanity_val_steps=0",
              "--data.init_args.batch_size=4", "--data.init_args.eval_batch_size=16"]
-    args += [f"--model.init_args.backbone.init_args.{k}={json.dumps(v)}" for k, v in TINY[_model(configs)].items()]
+    args += [f"--model.init_args.backbone.init_args.{k}={json.dumps(v)}" for k,
+             v in TINY[_model(configs)].items()]
     if str(merged["model"].get("class_path", "")).endswith("SDFormerTask"):
         phase2 = min(1, int(merged["model"]["init_args"].get("phase2_epochs", 1)))
         args += ["--trainer.max_epochs", str(1 + phase2), "--model.init_args.phase1_epochs", "1",
                  "--model.init_args.phase2_epochs", str(phase2)]
     if merged.get("trainer", {}).get("accelerator") == "gpu" and not torch.cuda.is_available():
-        args += ["--trainer.accelerator", "cpu"]  # bf16.yaml's GPU on a CPU-only machine: bf16 autocast on CPU
+        args += [
+            "--trainer.accelerator",
+            "cpu",
+        ]  # bf16.yaml's GPU on a CPU-only machine: bf16 autocast on CPU
     return args
 
 
@@ -245,7 +267,8 @@ def test_report_has_a_row_and_cell_for_every_config(case: str, repeated: dict[st
 
     out = repeated[case]
     if isinstance(out, BaseException):
-        pytest.fail(f"{case}: its repeat failed, so the report cannot hold its row: {type(out).__name__}: {out}")
+        pytest.fail(f"{case}: its repeat failed, so the report cannot hold its row: {type(out).__name__}: "
+                    f"{out}")
     res = json.loads((out / f"seed_{SEED}" / "results.json").read_text())
     rows = [r for r in reported["rows"] if (r["model"], r["variant"]) == (res["model"], res["variant"])]
     # exactly one row, not split by experiment: no other config lands in this model+variant+dataset cell
@@ -269,14 +292,17 @@ def test_logging_overlays_resume_a_finished_experiment(overlay: Path, root: Path
     monkeypatch.chdir(root)
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        main(["repeat", *_fit_args(CASES["overlays/demo.yaml"]), "--config", str(overlay), "--seeds", str(SEED)])
+        main(["repeat", *_fit_args(CASES["overlays/demo.yaml"]), "--config",
+              str(overlay), "--seeds", str(SEED)])
     done = (repeated["overlays/demo.yaml"] / f"seed_{SEED}" / "results.json").relative_to(root)
     assert f"seed {SEED}: {done} exists, skipped" in buf.getvalue()
 
 
 def test_every_yaml_is_covered() -> None:
     # the pre-training experiments are covered by test_tune_every_experiment.py (one trial each)
-    covered = {c for configs in CASES.values() for c in configs} | set(MODIFIERS) | set(filter(_is_pretext, ALL))
+    covered = (
+        {c for configs in CASES.values() for c in configs} | set(MODIFIERS) | set(filter(_is_pretext, ALL))
+    )
     missing = [p for p in ALL if SPACES not in p.parents and p not in covered]
     assert not missing, missing
     assert {p.stem for p in MODIFIERS} == {"smoke", "synthetic", "wandb", "tensorboard"}

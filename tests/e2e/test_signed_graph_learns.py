@@ -54,7 +54,8 @@ def test_pair_learns_on_the_standin_across_subjects() -> None:
     gen = SignedEEGStandIn(spec, n_subjects=12, windows_per_subject=6, seed=3, class1_fraction=0.5)
     blocks = list(gen.iter_blocks())
     labels = {b.subject: int(b.y[0]) for b in blocks}
-    split = split_subjects(sorted(labels), SplitConfig(strategy="ratio", ratios=(0.5, 0.1, 0.4), seed=0), labels)
+    split = split_subjects(sorted(labels),
+                           SplitConfig(strategy="ratio", ratios=(0.5, 0.1, 0.4), seed=0), labels)
     assert_disjoint(split)
     pick = {s: [b for b in blocks if b.subject in split[s]] for s in ("train", "test")}
     xtr = _z(torch.tensor(np.concatenate([b.x for b in pick["train"]])))

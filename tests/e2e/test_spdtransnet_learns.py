@@ -52,7 +52,8 @@ def _control(capsys: pytest.CaptureFixture[str], experiment: str, split: dict[st
 
 #: the learned run's test macro-F1 must beat the lr = 0 control's by this much, the margin the stand-in tests
 #: demand over the majority class: an untrained SPDTransNet predicts few stages, so its five-stage macro-F1
-#: sits near the majority class's, and a model that learned nothing cannot clear it by chance on 30-120 windows
+# : sits near the majority class's, and a model that learned nothing cannot clear it by chance on 30-120
+# windows
 MARGIN = 0.3
 
 
@@ -102,7 +103,8 @@ def _stand_in(capsys: pytest.CaptureFixture[str], experiment: str, datamodule: t
     """The learned run on the synthetic stand-in (three epochs: the bounds of both stand-in tests hold after
     three at every seed tried, 0, 1, 2 and the YAMLs' 42), its macro-F1, the majority class's and the lr = 0
     control's."""
-    synthetic = ("--config", str(EXPERIMENTS / "overlays" / "synthetic.yaml"), "--data.init_args.synthetic_options",
+    synthetic = ("--config", str(EXPERIMENTS / "overlays" / "synthetic.yaml"),
+                 "--data.init_args.synthetic_options",
                  json.dumps(STAND_IN), *extra)
     res = _fit(capsys, experiment, STAND_IN_SPLIT, *synthetic, epochs=3)
     assert res["subjects"]["test"] == [5, 6]
@@ -126,7 +128,8 @@ def test_learns_on_the_mass_stand_in_with_bf16_mixed_precision_on_a_cpu(
     # run in bfloat16, and the model learns as in float32 (the MASS-layout and Sleep-EDF tests above)
     lows: list[Any] = []
     forward = torch.nn.Linear.forward
-    monkeypatch.setattr(torch.nn.Linear, "forward", lambda self, x: (lambda out: lows.append(out.dtype) or out)(
+    monkeypatch.setattr(torch.nn.Linear, "forward", lambda self,
+                        x: (lambda out: lows.append(out.dtype) or out)(
         forward(self, x)))
     res, f1, baseline, control = _stand_in(capsys, "spdtransnet_mass.yaml", MASSSS3DataModule,
                                            "--trainer.precision", "bf16-mixed")

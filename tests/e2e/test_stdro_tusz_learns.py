@@ -34,8 +34,10 @@ from tests.conftest import EXPERIMENTS
 from tests.helpers import assert_metrics_match_predictions
 from tests.tusz_fixture import SeizureCorpus, write_seizure_corpus
 
-SMALL = ["--model.init_args.backbone.init_args.rnn_units=16", "--model.init_args.backbone.init_args.num_rnn_layers=1",
-         "--model.init_args.ascent_steps=3", "--model.init_args.monitor=val/loss", "--model.init_args.mode=min",
+SMALL = ["--model.init_args.backbone.init_args.rnn_units=16",
+         "--model.init_args.backbone.init_args.num_rnn_layers=1",
+         "--model.init_args.ascent_steps=3", "--model.init_args.monitor=val/loss",
+         "--model.init_args.mode=min",
          "--data.init_args.batch_size=16", "--trainer.accelerator=cpu",
          "--trainer.enable_progress_bar=false", "--trainer.enable_model_summary=false"]
 
@@ -61,8 +63,10 @@ def _test_auroc(run: Path) -> tuple[float, np.ndarray, np.ndarray]:
 
 def _assert_ascent_climbs_its_lagrangian(run: Path) -> None:
     """The inner maximisation (eq. 4, Appendix A) of the trained run, on one batch of its training windows:
-    the points it transports the batch to raise the objective it climbs, ``sum_i l(X~_i) - lambda c_w(X~_i, X_i)``,
-    above its value at the clean inputs, ``sum_i l(X_i)`` (where ``c_w = 0``). So the adversary moved the inputs
+    the points it transports the batch to raise the objective it climbs, ``sum_i l(X~_i) - lambda c_w(X~_i,
+    X_i)``,
+    above its value at the clean inputs, ``sum_i l(X_i)`` (where ``c_w = 0``). So the adversary moved the
+    inputs
     (an unmoved batch gains exactly nothing), and by a cost ``lambda c_w`` below the loss it gained: a
     positive transport within the budget the penalty sets. An ascent that descends, or a step that never
     moves, gains nothing or loses."""
@@ -97,7 +101,8 @@ def _expected_test_labels(corpus: SeizureCorpus) -> dict[int, tuple[int, int]]:
     return out
 
 
-def test_stdro_dcrnn_learns_on_a_tusz_v152_edf_corpus(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_stdro_dcrnn_learns_on_a_tusz_v152_edf_corpus(in_tmp: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     corpus = write_seizure_corpus(in_tmp / "tusz")
     assert any(corpus.folder_of[s] == "dev" and s.startswith("00000101") for s in corpus.folder_of)
 

@@ -1,4 +1,5 @@
-"""``biosig tune`` runs one trial on every complete experiment YAML, scored by the experiment's own ``monitor``.
+"""``biosig tune`` runs one trial on every complete experiment YAML, scored by the experiment's own
+``monitor``.
 
 Apart from ``test_protocol_all_experiments.py`` (whose module fixtures run every config once) so that
 the two can run on different test workers (``make test`` runs ``pytest -n 2 --dist loadscope``).
@@ -22,7 +23,8 @@ def test_tune_runs_a_trial_on_every_experiment(path: Path, in_tmp: Path) -> None
     space = in_tmp / "space.yaml"
     space.write_text("model.init_args.lr: {type: float, low: 1.0e-4, high: 1.0e-3, log: true}\n")
     with contextlib.redirect_stdout(io.StringIO()):
-        main(["tune", *_fit_args([path]), "--search-space", str(space), "--study-name", "t", "--n-trials", "1"])
+        main(["tune", *_fit_args([path]), "--search-space", str(space),
+              "--study-name", "t", "--n-trials", "1"])
     study = optuna.load_study(study_name="t", storage="sqlite:///t.db")
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE]
     init = _merged([path])["model"]["init_args"]

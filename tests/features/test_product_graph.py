@@ -95,7 +95,8 @@ def test_edge_gaps_and_polarity_search_match_the_dense_ones() -> None:
     smask = ~torch.eye(C, dtype=torch.bool)
     for pool in (False, True):
         ref = sg.refine_polarity(start[: 1 if pool else 2], d, gap, sum_gap, mask, pool=pool)
-        assert torch.equal(pg.refine_polarity_edges(start[: 1 if pool else 2], ds, gs, ss, smask, pool=pool), ref)
+        assert torch.equal(pg.refine_polarity_edges(start[: 1 if pool else 2], ds,
+                                                    gs, ss, smask, pool=pool), ref)
 
 
 def test_lanczos_on_edges_equals_lanczos_on_the_dense_matrix() -> None:
@@ -114,7 +115,8 @@ def test_lanczos_on_edges_equals_lanczos_on_the_dense_matrix() -> None:
 
 
 def test_three_term_recurrence_is_as_close_to_exact_as_full_reorthogonalisation() -> None:
-    # float32 as the model runs it; the tolerance is the one pinned for m = 12 of N = 18 with re-orthogonalisation
+    # float32 as the model runs it; the tolerance is the one pinned for m = 12 of N = 18 with
+    # re-orthogonalisation
     g = torch.Generator().manual_seed(4)
     c, h = 6, 3
     f = torch.randn(3, h, c, 4, generator=g, dtype=torch.float64)

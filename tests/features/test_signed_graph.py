@@ -117,13 +117,16 @@ def test_lanczos_matches_exact_and_converges() -> None:
 
 def test_plain_three_term_recurrence_matches_exact() -> None:
     # the model's default (reorth_passes = 0): with no Gram-Schmidt to repair it, every term of the recurrence
-    # beta_k v_{k+1} = L v_k - alpha_k v_k - beta_{k-1} v_{k-1} (App. B) must be right for eq. 25 to be accurate
+    # beta_k v_{k+1} = L v_k - alpha_k v_k - beta_{k-1} v_{k-1} (App. B) must be right for eq. 25 to be
+    # accurate
     lap = _positive_laplacian(1)
-    y = torch.randn(lap.shape[0], lap.shape[-1], 4, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    y = torch.randn(lap.shape[0], lap.shape[-1], 4,
+                    generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     ref = sg.exact_filter(lap, y, 0.9)
     for m in (4, 12):
         plain = sg.lanczos_filter(lap, y, 0.9, m, reorth_passes=0)
-        torch.testing.assert_close(plain, sg.lanczos_filter(lap, y, 0.9, m, reorth_passes=1), rtol=1e-6, atol=1e-8)
+        torch.testing.assert_close(plain,
+                                   sg.lanczos_filter(lap, y, 0.9, m, reorth_passes=1), rtol=1e-6, atol=1e-8)
     assert float((plain - ref).norm() / ref.norm()) < 1e-2  # m = 12 of N = 18, as with re-orthogonalisation
 
 
@@ -144,7 +147,8 @@ def test_lanczos_ideal_cutoff_n_is_identity() -> None:
 
 def test_ideal_exact_filter_is_projection_eq12() -> None:
     lap = _positive_laplacian(5)
-    y = torch.randn(lap.shape[0], lap.shape[-1], 2, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    y = torch.randn(lap.shape[0], lap.shape[-1], 2,
+                    generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     x = sg.exact_filter(lap, y, 5, "ideal")
     torch.testing.assert_close(sg.exact_filter(lap, x, 5, "ideal"), x)  # idempotent
     evecs = torch.linalg.eigh(lap).eigenvectors
@@ -192,10 +196,12 @@ def test_polarity_search_lowers_glr_to_a_local_minimum() -> None:
     # positively correlated sensors keep one polarity (the literal signed GLR would split them: max-cut)
     same = base.repeat(1, c, 1) + 0.1 * torch.randn(1, c, h * d, generator=g)
     n2 = sg.chunk_nodes(same, h)
-    assert torch.equal(sg.refine_polarity(torch.ones(1, c), dist, *sg.signal_gaps(n2), mask), torch.ones(1, c))
+    assert torch.equal(sg.refine_polarity(torch.ones(1, c), dist,
+                                          *sg.signal_gaps(n2), mask), torch.ones(1, c))
     # pooled over windows: one polarity from the summed GLR
     both = torch.cat([x, x * 1.5])
-    pooled = sg.refine_polarity(wrong[:1], dist.expand(2, -1, -1), *sg.signal_gaps(sg.chunk_nodes(both, h)), mask,
+    pooled = sg.refine_polarity(wrong[:1], dist.expand(2, -1, -1), *sg.signal_gaps(sg.chunk_nodes(both, h)),
+                                mask,
                                 pool=True)
     assert pooled.shape == (1, c) and torch.equal(pooled[0], sign)
 
@@ -212,7 +218,8 @@ def test_lanczos_krylov_space_closing_early_is_exact_and_differentiable() -> Non
 
 
 def test_signed_laplacian_uses_the_absolute_degree_and_is_psd() -> None:
-    """``L^s = diag(|W| 1) - W`` (eq. 27): positive semi-definite for any signed ``W`` (the signed degree would
+    """``L^s = diag(|W| 1) - W`` (eq. 27): positive semi-definite for any signed ``W`` (the signed degree
+    would
     not be: a node with only negative edges gets a negative diagonal)."""
     g = torch.Generator().manual_seed(0)
     w = torch.randn(6, 6, generator=g, dtype=torch.float64)

@@ -41,7 +41,9 @@ def test_covariances_and_psd_match_pyriemann_and_scipy() -> None:
     w = alpha_band[:, 3 * 30 * 64 + 7 * 64: 3 * 30 * 64 + 8 * 64]  # epoch 3, subwindow 7
     np.testing.assert_allclose(cov[3, 2, 7], covariances(w[None], estimator="cov")[0], rtol=2e-3, atol=1e-6)
     raw = cont[:, 5 * 30 * 64 + 29 * 64: 5 * 30 * 64 + 30 * 64]
-    np.testing.assert_allclose(cov[5, 0, 29], covariances(raw[None], estimator="cov")[0], rtol=1e-5, atol=1e-6)  # float32 sums
+    np.testing.assert_allclose(
+        cov[5, 0, 29], covariances(raw[None], estimator="cov")[0], rtol=1e-5, atol=1e-6
+    )  # float32 sums
     np.testing.assert_allclose(psd[5, 0, 29], sps.periodogram(raw, fs=SF)[1].mean(-1), rtol=1e-5)
 
 
@@ -104,7 +106,8 @@ def test_tokens_match_pyriemann_pipeline(reference: str) -> None:
             ref = pr_mean_riemann(aug, tol=1e-12)
         else:
             mv = vec.mean(0)
-            ref = np.block([[pr_mean_riemann(covs, tol=1e-12) + np.outer(mv, mv), mv[:, None]], [mv[None], np.ones((1, 1))]])
+            ref = np.block([[pr_mean_riemann(covs, tol=1e-12) + np.outer(mv, mv), mv[:, None]],
+                            [mv[None], np.ones((1, 1))]])
         isq = pr_invsqrtm(ref)
         white = beta * isq @ aug @ isq
         vals, vecs = np.linalg.eigh(white)
@@ -119,13 +122,17 @@ def test_eps_floor_and_no_sqrt2_option() -> None:
     assert spd.tokens_from_sym(sym, sqrt2=False).tolist() == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     with_sqrt2 = spd.tokens_from_sym(sym)
     assert torch.allclose(with_sqrt2.norm(), torch.linalg.matrix_norm(sym))  # isometric to Frobenius
-    assert torch.equal(spd.sym_from_tokens(with_sqrt2), sym) or torch.allclose(spd.sym_from_tokens(with_sqrt2), sym)
+    assert torch.equal(spd.sym_from_tokens(with_sqrt2), sym) or torch.allclose(
+        spd.sym_from_tokens(with_sqrt2), sym
+    )
 
 
 def test_closed_form_butterworth_gain_matches_scipy() -> None:
-    for fs, (lo, hi) in [(256.0, (0.5, 4.0)), (256.0, (30.0, 45.0)), (100.0, (30.0, 45.0)), (64.0, (8.0, 13.0))]:
+    for fs, (lo, hi) in [(256.0, (0.5, 4.0)), (256.0, (30.0, 45.0)),
+                         (100.0, (30.0, 45.0)), (64.0, (8.0, 13.0))]:
         f = np.linspace(0, fs / 2, 2001)
-        _, h = sps.sosfreqz(sps.butter(4, [lo / (fs / 2), hi / (fs / 2)], "bandpass", output="sos"), worN=f, fs=fs)
+        _, h = sps.sosfreqz(sps.butter(4, [lo / (fs / 2), hi / (fs / 2)],
+                                       "bandpass", output="sos"), worN=f, fs=fs)
         np.testing.assert_allclose(spd.butter_bandpass_gain(f, lo, hi, fs), np.abs(h) ** 2, atol=1e-10)
 
 
@@ -139,7 +146,8 @@ def test_recording_tokens_equal_the_two_step_path(reference: str) -> None:
     tok, g = spd.recording_tokens(ct, pt, 2.5, 1.3, 1e-2, reference, sqrt2=False)
     g2 = spd.whitening_reference(ct, pt, 2.5, reference)
     np.testing.assert_allclose(g.numpy(), g2.numpy(), atol=1e-13)
-    np.testing.assert_allclose(tok.numpy(), spd.spd_tokens(ct, pt, 2.5, 1.3, 1e-2, g2, sqrt2=False).numpy(), atol=1e-12)
+    np.testing.assert_allclose(tok.numpy(),
+                               spd.spd_tokens(ct, pt, 2.5, 1.3, 1e-2, g2, sqrt2=False).numpy(), atol=1e-12)
 
 
 def _dispersed(k: int, n: int, spread: float, seed: int) -> np.ndarray:
@@ -214,7 +222,9 @@ def test_covariances_over_several_blocks_equal_one_fft_of_the_whole_run() -> Non
     equal the covariance of one float64 FFT filter of the whole z-scored run."""
     rng = np.random.default_rng(3)
     n_ep = 40  # 40 x 30 s at 64 Hz: three blocks of 15 epochs, three chunks of the z-score statistics
-    x = (np.cumsum(rng.normal(size=(3, n_ep * 1920)), axis=1) * 0.05 + rng.normal(size=(3, n_ep * 1920))) * 7 + 40
+    x = (
+        np.cumsum(rng.normal(size=(3, n_ep * 1920)), axis=1) * 0.05 + rng.normal(size=(3, n_ep * 1920))
+    ) * 7 + 40
     ep = x.reshape(3, n_ep, 1920).transpose(1, 0, 2).astype(np.float32)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -228,9 +238,12 @@ def test_covariances_over_several_blocks_equal_one_fft_of_the_whole_run() -> Non
     spectrum = np.fft.rfft(cont, n=nfft)
     freqs = np.fft.rfftfreq(nfft, d=1.0 / SF)
     for k, (lo, hi) in enumerate(BANDS.values(), start=1):
-        band = np.fft.irfft(spectrum * spd.butter_bandpass_gain(freqs, lo, hi, SF), n=nfft)[:, : cont.shape[1]]
+        band = np.fft.irfft(spectrum * spd.butter_bandpass_gain(freqs, lo, hi, SF), n=nfft)[
+            :, : cont.shape[1]
+        ]
         subs = band.reshape(3, n_ep * 30, 64).transpose(1, 0, 2)
-        expected = np.einsum("kiw,kjw->kij", subs - subs.mean(-1, keepdims=True), subs - subs.mean(-1, keepdims=True)) / 63
+        expected = np.einsum("kiw,kjw->kij", subs - subs.mean(-1, keepdims=True),
+                             subs - subs.mean(-1, keepdims=True)) / 63
         got = cov[:, k].reshape(n_ep * 30, 3, 3)
         scale = np.abs(expected).max(axis=(1, 2))[:, None, None]
         np.testing.assert_allclose(got / scale, expected / scale, atol=2e-5, err_msg=f"band {k}")
@@ -252,7 +265,8 @@ def test_causal_filter_carries_its_state_across_blocks() -> None:
         band = sps.sosfilt(sps.butter(4, [lo / 32, hi / 32], btype="bandpass", output="sos"), cont, axis=-1)
         subs = band.reshape(2, n_ep * 30, 64).transpose(1, 0, 2)
         expected = np.stack([np.cov(s) for s in subs])
-        np.testing.assert_allclose(cov[:, k].reshape(-1, 2, 2), expected, rtol=1e-4, atol=1e-6 * np.abs(expected).max())
+        np.testing.assert_allclose(cov[:, k].reshape(-1, 2, 2), expected, rtol=1e-4,
+                                   atol=1e-6 * np.abs(expected).max())
 
 
 def test_log_divided_differences_for_equal_close_and_distant_values() -> None:
@@ -268,7 +282,8 @@ def test_log_divided_differences_for_equal_close_and_distant_values() -> None:
 
 
 def _rotate(x: np.ndarray, size: float, seed: int) -> np.ndarray:
-    """``T X T^T`` with ``T = expm(size * S)``, S a random matrix: the same matrices seen from a nearby iterate."""
+    """``T X T^T`` with ``T = expm(size * S)``, S a random matrix: the same matrices seen from a nearby
+    iterate."""
     s = np.random.default_rng(seed).normal(size=x.shape[-2:])
     vals, vecs = np.linalg.eig(size * s)
     t = np.real(vecs @ np.diag(np.exp(vals)) @ np.linalg.inv(vecs))

@@ -23,7 +23,8 @@ def _fake_braindecode(monkeypatch: pytest.MonkeyPatch, version: str, **classes: 
 
 
 @pytest.mark.parametrize("version, installed", [("0.8", "EEGNetv4"), ("1.2", "EEGNet")])
-def test_eegnet_resolves_under_either_name(monkeypatch: pytest.MonkeyPatch, version: str, installed: str) -> None:
+def test_eegnet_resolves_under_either_name(monkeypatch: pytest.MonkeyPatch,
+                                           version: str, installed: str) -> None:
     cls = type(installed, (), {})
     _fake_braindecode(monkeypatch, version, **{installed: cls, "Deep4Net": type("Deep4Net", (), {})})
     assert braindecode_names.EEGNet is cls
@@ -32,7 +33,8 @@ def test_eegnet_resolves_under_either_name(monkeypatch: pytest.MonkeyPatch, vers
 
 
 def test_every_renamed_model_resolves_from_its_new_name_on_0_8(monkeypatch: pytest.MonkeyPatch) -> None:
-    _fake_braindecode(monkeypatch, "0.8", **{old: type(old, (), {}) for old in braindecode_names.RENAMED.values()})
+    _fake_braindecode(monkeypatch, "0.8",
+                      **{old: type(old, (), {}) for old in braindecode_names.RENAMED.values()})
     for new, old in braindecode_names.RENAMED.items():
         assert braindecode_names.braindecode_model(new).__name__ == old
 
@@ -43,7 +45,8 @@ def test_unknown_name_and_missing_braindecode_are_one_line(monkeypatch: pytest.M
         braindecode_names.NoSuchNet  # noqa: B018
     monkeypatch.setitem(sys.modules, "braindecode", None)
     monkeypatch.setitem(sys.modules, "braindecode.models", None)
-    with pytest.raises(braindecode_names.MissingExtraError, match=r"pip install 'biosig-lightning\[braindecode\]'"):
+    with pytest.raises(braindecode_names.MissingExtraError,
+                       match=r"pip install 'biosig-lightning\[braindecode\]'"):
         braindecode_names.EEGNet  # noqa: B018
 
 
@@ -53,5 +56,6 @@ def test_shape_inferred_from_chs_info_and_window_seconds() -> None:
     assert (model.n_chans, model.n_times, model.ch_names) == (3, 500, ["C3", "C4", "Cz"])
     with pytest.raises(ValueError, match=r"n_times \(or input_window_seconds\) is required"):
         BiosignalModel(n_chans=3, n_outputs=2, sfreq=250.0)
-    with pytest.raises(ValueError, match="input_window_seconds=1.0 at sfreq=250.0 is 250 samples, but n_times=500"):
+    with pytest.raises(ValueError,
+                       match="input_window_seconds=1.0 at sfreq=250.0 is 250 samples, but n_times=500"):
         BiosignalModel(n_chans=3, n_outputs=2, n_times=500, sfreq=250.0, input_window_seconds=1.0)

@@ -32,7 +32,8 @@ import biosig_lightning.models
 from biosig_lightning.models import catalog
 from biosig_lightning.models.base import BiosignalModel, count_parameters
 
-CASES = [pytest.param(e.name, corpus, id=f"{e.name}-{corpus}") for e in catalog.entries() for corpus in e.shapes]
+CASES = [pytest.param(e.name,
+                      corpus, id=f"{e.name}-{corpus}") for e in catalog.entries() for corpus in e.shapes]
 PINS = [
     pytest.param(e.name, corpus, pin, id=f"{e.name}-{corpus}")
     for e in catalog.entries()
@@ -92,12 +93,20 @@ def test_catalog_covers_every_backbone_in_the_package() -> None:
     while stack:
         cls = stack.pop()
         stack.extend(cls.__subclasses__())
-        if cls.__module__.startswith("biosig_lightning.") and not inspect.isabstract(cls) and cls.outputs_logits:
+        if (
+            cls.__module__.startswith("biosig_lightning.")
+            and not inspect.isabstract(cls)
+            and cls.outputs_logits
+        ):
             backbones.add(cls)
     registered = {entry.cls for entry in catalog.entries()}
     assert backbones, "no BiosignalModel subclass found"
-    assert backbones <= registered, f"not in the catalog: {sorted(c.__name__ for c in backbones - registered)}"
-    assert all(entry.shapes for entry in catalog.entries()), "every backbone names the corpora it is configured for"
+    assert backbones <= registered, (
+        f"not in the catalog: {sorted(c.__name__ for c in backbones - registered)}"
+    )
+    assert all(entry.shapes for entry in catalog.entries()), (
+        "every backbone names the corpora it is configured for"
+    )
 
 
 def test_catalog_corpus_shapes_are_the_datamodules_shapes() -> None:
@@ -111,7 +120,10 @@ def test_catalog_corpus_shapes_are_the_datamodules_shapes() -> None:
         "bci2a": (dm.BCIIVDataModule, {"dataset": "2a"}),
         "bci2b": (dm.BCIIVDataModule, {"dataset": "2b"}),
         "sleepedf": (dm.SleepEDFDataModule, {}),
-        "chbmit": (dm.CHBMITDataModule, {"montage": "23", "window_seconds": 2.0}),  # experiments/*chbmit*.yaml
+        "chbmit": (
+            dm.CHBMITDataModule,
+            {"montage": "23", "window_seconds": 2.0},
+        ),  # experiments/*chbmit*.yaml
         "ptbxl": (dm.PTBXLDataModule, {"sampling_rate": 100}),  # experiments/*ptbxl.yaml (SD-Former)
         "mass_ss3": (dm.MASSSS3DataModule, {}),
         "sleep_edf_spd": (dm.SleepEDFSPDDataModule, {}),

@@ -9,7 +9,8 @@ the operators that read a tensor back to the host or give a data-dependent shape
 the eager check). Each model is built at its catalog test size on
 its paper corpus's shape; the compiled function is the training objective (cross-entropy, plus the
 auxiliary terms of a model with the ``aux`` capability) in train mode, backward included (AOTAutograd
-compiles the backward graph when it first runs; the ``aot_eager`` backend, see :data:`BACKEND`); then eval-mode logits of the compiled model equal
+compiles the backward graph when it first runs; the ``aot_eager`` backend, see :data:`BACKEND`); then
+eval-mode logits of the compiled model equal
 eager ones at float32 tolerance, in train mode too for models without random operators at test size.
 """
 
@@ -64,12 +65,14 @@ BACKEND = "aot_eager"
 
 
 #: operators whose result the host must wait for (a value read back, or an output shape set by the data)
-HOST_SYNC = {"_local_scalar_dense", "nonzero", "masked_select", "_unique2", "unique_dim", "unique_consecutive",
+HOST_SYNC = {"_local_scalar_dense", "nonzero", "masked_select", "_unique2", "unique_dim",
+             "unique_consecutive",
              "is_nonzero", "equal"}
 
 
 class HostSyncWatch(TorchDispatchMode):
-    """Records every dispatched operator that synchronises with the host (:data:`HOST_SYNC`, boolean indexing)."""
+    """Records every dispatched operator that synchronises with the host (:data:`HOST_SYNC`, boolean
+    indexing)."""
 
     def __init__(self) -> None:
         super().__init__()

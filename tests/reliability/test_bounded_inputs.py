@@ -30,7 +30,8 @@ def _bomb(levels: int = 9) -> str:
 
 
 def test_alias_bomb_is_refused_at_its_alias_before_it_expands() -> None:
-    with pytest.raises(yaml.MarkedYAMLError, match=rf"aliases expand to more than {ALIAS_BUDGET} nodes") as err:
+    with pytest.raises(yaml.MarkedYAMLError,
+                       match=rf"aliases expand to more than {ALIAS_BUDGET} nodes") as err:
         parse_yaml(_bomb())
     assert err.value.problem_mark.line + 1 == 5  # 9**4 leaves pass the budget at level 4
 
@@ -70,7 +71,8 @@ def _zip_checkpoint(path: Path, member_bytes: int) -> Path:
 def test_a_checkpoint_that_inflates_past_the_limit_is_refused_before_loading(tmp_path: Path) -> None:
     path = _zip_checkpoint(tmp_path / "bomb.ckpt", 80 * 2**20)  # a few KiB on disk
     assert path.stat().st_size < 2**20
-    with pytest.raises(CheckpointError, match=r"bomb.ckpt: its members inflate to 80 MiB from 0.1 MiB on disk"):
+    with pytest.raises(CheckpointError,
+                       match=r"bomb.ckpt: its members inflate to 80 MiB from 0.1 MiB on disk"):
         check_checkpoint_size(path)  # the default limit: twice the file plus 64 MiB
     from biosig_lightning.runs.checks import read_checkpoint
 
@@ -78,7 +80,8 @@ def test_a_checkpoint_that_inflates_past_the_limit_is_refused_before_loading(tmp
         read_checkpoint(path)
 
 
-def test_a_real_checkpoint_passes_and_the_limit_can_be_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_real_checkpoint_passes_and_the_limit_can_be_raised(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
     real = tmp_path / "real.ckpt"
@@ -97,9 +100,12 @@ def _npy_with_header(path: Path, shape: tuple[int, ...], data: bytes) -> Path:
 
 
 @pytest.mark.parametrize("mmap_mode", [None, "r"])
-def test_npy_header_claiming_more_than_the_file_holds_is_refused(tmp_path: Path, mmap_mode: str | None) -> None:
+def test_npy_header_claiming_more_than_the_file_holds_is_refused(
+    tmp_path: Path, mmap_mode: str | None
+) -> None:
     path = _npy_with_header(tmp_path / "huge.npy", (10**12, 4), bytes(64))
-    with pytest.raises(NpyError, match=r"huge.npy: .*shape \(1000000000000, 4\) of float32, 16,000,000,000,000 bytes, "
+    with pytest.raises(NpyError,
+                       match=r"huge.npy: .*shape \(1000000000000, 4\) of float32, 16,000,000,000,000 bytes, "
                                        r"but the file holds 64 bytes"):
         load_npy(path, mmap_mode=mmap_mode)
 

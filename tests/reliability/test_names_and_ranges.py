@@ -13,7 +13,8 @@ from biosig_lightning.cli import main
 from biosig_lightning.runs.index_ranges import MAX_INDICES, parse_index_ranges
 from tests.conftest import EXPERIMENTS
 
-DEMO = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")]
+DEMO = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config",
+        str(EXPERIMENTS / "overlays" / "smoke.yaml")]
 
 
 @pytest.mark.parametrize("name", ["../pyproject", "overlays/../../pyproject.toml", "/etc/passwd",
@@ -23,7 +24,8 @@ def test_configs_copy_and_path_resolve_only_shipped_configs(name: str, tmp_path:
     monkeypatch.chdir(tmp_path)
     assert configs.find(name) is None
     for action in ("path", "copy"):
-        with pytest.raises(SystemExit, match=rf"^biosig configs: error: {action} {name}: not a packaged config name"):
+        with pytest.raises(SystemExit,
+                           match=rf"^biosig configs: error: {action} {name}: not a packaged config name"):
             main(["configs", action, name])
     assert list(tmp_path.iterdir()) == []
     assert configs.find("overlays/smoke") == (EXPERIMENTS / "overlays" / "smoke.yaml").resolve()
@@ -49,7 +51,8 @@ def test_a_search_space_whose_end_a_fit_refuses_is_named_before_any_trial(tmp_pa
     key = "model.init_args.backbone.init_args.dropout"
     path = tmp_path / "space.yaml"
     path.write_text(f"{key}: {{type: float, low: 0.0, high: 1.5}}\n")
-    with pytest.raises(TuneError, match=rf"^search-space key '{key}' \(value 1.5\) is not accepted by biosig fit: "
+    with pytest.raises(TuneError,
+                       match=rf"^search-space key '{key}' \(value 1.5\) is not accepted by biosig fit: "
                                         rf"{key} must be a probability in \[0, 1\), got 1.5$"):
         validate_space(DEMO, load_search_space(path))
 

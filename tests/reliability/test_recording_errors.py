@@ -28,9 +28,11 @@ def bids_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("bids")
     rng = np.random.default_rng(0)
     for sub in (1, 2):
-        raw = mne.io.RawArray(rng.normal(0, 1e-5, (3, 800)), mne.create_info(CHANNELS, 100.0, "eeg"), verbose="error")
+        raw = mne.io.RawArray(rng.normal(0, 1e-5, (3, 800)),
+                              mne.create_info(CHANNELS, 100.0, "eeg"), verbose="error")
         raw.set_annotations(mne.Annotations([0, 2, 4, 6], [1] * 4, ["a", "b", "a", "b"]))
-        mne_bids.write_raw_bids(raw, mne_bids.BIDSPath(subject=f"{sub:02d}", task="t", datatype="eeg", root=root),
+        mne_bids.write_raw_bids(raw,
+                                mne_bids.BIDSPath(subject=f"{sub:02d}", task="t", datatype="eeg", root=root),
                                 format="BrainVision", allow_preload=True, verbose="error")
     return root
 
@@ -52,7 +54,8 @@ def test_channels_tsv_naming_other_channels_names_the_recording(bids_root: Path,
     with pytest.raises(DataError) as err:
         list(reader.iter_blocks())
     text = str(err.value)
-    assert text.startswith(f"{root}/sub-02/eeg/sub-02_task-t_eeg.vhdr: cannot read the BIDS recording (RuntimeError: "
+    assert text.startswith(f"{root}/sub-02/eeg/sub-02_task-t_eeg.vhdr: cannot read the BIDS recording "
+                           f"(RuntimeError: "
                            "Channel mismatch between"), text
     assert "\n" not in text
 
@@ -78,7 +81,8 @@ def test_an_epochs_file_of_one_class_is_named(tmp_path: Path) -> None:
                              verbose="error")
     path = tmp_path / "one-epo.fif"
     epochs.save(path, verbose="error")
-    with pytest.raises(DataError, match=rf"^epochs {path}: one class only \(left \(event code 1\)\); a classifier "
+    with pytest.raises(DataError,
+                       match=rf"^epochs {path}: one class only \(left \(event code 1\)\); a classifier "
                                         "needs at least two event codes$"):
         arrays_from_epochs(str(path))
 
@@ -100,7 +104,8 @@ def test_ptbxl_record_path_outside_the_root_is_refused(tmp_path: Path) -> None:
     rows[1][6] = "/etc/passwd"
     with open(db, "w", newline="") as f:
         csv.writer(f).writerows(rows)
-    with pytest.raises(DataError, match=r"ptbxl_database.csv: row 2 \(ecg_id 1\): filename_lr '/etc/passwd' leads "
+    with pytest.raises(DataError,
+                       match=r"ptbxl_database.csv: row 2 \(ecg_id 1\): filename_lr '/etc/passwd' leads "
                                         r"outside the corpus root"):
         PTBXL(tmp_path)
     rows[1][6] = "records100/../../x"
@@ -120,8 +125,12 @@ def test_any_error_a_library_raises_inside_the_boundary_is_one_line(tmp_path: Pa
     monkeypatch.setattr(pyedflib, "EdfReader", broken)
     edf = tmp_path / "rec.edf"
     edf.write_bytes(b"0" * 256)
-    with pytest.raises(DataError, match=rf"^{edf}: cannot read EDF/EDF\+ file \(IndexError: list index out of "
+    with pytest.raises(DataError,
+                       match=rf"^{edf}: cannot read EDF/EDF\+ file \(IndexError: list index out of "
                                         r"range\)$"):
         read_header(edf)
-    with pytest.raises(DataError, match="reader's own line"), reading(edf):  # the reader's own DataError passes
+    with (
+        pytest.raises(DataError, match="reader's own line"),
+        reading(edf),
+    ):  # the reader's own DataError passes
         raise DataError("the reader's own line")

@@ -46,7 +46,10 @@ def test_results_the_report_cannot_use_are_skipped_one_line_each(tmp_path: Path,
                 bad["cm_ragged"]: "'confusion_matrix' is not a square table of counts"}
     assert len(warned) == len(expected), warned
     for path, why in expected.items():
-        assert any(f"biosig report: warning: skipping {path}: " in ln and why in ln for ln in warned), (path, warned)
+        assert any(f"biosig report: warning: skipping {path}: " in ln and why in ln for ln in warned), (
+            path,
+            warned,
+        )
 
 
 def _cm_runs(n_classes: int) -> list[tuple[Path, dict]]:

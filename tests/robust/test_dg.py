@@ -201,7 +201,8 @@ def test_alignment_loss_is_skipped_with_one_subject(method: str) -> None:
     assert float(expected) > 1e-6  # two different subjects' windows: a discrepancy to align
     assert extra["dg_loss"].item() == pytest.approx(float(expected), rel=1e-5)
     assert loss.item() == pytest.approx((extra["cls_loss"] + 0.05 * extra["dg_loss"]).item(), rel=1e-6)
-    # and it trains the features: in one forward pass (dropout off), the gradient of the loss minus that of its
+    # and it trains the features: in one forward pass (dropout off), the gradient of the loss minus that of
+    # its
     # classification term is the gradient of 0.05 * aux, not zero
     task.eval()
     b = batch([4, 4, 4, 9, 9, 9])
@@ -222,7 +223,9 @@ def test_alignment_reads_the_time_averaged_encoder_output(fbam: bool) -> None:
     task = DGTask(backbone, method="mmd").eval()
     x = batch([1, 2, 3])["x"]
     features, logits = task._features_and_logits(x)
-    assert torch.allclose(features, backbone.tokens(x).mean(1), atol=1e-6)  # (B, d_model), not the flat head input
+    assert torch.allclose(
+        features, backbone.tokens(x).mean(1), atol=1e-6
+    )  # (B, d_model), not the flat head input
     assert torch.allclose(logits, backbone(x), atol=1e-6)
     assert task._captured is None
     task = DGTask(tiny_transformer(pooling="flatten"), method="grl", disc_hidden=4)
@@ -275,7 +278,9 @@ def test_grl_reverses_the_discriminator_gradient_into_the_backbone() -> None:
     def grads(reverse: bool) -> tuple[torch.Tensor, torch.Tensor]:
         task.zero_grad()
         feats = task.backbone.forward_features(b["x"])
-        nn.functional.cross_entropy(task.discriminator(task.grl(feats) if reverse else feats), targets).backward()
+        nn.functional.cross_entropy(
+            task.discriminator(task.grl(feats) if reverse else feats), targets
+        ).backward()
         return task.backbone.embed.weight.grad.clone(), task.discriminator.out.weight.grad.clone()
 
     (plain_backbone, plain_disc), (rev_backbone, rev_disc) = grads(False), grads(True)
@@ -334,7 +339,10 @@ def test_transformer_fbam_option() -> None:
     model = tiny_transformer(fbam=True, fbam_bands=3)
     assert len(model.fbam) == 1 and isinstance(model.fbam[0], FBAM)
     n_fbam = sum(p.numel() for p in model.fbam.parameters())
-    assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in tiny_transformer().parameters()) + n_fbam
+    assert (
+        sum(p.numel() for p in model.parameters())
+        == sum(p.numel() for p in tiny_transformer().parameters()) + n_fbam
+    )
     x = torch.randn(3, 3, 16)
     out = model(x)
     assert out.shape == (3, 2) and torch.isfinite(out).all()
@@ -345,7 +353,8 @@ def test_transformer_fbam_option() -> None:
 
 # ---- CLI: base + backbone override + method override -------------------------------------------------
 TINY_CLI = [f"--model.init_args.backbone.init_args.{k}={v}" for k, v in TINY_TRANSFORMER.items()]
-SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "synthetic.yaml"),
+SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config",
+         str(EXPERIMENTS / "overlays" / "synthetic.yaml"),
          "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml"), "--trainer.enable_progress_bar=false",
          "--data.init_args.n_times=32"]
 
@@ -365,12 +374,14 @@ def train_log(res: dict) -> dict[str, float]:
 
 @pytest.mark.parametrize(("name", "cls", "restated"), [
     ("transformer", "TransformerClassifier", dict(d_model=128, n_layers=6, n_heads=8, d_ff=256, dropout=0.1,
-                                                  embedding="circular_conv", norm_first=False, pooling="flatten")),
+                                                  embedding="circular_conv",
+                                                  norm_first=False, pooling="flatten")),
     ("medformer", "Medformer", dict(d_model=128, e_layers=6, n_heads=8, d_ff=256, dropout=0.1,
                                     augmentations=["none", "drop0.35"])),
     ("eegnet", "EEGNet", dict(dropout=0.25)),
 ])
-def test_override_switches_the_task_and_keeps_the_base(capsys: pytest.CaptureFixture[str], name: str, cls: str,
+def test_override_switches_the_task_and_keeps_the_base(capsys: pytest.CaptureFixture[str], name: str,
+                                                       cls: str,
                                                        restated: dict) -> None:
     base = EXPERIMENTS / "bioformer_apava.yaml"
     configs = [a for n in (name, "grl") for a in ("--config", str(TABLE3 / f"{n}.yaml"))]
@@ -382,7 +393,8 @@ def test_override_switches_the_task_and_keeps_the_base(capsys: pytest.CaptureFix
     args = cfg["init_args"]
     assert args["method"] == "grl" and args["dg_weight"] is None
     # the base's optimisation (Adam 1e-4, no decay, no schedule, patience 10) is kept
-    assert (args["optimizer"], args["lr"], args["weight_decay"], args["scheduler"]) == ("adam", 1.0e-4, 0.0, "none")
+    assert (args["optimizer"], args["lr"],
+            args["weight_decay"], args["scheduler"]) == ("adam", 1.0e-4, 0.0, "none")
     assert args["early_stopping_patience"] == 10
     backbone = args["backbone"]
     assert backbone["class_path"] == f"biosig_lightning.models.baselines.{cls}"
@@ -400,11 +412,13 @@ def test_fbam_override_reaches_the_backbone(capsys: pytest.CaptureFixture[str]) 
 
 
 TABLE3_SHAPE = dict(n_chans=3, n_outputs=2, n_times=64, sfreq=128.0)
-#: the three backbones of BioFormer Table 3, tiny and without dropout (so train/eval differ only by the method)
+# : the three backbones of BioFormer Table 3, tiny and without dropout (so train/eval differ only by the
+# method)
 TABLE3_BACKBONES = {
     "TransformerClassifier": lambda: TransformerClassifier(**TABLE3_SHAPE, **TINY_TRANSFORMER, patch_len=8,
                                                            pooling="flatten"),
-    "Medformer": lambda: Medformer(**TABLE3_SHAPE, patch_lens=[4, 8], d_model=8, n_heads=2, e_layers=1, d_ff=16,
+    "Medformer": lambda: Medformer(**TABLE3_SHAPE, patch_lens=[4, 8], d_model=8, n_heads=2, e_layers=1,
+                                   d_ff=16,
                                    dropout=0.0, augmentations=["none"]),
     "EEGNet": lambda: EEGNet(**TABLE3_SHAPE, F1=2, D=1, F2=2, kernel_length=8, separable_kernel=4, pool1=2,
                              pool2=2, dropout=0.0),
@@ -413,7 +427,8 @@ TABLE3_SUBJECTS = [1, 1, 2, 2, 3, 3]
 
 
 def _grads(module: nn.Module) -> dict[str, torch.Tensor]:
-    return {n: (p.grad.clone() if p.grad is not None else torch.zeros_like(p)) for n, p in module.named_parameters()}
+    return {n: (p.grad.clone() if p.grad is not None else torch.zeros_like(p)) for n,
+            p in module.named_parameters()}
 
 
 @pytest.mark.parametrize("name", sorted(TABLE3_BACKBONES))
@@ -432,7 +447,8 @@ def test_table3_style_methods_change_features_in_train_mode_only(name: str, meth
     raw, styled = seen["raw"], seen["styled"]
     dims = tuple(d for d in range(1, raw.ndim) if d != task.backbone.style_channel_dim % raw.ndim)
     # the per-sample, per-channel statistics are what MixStyle/DSU re-draw: they moved
-    moved = torch.maximum((styled.mean(dims) - raw.mean(dims)).abs().max(), (styled.std(dims) - raw.std(dims)).abs().max())
+    moved = torch.maximum((styled.mean(dims) - raw.mean(dims)).abs().max(),
+                          (styled.std(dims) - raw.std(dims)).abs().max())
     assert moved > 1e-3, (name, method, float(moved))
     task.eval()
     logits_eval = task(x)
@@ -497,7 +513,8 @@ def test_table3_alignment_losses_are_nonzero_and_train_the_backbone(name: str, m
 
 
 @pytest.mark.parametrize("method", ["mmd", "coral", "grl", "mixstyle"])
-def test_each_method_trains_through_the_cli(in_tmp: Path, capsys: pytest.CaptureFixture[str], method: str) -> None:
+def test_each_method_trains_through_the_cli(in_tmp: Path,
+                                            capsys: pytest.CaptureFixture[str], method: str) -> None:
     extra = (*TINY_CLI, "--model.init_args.disc_hidden=8")
     res = fit(capsys, "transformer", method, extra=extra)
     model = res["config"]["model"]
@@ -514,7 +531,9 @@ def test_each_method_trains_through_the_cli(in_tmp: Path, capsys: pytest.Capture
         # and the alignment term is part of what is minimised: loss = classification + weight * alignment
         weight = model["init_args"].get("dg_weight")
         weight = DEFAULT_DG_WEIGHTS[method] if weight is None else weight
-        assert log["train/loss_epoch"] == pytest.approx(log["train/cls_loss"] + weight * log["train/dg_loss"], rel=1e-4)
+        assert log["train/loss_epoch"] == pytest.approx(
+            log["train/cls_loss"] + weight * log["train/dg_loss"], rel=1e-4
+        )
     if method == "grl":
         # two steps of smoke training: progress 0 and 1/2, epoch mean of the two coefficients
         assert log["train/grl_lambda"] == pytest.approx((dann_lambda(0.0) + dann_lambda(0.5)) / 2, rel=1e-5)
@@ -523,7 +542,8 @@ def test_each_method_trains_through_the_cli(in_tmp: Path, capsys: pytest.Capture
         assert loaded.task.train_subjects.tolist() == sorted(res["subjects"]["train"])
         assert loaded.task.discriminator.body[0].in_features == TINY_TRANSFORMER["d_model"]
         ckpt = res["best_checkpoint"]
-        main(["test", *SMOKE, "--config", str(TABLE3 / "transformer.yaml"), "--config", str(TABLE3 / "grl.yaml"),
+        main(["test", *SMOKE, "--config", str(TABLE3 / "transformer.yaml"), "--config",
+              str(TABLE3 / "grl.yaml"),
               *extra, "--ckpt_path", ckpt])
         # the reloaded GRL checkpoint scores the test windows exactly as the fit's own test did
         tested = printed_metrics(capsys.readouterr().out, "test")
@@ -531,7 +551,8 @@ def test_each_method_trains_through_the_cli(in_tmp: Path, capsys: pytest.Capture
             assert tested[key] == pytest.approx(value, rel=1e-6, abs=1e-7), key
 
 
-def test_dsu_on_cnn_with_subjectnorm_through_the_cli(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_dsu_on_cnn_with_subjectnorm_through_the_cli(in_tmp: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
     res = fit(capsys, "dsu", "subjectnorm")  # demo.yaml's CNN1D keeps its own style site
     assert res["model"] == "CNN1D" and res["config"]["model"]["init_args"]["method"] == "dsu"
     assert res["config"]["data"]["init_args"]["normalization"] == "subject"

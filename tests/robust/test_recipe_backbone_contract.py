@@ -21,7 +21,8 @@ BATCH = 4
 #: (recipe, backbone) pairs the recipe refuses, and the words its reason must contain: MixStyle and DSU
 #: perturb a declared style site (BioFormer Appendix C.4: after the embedding), which these backbones do not
 #: declare; MMD, CORAL and GRL align pooled features, which these backbones do not expose (no ``head``)
-NO_STYLE_SITE = ["BioFormer", "CNNLSTM", "DCRNN", "DGCNN", "DenseCNN", "GIN", "PatchTST", "SDFormer", "SPDTransNet",
+NO_STYLE_SITE = ["BioFormer", "CNNLSTM", "DCRNN", "DGCNN", "DenseCNN", "GIN", "PatchTST", "SDFormer",
+                 "SPDTransNet",
                  "SeizureLSTM", "SignedGraphClassifier", "StaticGNN"]
 NO_FEATURE_API = ["CNNLSTM", "DenseCNN", "SeizureLSTM", "SignedGraphClassifier"]
 INCOMPATIBLE: dict[tuple[str, str], str] = {

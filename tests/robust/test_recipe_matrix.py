@@ -1,4 +1,5 @@
-"""The recipe x backbone matrix: every recipe (plain, each DG plug-in, STDRO) over every window backbone trains
+"""The recipe x backbone matrix: every recipe (plain, each DG plug-in, STDRO) over every window backbone
+trains
 on a tiny stand-in and beats its ``lr = 0`` control on held-out subjects, or the recipe refuses the backbone
 for a stated reason (a DG method needing a style site or pooled features the backbone does not declare).
 
@@ -21,7 +22,9 @@ REFUSALS = ("declares no style site", "lacks head")
 #: pair trains). The signed-graph classifier's logits are minus sums of squared reconstruction errors over
 #: every sample of the window (hundreds here), so cross-entropy, the loss of every recipe in this matrix,
 #: drives it to confident errors on held-out subjects; its own recipe (DenoiserPairTask, eq. 23) trains it
-KNOWN_GAPS = {(r, "SignedGraphClassifier"): "cross-entropy on reconstruction-error logits" for r in ("erm", "stdro")}
+KNOWN_GAPS = {
+    (r, "SignedGraphClassifier"): "cross-entropy on reconstruction-error logits" for r in ("erm", "stdro")
+}
 
 
 @pytest.fixture(scope="module")

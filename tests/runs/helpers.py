@@ -19,7 +19,8 @@ class BarrierTask(ClassificationTask):
     at the same moment, whatever the scheduler did before.
     """
 
-    def __init__(self, backbone: Any, barrier_dir: str = "", barrier_count: int = 2, **task_args: Any) -> None:
+    def __init__(self, backbone: Any, barrier_dir: str = "",
+                 barrier_count: int = 2, **task_args: Any) -> None:
         super().__init__(backbone, **task_args)
         self.barrier_dir, self.barrier_count = Path(barrier_dir), barrier_count
 
@@ -29,5 +30,6 @@ class BarrierTask(ClassificationTask):
         deadline = time.monotonic() + 120.0
         while len(list(self.barrier_dir.iterdir())) < self.barrier_count:
             if time.monotonic() > deadline:
-                raise RuntimeError(f"BarrierTask: fewer than {self.barrier_count} processes in {self.barrier_dir}")
+                raise RuntimeError(f"BarrierTask: fewer than {self.barrier_count} processes in "
+                                   f"{self.barrier_dir}")
             time.sleep(0.02)

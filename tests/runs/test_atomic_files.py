@@ -16,7 +16,8 @@ from biosig_lightning.runs import atomic_files
 from biosig_lightning.runs.atomic_files import AtomicCheckpointIO
 from tests.conftest import EXPERIMENTS
 
-DEMO = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")]
+DEMO = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config",
+        str(EXPERIMENTS / "overlays" / "smoke.yaml")]
 
 
 def _refuse_fsync(monkeypatch: pytest.MonkeyPatch, code: int) -> None:
@@ -36,7 +37,8 @@ def test_a_refused_checkpoint_write_names_the_directory_and_keeps_the_old_file(
     with pytest.raises(StorageError) as err:
         io.save_checkpoint({"state_dict": {"w": torch.ones(3)}, "epoch": 1}, path)
     monkeypatch.undo()
-    assert str(err.value).startswith(f"cannot write checkpoint last.ckpt in {path.parent}: {os.strerror(code)}")
+    assert str(err.value).startswith(f"cannot write checkpoint last.ckpt in {path.parent}: "
+                                     f"{os.strerror(code)}")
     assert torch.load(path, weights_only=True)["epoch"] == 0
     assert sorted(p.name for p in path.parent.iterdir()) == ["last.ckpt"]  # no temporary file left
 
@@ -63,7 +65,10 @@ def test_a_fit_whose_disk_fills_stops_in_one_line(in_tmp: Path, monkeypatch: pyt
     message = err.value.code
     assert isinstance(message, str) and "\n" not in message, message
     ckpts = Path("runs/demo/version_0/checkpoints")
-    assert message.startswith("biosig fit: error: cannot write checkpoint ") and f" in {ckpts}: No space" in message
+    assert (
+        message.startswith("biosig fit: error: cannot write checkpoint ")
+        and f" in {ckpts}: No space" in message
+    )
     assert "resume with --ckpt_path last" in message
     assert "Traceback" not in capsys.readouterr().err
     assert torch.load(ckpts / "last.ckpt", weights_only=True)["epoch"] == 0
@@ -79,26 +84,35 @@ def test_metrics_csv_rows_are_written_atomically(in_tmp: Path, monkeypatch: pyte
     before = (in_tmp / "run" / "metrics.csv").read_bytes()
     writer.log_metrics({"loss": 0.5, "acc": 0.7}, step=1)  # a new key: Lightning rewrites the whole file
     _refuse_fsync(monkeypatch, errno.ENOSPC)
-    with pytest.raises(StorageError, match=r"cannot write metrics.csv rows in .*run: No space left on device"):
+    with pytest.raises(StorageError,
+                       match=r"cannot write metrics.csv rows in .*run: No space left on device"):
         writer.save()
     monkeypatch.undo()
     assert (in_tmp / "run" / "metrics.csv").read_bytes() == before
     writer.save()
-    assert (in_tmp / "run" / "metrics.csv").read_text().splitlines() == ["acc,loss,step", ",1.0,0", "0.7,0.5,1"]
+    assert (in_tmp / "run" / "metrics.csv").read_text().splitlines() == [
+        "acc,loss,step",
+        ",1.0,0",
+        "0.7,0.5,1",
+    ]
 
 
 @pytest.fixture
 def small_disk(in_tmp: Path) -> Path:
     """``runs/`` on an 800 KiB tmpfs: room for the demo's first two checkpoints (330 KB each), not a third."""
     if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root (mount -t tmpfs); the injected-error tests cover the rest")
+        pytest.skip("mounting a small tmpfs needs root (mount -t tmpfs); the injected-error tests cover the "
+                    "rest")
     runs = in_tmp / "runs"
     runs.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=800k", "tmpfs", str(runs)], capture_output=True, text=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=800k", "tmpfs", str(runs)],
+                          capture_output=True, text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     yield runs
-    subprocess.run(["umount", "-l", str(runs)], check=False)  # lazily: this process may still hold files there
+    subprocess.run(
+        ["umount", "-l", str(runs)], check=False
+    )  # lazily: this process may still hold files there
 
 
 def test_a_full_disk_during_a_fit_leaves_every_checkpoint_loadable(small_disk: Path,

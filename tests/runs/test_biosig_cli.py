@@ -16,8 +16,10 @@ from biosig_lightning.runs.load import load_run
 from tests.conftest import EXPERIMENTS, REPO
 from tests.helpers import assert_metrics_match_predictions, csv_val_epochs, printed_metrics, val_row_of_epoch
 
-DEMO = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")]
-RESULT_KEYS = {"model", "dataset", "seed", "metrics", "subjects", "num_params", "fit_seconds", "best_checkpoint",
+DEMO = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config",
+        str(EXPERIMENTS / "overlays" / "smoke.yaml")]
+RESULT_KEYS = {"model", "dataset", "seed", "metrics", "subjects", "num_params", "fit_seconds",
+               "best_checkpoint",
                "config"}
 METRIC_KEYS = {f"test/{k}" for k in ("acc", "precision", "recall", "f1", "auroc", "auprc", "ece")}
 
@@ -42,7 +44,9 @@ def test_fit_writes_results_contract(in_tmp: Path, capsys: pytest.CaptureFixture
     assert Path(res["best_checkpoint"]).exists()
     # num_params: the trainable parameters of the task rebuilt from the saved config; fit_seconds: the
     # fit alone, so positive and within the wall time of the whole command (which also tests)
-    assert res["num_params"] == sum(p.numel() for p in load_run(res["run_dir"]).task.parameters() if p.requires_grad)
+    assert res["num_params"] == sum(
+        p.numel() for p in load_run(res["run_dir"]).task.parameters() if p.requires_grad
+    )
     assert 0 < res["fit_seconds"] <= wall
     # the full resolved config: the data shape was linked into the backbone, not repeated
     assert res["config"]["model"]["init_args"]["backbone"]["class_path"].endswith("CNN1D")
@@ -82,7 +86,8 @@ def test_resume_from_last_continues_epochs(in_tmp: Path, capsys: pytest.CaptureF
     assert csv_val_epochs(run_dir / "metrics.csv") == [0, 1, 2]
 
 
-def test_metrics_csv_is_on_disk_with_each_last_checkpoint(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_metrics_csv_is_on_disk_with_each_last_checkpoint(in_tmp: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
     # a run killed outright (no logger finalize) leaves the rows of every checkpointed epoch, which a
     # resume keeps (Lightning saves the CSV after every log call; this pins that we rely on it)
     res = run_fit(capsys, "--trainer.max_epochs", "3", "--trainer.callbacks+=tests.helpers.RecordCsvOnDisk")
@@ -148,7 +153,8 @@ def ddp_fit(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.
     it (its ranks) and use its checkpoint (one process and DDP score it alike): (its cwd, the process)."""
     cwd = tmp_path_factory.mktemp("ddp_fit")
     proc = subprocess.run(
-        [sys.executable, "-m", "biosig_lightning.cli", "fit", *DEMO, *DDP_DATA, "--trainer.accelerator", "cpu",
+        [sys.executable, "-m", "biosig_lightning.cli", "fit", *DEMO, *DDP_DATA, "--trainer.accelerator",
+         "cpu",
          "--trainer.devices", "2", "--trainer.strategy", "ddp", "--trainer.limit_train_batches", "4",
          "--trainer.logger.init_args.name", "ddp", "--trainer.callbacks+=tests.helpers.RecordRank"],
         capture_output=True, text=True, env=_env(), timeout=300, cwd=cwd)
@@ -216,7 +222,8 @@ def test_ddp_test_run_scores_like_one_process(in_tmp: Path, capsys: pytest.Captu
     # windows are also padded to 11 + 11, and the duplicate must not count twice; the DDP fit logged
     # the checkpoint's epoch
     epoch = int(ckpt.stem.removeprefix("best-epoch"))
-    one_process_equals(["validate", *test[1:]], "one_val", "val", val_row_of_epoch(ddp_dir / "metrics.csv", epoch))
+    one_process_equals(["validate", *test[1:]], "one_val", "val",
+                       val_row_of_epoch(ddp_dir / "metrics.csv", epoch))
 
 
 def _write_apava(root: Path, n_windows: int = 4) -> None:
@@ -320,7 +327,8 @@ def test_profile_counts_transformer_encoder_flops(in_tmp: Path, capsys: pytest.C
         main(["profile", *DEMO, "--steps", "1", "--warmup", "0", "--model.init_args.backbone",
               "biosig_lightning.models.baselines.TransformerClassifier",
               f"--model.init_args.backbone.init_args.n_layers={n_layers}",
-              "--model.init_args.backbone.init_args.d_model=32", "--model.init_args.backbone.init_args.patch_len=16"])
+              "--model.init_args.backbone.init_args.d_model=32",
+              "--model.init_args.backbone.init_args.patch_len=16"])
         return json.loads(capsys.readouterr().out)["flops_per_sample"]
 
     # one more layer of 16 tokens x width 32 costs at least its q/k/v/out projections
@@ -341,7 +349,9 @@ def test_gpu_asked_for_without_one_is_one_line(in_tmp: Path, monkeypatch: pytest
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
-    with pytest.raises(SystemExit, match=r"^biosig fit: error: trainer.accelerator: gpu asked for, but torch .* sees no GPU"):
+    with pytest.raises(SystemExit,
+                       match=r"^biosig fit: error: trainer.accelerator: gpu asked for, but torch .* sees no "
+                             r"GPU"):
         main(["fit", *DEMO, "--trainer.accelerator", "gpu"])
     assert not list((in_tmp / "runs").glob("*/version_*"))  # refused before a run directory was claimed
 

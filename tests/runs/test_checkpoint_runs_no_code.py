@@ -43,7 +43,10 @@ def test_ckpt_path_loader_refuses_in_one_line_and_runs_nothing(tmp_path: Path) -
     ckpt = _evil_checkpoint(tmp_path / "evil.ckpt", marker)
     with pytest.raises(CheckpointError) as err:
         read_checkpoint(ckpt)
-    assert str(err.value) == f"--ckpt_path {ckpt}: not a checkpoint (torch cannot read it as saved tensors and plain values)"
+    assert (
+        str(err.value)
+        == f"--ckpt_path {ckpt}: not a checkpoint (torch cannot read it as saved tensors and plain values)"
+    )
     assert "weights_only" not in str(err.value) and "\n" not in str(err.value)
     assert not marker.exists()
 
@@ -55,7 +58,8 @@ def test_reopening_a_run_refuses_its_checkpoint_and_runs_nothing(tmp_path: Path)
     ckpt = _evil_checkpoint(run_dir / "checkpoints" / "best.ckpt", marker)
     config = {"model": {"class_path": "biosig_lightning.tasks.ClassificationTask",
                         "init_args": {"backbone": {"class_path": "biosig_lightning.models.baselines.CNN1D",
-                                                   "init_args": {"width": 4, "n_blocks": 1, "convs_per_block": 1}}}},
+                                                   "init_args": {"width": 4,
+                                                                 "n_blocks": 1, "convs_per_block": 1}}}},
               "data": {"class_path": "biosig_lightning.data.datamodules.SyntheticDataModule",
                        "init_args": {"n_subjects": 4, "windows_per_subject": 2}}}
     (run_dir / "results.json").write_text(json.dumps({"config": config, "best_checkpoint": str(ckpt)}))

@@ -19,9 +19,12 @@ def _cli() -> BiosigCLI:
                            "--trainer.logger=false"], run=False)
 
 
-def test_dumps_equal_lightnings_and_are_not_validated_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_dumps_equal_lightnings_and_are_not_validated_again(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     cli = _cli()
-    assert cli.config_dump["model"]["init_args"]["backbone"]["init_args"]["n_chans"] == 16  # linked while instantiating
+    assert (
+        cli.config_dump["model"]["init_args"]["backbone"]["init_args"]["n_chans"] == 16
+    )  # linked while instantiating
     del cli.config_dump
     cli._dump_config()
     ours = cli.config_dump

@@ -18,10 +18,12 @@ from biosig_lightning.data.cache import load_or_build
 from biosig_lightning.data.spec import CorpusSpec, WindowBlock
 from tests.conftest import EXPERIMENTS, REPO
 
-DEMO = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")]
+DEMO = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config",
+        str(EXPERIMENTS / "overlays" / "smoke.yaml")]
 
 
-def test_a_fit_that_fails_before_training_leaves_no_run_dir(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_fit_that_fails_before_training_leaves_no_run_dir(in_tmp: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     # a valid split setting that only the data can refute: the error comes from setup, after the
     # run directory was claimed and its config.yaml written
     with pytest.raises(SystemExit, match="loso fold 50 is out of range"):
@@ -51,7 +53,8 @@ class SlowReader:
             if i:
                 time.sleep(self.delay)
             x = np.full((4, 2, 5), float(i), dtype=np.float32)
-            yield WindowBlock(subject=i + 1, recording=f"r{i}", x=x, y=np.array([0, 1, 0, 1]), start=np.arange(4.0))
+            yield WindowBlock(subject=i + 1, recording=f"r{i}", x=x,
+                              y=np.array([0, 1, 0, 1]), start=np.arange(4.0))
 
 
 BUILD = """
@@ -99,7 +102,8 @@ def test_a_build_in_progress_keeps_its_tmp_dir_until_its_owner_is_gone(tmp_path:
     other_lock = tmp_path / ".slow-otherkey.lock"
     other_tmp = tmp_path / ".tmp-slow-otherkey-abcd1234"
     other_tmp.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(other_lock)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(other_lock)],
+                              stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
         load_or_build(SlowReader(n=1), tmp_path, progress=False)
@@ -135,12 +139,14 @@ def test_a_run_killed_before_it_trained_is_removed_by_the_next_claim(tmp_path: P
     from biosig_lightning.runs.rundir import claim_new_version
 
     experiment = tmp_path / "demo"
-    killed = subprocess.Popen([sys.executable, "-c", CLAIM, str(experiment), RUNDIR], stdout=subprocess.PIPE, text=True,
+    killed = subprocess.Popen([sys.executable, "-c", CLAIM, str(experiment), RUNDIR], stdout=subprocess.PIPE,
+                              text=True,
                               env=_env())
     alive = None
     try:
         assert killed.stdout.readline().strip() == "0"
-        alive = subprocess.Popen([sys.executable, "-c", CLAIM, str(experiment), RUNDIR], stdout=subprocess.PIPE, text=True,
+        alive = subprocess.Popen([sys.executable, "-c", CLAIM, str(experiment), RUNDIR],
+                                 stdout=subprocess.PIPE, text=True,
                                  env=_env())
         assert alive.stdout.readline().strip() == "1"
         killed.send_signal(signal.SIGKILL)

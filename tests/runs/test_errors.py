@@ -17,7 +17,8 @@ from biosig_lightning.data.spec import CorpusSpec, WindowBlock
 from biosig_lightning.models.baselines import TransformerClassifier
 from tests.conftest import EXPERIMENTS
 
-DEMO = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")]
+DEMO = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config",
+        str(EXPERIMENTS / "overlays" / "smoke.yaml")]
 
 
 def _one_line(err: pytest.ExceptionInfo[SystemExit], command: str = "fit") -> str:
@@ -69,7 +70,8 @@ def _another_models_checkpoint(path: Path) -> Path:
     backbone = TransformerClassifier(n_chans=16, n_outputs=2, n_times=256, sfreq=256.0, d_model=8, n_layers=1,
                                      n_heads=2, d_ff=16)
     state = {f"backbone.{k}": v for k, v in backbone.state_dict().items()}
-    torch.save({"state_dict": state, "epoch": 0, "global_step": 1, "pytorch-lightning_version": "2.6.0"}, path)
+    torch.save({"state_dict": state, "epoch": 0, "global_step": 1,
+                "pytorch-lightning_version": "2.6.0"}, path)
     return path
 
 
@@ -125,10 +127,14 @@ def test_an_accelerator_this_machine_lacks_is_one_line(in_tmp: Path) -> None:
     with pytest.raises(SystemExit) as err:
         main(["fit", *DEMO, "--trainer.accelerator", "gpu"])
     message = _one_line(err)
-    assert message.startswith("biosig fit: error: trainer.accelerator: ") and "--trainer.accelerator auto or cpu" in message
+    assert (
+        message.startswith("biosig fit: error: trainer.accelerator: ")
+        and "--trainer.accelerator auto or cpu" in message
+    )
 
 
-def test_a_read_only_run_directory_is_one_line_naming_it(in_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_read_only_run_directory_is_one_line_naming_it(in_tmp: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     real_mkdir = os.mkdir
 
     def read_only(path: object, *args: object, **kwargs: object) -> None:
@@ -140,7 +146,8 @@ def test_a_read_only_run_directory_is_one_line_naming_it(in_tmp: Path, monkeypat
     with pytest.raises(SystemExit) as err:
         main(["fit", *DEMO])
     message = _one_line(err)
-    assert message.startswith("biosig fit: error: cannot write the run directory in runs/demo: Read-only file system; ")
+    assert message.startswith("biosig fit: error: cannot write the run directory in runs/demo: Read-only "
+                              "file system; ")
 
 
 def test_a_read_only_disk_under_the_runs_is_one_line(in_tmp: Path) -> None:
@@ -148,7 +155,8 @@ def test_a_read_only_disk_under_the_runs_is_one_line(in_tmp: Path) -> None:
         pytest.skip("mounting a read-only tmpfs needs root; the injected-error test covers the rest")
     runs = in_tmp / "runs"
     runs.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(runs)], capture_output=True,
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(runs)],
+                          capture_output=True,
                           text=True)
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")

@@ -16,12 +16,15 @@ from biosig_lightning.runs import biosig_cli
 from biosig_lightning.runs.rundir import INTERRUPTED
 from tests.conftest import EXPERIMENTS
 
-DEMO = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")]
+DEMO = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config",
+        str(EXPERIMENTS / "overlays" / "smoke.yaml")]
 
 
 @pytest.fixture(autouse=True)
 def _sigint_restored() -> Iterator[None]:
-    handler = signal.getsignal(signal.SIGINT)  # Lightning ignores SIGINT while it shuts an interrupted fit down
+    handler = signal.getsignal(
+        signal.SIGINT
+    )  # Lightning ignores SIGINT while it shuts an interrupted fit down
     yield
     signal.signal(signal.SIGINT, handler)
 

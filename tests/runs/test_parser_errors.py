@@ -12,24 +12,30 @@ import pytest
 from biosig_lightning.cli import main
 from tests.conftest import EXPERIMENTS
 
-DEMO = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")]
+DEMO = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config",
+        str(EXPERIMENTS / "overlays" / "smoke.yaml")]
 
 
 def _line(err: pytest.ExceptionInfo[SystemExit], capsys: pytest.CaptureFixture[str]) -> str:
     message = err.value.code
-    assert isinstance(message, str) and message.startswith("biosig fit: error: ") and "\n" not in message, message
+    assert isinstance(message, str) and message.startswith("biosig fit: error: ") and "\n" not in message, (
+        message
+    )
     printed = capsys.readouterr()
     assert "usage:" not in printed.err and "Traceback" not in printed.err, printed.err[-2000:]
     return message
 
 
 @pytest.mark.parametrize(("args", "expected"), [
-    (["--trainer.max_epocs=3"], "unrecognized arguments: --trainer.max_epocs=3 (did you mean --trainer.max_epochs?)"),
+    (["--trainer.max_epocs=3"],
+     "unrecognized arguments: --trainer.max_epocs=3 (did you mean --trainer.max_epochs?)"),
     # a truncated key is refused, not read as the one it abbreviates (argparse's allow_abbrev)
-    (["--trainer.max_epoch=3"], "unrecognized arguments: --trainer.max_epoch=3 (did you mean --trainer.max_epochs?)"),
+    (["--trainer.max_epoch=3"],
+     "unrecognized arguments: --trainer.max_epoch=3 (did you mean --trainer.max_epochs?)"),
     (["--trainer.max_epochs=abc"], "trainer.max_epochs: expected int, got 'abc'"),
     (["--model.class_path=NoSuchTask"], "model.class_path: no such class"),
-    (["--model.init_args.backbone.class_path=NoSuchNet"], "model.init_args.backbone.class_path: no such class"),
+    (["--model.init_args.backbone.class_path=NoSuchNet"],
+     "model.init_args.backbone.class_path: no such class"),
     (["--model.init_args.backbone.init_args.widht=3"],
      "model.init_args.backbone.init_args.widht: unknown option ('widht' is not an argument of that class)"),
 ])
@@ -46,8 +52,9 @@ def test_rejected_arguments_are_one_line_naming_the_key(in_tmp: Path, capsys: py
     ("- trainer\n- model\n", "holds a list, not config keys"),
     ("3\n", "holds a single int value, not config keys"),
 ])
-def test_a_config_file_that_is_missing_a_list_or_a_scalar_is_named(in_tmp: Path, capsys: pytest.CaptureFixture[str],
-                                                                   content: str | None, expected: str) -> None:
+def test_a_config_file_that_is_missing_a_list_or_a_scalar_is_named(
+    in_tmp: Path, capsys: pytest.CaptureFixture[str], content: str | None, expected: str
+) -> None:
     path = in_tmp / "override.yaml"
     if content is not None:
         path.write_text(content)
@@ -63,7 +70,8 @@ def test_a_config_file_that_is_missing_a_list_or_a_scalar_is_named(in_tmp: Path,
     ("model.init_args.backbone.init_args.dropout", "1.0", "must be a probability in [0, 1), got 1.0"),
     ("model.init_args.backbone.init_args.width", "0", "must be a positive integer (a size), got 0"),
 ])
-def test_out_of_range_hyperparameters_name_their_key(in_tmp: Path, capsys: pytest.CaptureFixture[str], key: str,
+def test_out_of_range_hyperparameters_name_their_key(in_tmp: Path, capsys: pytest.CaptureFixture[str],
+                                                     key: str,
                                                      value: str, expected: str) -> None:
     with pytest.raises(SystemExit) as err:
         main(["fit", *DEMO, f"--{key}={value}"])

@@ -1,4 +1,5 @@
-"""Run directories: claimed create-exclusive, resumed only from the same experiment, never overwritten once finished."""
+"""Run directories: claimed create-exclusive, resumed only from the same experiment, never overwritten once
+finished."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import pytest
 from biosig_lightning.cli import main
 from tests.conftest import EXPERIMENTS, REPO
 
-DEMO = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")]
+DEMO = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config",
+        str(EXPERIMENTS / "overlays" / "smoke.yaml")]
 
 
 def _env() -> dict[str, str]:
@@ -31,7 +33,8 @@ def _csv_rows(path: Path) -> list[dict[str, str]]:
 
 def test_two_fits_started_at_once_get_two_complete_run_dirs(in_tmp: Path) -> None:
     barrier = in_tmp / "barrier"
-    # the console script as a user starts it (progress bars on): each fit's last line on stdout names its results
+    # the console script as a user starts it (progress bars on): each fit's last line on stdout names its
+    # results
     cmd = [sys.executable, "-m", "biosig_lightning.cli", "fit", *DEMO,
            "--model.class_path=tests.runs.helpers.BarrierTask", f"--model.init_args.barrier_dir={barrier}"]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
@@ -61,7 +64,8 @@ def test_two_fits_started_at_once_get_two_complete_run_dirs(in_tmp: Path) -> Non
 def _interrupted_run(capsys: pytest.CaptureFixture[str], name: str) -> Path:
     with pytest.raises((SystemExit, KeyboardInterrupt)):
         main(["fit", *DEMO, "--trainer.max_epochs", "3", "--trainer.logger.init_args.name", name,
-              "--trainer.callbacks+=tests.helpers.InterruptAfterEpoch", "--trainer.callbacks.init_args.epoch", "0"])
+              "--trainer.callbacks+=tests.helpers.InterruptAfterEpoch",
+              "--trainer.callbacks.init_args.epoch", "0"])
     capsys.readouterr()
     run_dir = Path("runs") / name / "version_0"
     assert (run_dir / "checkpoints" / "last.ckpt").is_file() and not (run_dir / "results.json").exists()
@@ -72,7 +76,8 @@ def _snapshot(run_dir: Path) -> dict[str, bytes]:
     return {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
 
 
-def test_resume_last_refuses_a_checkpoint_of_another_corpus(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_resume_last_refuses_a_checkpoint_of_another_corpus(in_tmp: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     run_dir = _interrupted_run(capsys, "mixed")
     before = _snapshot(run_dir)
     with pytest.raises(SystemExit) as err:
@@ -85,20 +90,24 @@ def test_resume_last_refuses_a_checkpoint_of_another_corpus(in_tmp: Path, capsys
     assert sorted(p.name for p in run_dir.parent.iterdir()) == ["version_0"]  # and no new run was started
 
 
-def test_explicit_checkpoint_into_a_run_of_another_model_is_refused(in_tmp: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_explicit_checkpoint_into_a_run_of_another_model_is_refused(
+    in_tmp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run_dir = _interrupted_run(capsys, "other")
     before = _snapshot(run_dir)
     with pytest.raises(SystemExit) as err:
         main(["fit", *DEMO, "--trainer.logger.init_args.name", "other", "--run.version", "version_0",
               "--model.init_args.backbone.class_path", "TransformerClassifier",
               "--ckpt_path", str(run_dir / "checkpoints" / "last.ckpt")])
-    assert "model.init_args.backbone.class_path ('CNN1D' there, 'TransformerClassifier' here)" in str(err.value)
+    assert "model.init_args.backbone.class_path ('CNN1D' there, 'TransformerClassifier' here)" in str(
+        err.value
+    )
     assert _snapshot(run_dir) == before  # the interrupted run's checkpoint, config and curve are untouched
     assert sorted(p.name for p in run_dir.parent.iterdir()) == ["version_0"]
 
 
-def test_a_finished_run_is_never_resumed_nor_overwritten(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_finished_run_is_never_resumed_nor_overwritten(in_tmp: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
     main(["fit", *DEMO, "--trainer.logger.init_args.name", "done"])
     capsys.readouterr()
     run_dir = Path("runs/done/version_0")
@@ -116,7 +125,8 @@ def test_results_json_is_written_create_exclusive(tmp_path: Path) -> None:
     from biosig_lightning.runs.rundir import RunDirError, write_results_once
 
     first = write_results_once(tmp_path, {"seed": 1})
-    with pytest.raises(RunDirError, match=r"results.json exists .* this run's results are in .*results.1.json"):
+    with pytest.raises(RunDirError,
+                       match=r"results.json exists .* this run's results are in .*results.1.json"):
         write_results_once(tmp_path, {"seed": 2})
     assert json.loads(first.read_text()) == {"seed": 1}
     assert json.loads((tmp_path / "results.1.json").read_text()) == {"seed": 2}
@@ -142,12 +152,16 @@ def test_a_results_write_interrupted_before_its_rename_leaves_no_results_file(
     with pytest.raises(OSError, match="injected crash"):
         write_results_once(tmp_path, {"seed": 1, "metrics": {"test/acc": 0.5}})
     assert seen, f"the write never reached {crash_in}: results.json is not written through a temporary file"
-    if crash_in == "link":  # the complete temporary file that would have been renamed sits beside results.json
+    if (
+        crash_in == "link"
+    ):  # the complete temporary file that would have been renamed sits beside results.json
         assert Path(seen[0]).parent == tmp_path and Path(seen[0]).name != "results.json"
     assert sorted(p.name for p in tmp_path.iterdir()) == []
     monkeypatch.setattr(atomic_io.os, crash_in, real)
     path = write_results_once(tmp_path, {"seed": 1})
-    assert json.loads(path.read_text()) == {"seed": 1} and sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
+    assert json.loads(path.read_text()) == {"seed": 1} and sorted(p.name for p in tmp_path.iterdir()) == [
+        "results.json"
+    ]
 
 
 def test_a_version_claim_never_takes_a_directory_another_process_just_created(

@@ -34,7 +34,9 @@ def _built_parsers(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> list[str
 
 
 @pytest.mark.parametrize("subcommand", ["fit", "test"])
-def test_only_the_requested_subcommand_parser_is_built(monkeypatch: pytest.MonkeyPatch, subcommand: str) -> None:
+def test_only_the_requested_subcommand_parser_is_built(
+    monkeypatch: pytest.MonkeyPatch, subcommand: str
+) -> None:
     config = str(EXPERIMENTS / "bioformer_apava.yaml")
     assert _built_parsers(monkeypatch, [subcommand, "--config", config]) == [subcommand]
 

@@ -12,7 +12,8 @@ from biosig_lightning.cli import main
 from tests.conftest import EXPERIMENTS
 from tests.helpers import wait_for_wandb_run
 
-WANDB = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml"),
+WANDB = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config",
+         str(EXPERIMENTS / "overlays" / "smoke.yaml"),
          "--config", str(EXPERIMENTS / "overlays" / "wandb.yaml"), "--trainer.max_epochs", "2"]
 
 
@@ -28,9 +29,12 @@ def _runs(root: Path) -> list[dict]:
     return [wait_for_wandb_run(f) for f in files]
 
 
-def test_offline_fit_holds_logged_metrics_config_and_tables(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_offline_fit_holds_logged_metrics_config_and_tables(in_tmp: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
     main(["fit", *WANDB])
-    res = json.loads(Path(capsys.readouterr().out.strip().splitlines()[-1].split("results: ", 1)[1]).read_text())
+    res = json.loads(
+        Path(capsys.readouterr().out.strip().splitlines()[-1].split("results: ", 1)[1]).read_text()
+    )
     (run,) = _runs(in_tmp)
     # every epoch's val/f1 of the CSV log is in the wandb history, with the same value
     rows = [r for r in csv.DictReader(open(Path(res["run_dir"]) / "metrics.csv")) if r.get("val/f1")]
@@ -42,7 +46,10 @@ def test_offline_fit_holds_logged_metrics_config_and_tables(in_tmp: Path, capsys
         assert run["summary"][key] == pytest.approx(value, abs=1e-6)
     assert run["summary"]["num_params"] == res["num_params"]
     assert run["summary"]["test/confusion_matrix_counts"] == res["confusion_matrix"]
-    assert "ClassificationTask" in run["summary"]["model/summary_text"] or "backbone" in run["summary"]["model/summary_text"]
+    assert (
+        "ClassificationTask" in run["summary"]["model/summary_text"]
+        or "backbone" in run["summary"]["model/summary_text"]
+    )
     assert any("test/confusion_matrix_table/_type" in h for h in run["history"])
     assert run["config"]["config"]["model"]["init_args"]["backbone"]["class_path"].endswith("CNN1D")
     assert run["group"] == "demo"
@@ -103,9 +110,12 @@ def test_the_anonymous_setting_warning_is_not_shown(in_tmp: Path) -> None:
     from tests.conftest import REPO
 
     # a fresh process: wandb prints to stderr only until some run in this process made it silent
-    env = dict(os.environ, WANDB_SILENT="false", PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-m", "biosig_lightning.cli", "fit", *WANDB, "--trainer.max_epochs", "1",
-                           "--trainer.enable_progress_bar=false"], capture_output=True, text=True, env=env, timeout=240)
+    env = dict(os.environ, WANDB_SILENT="false",
+               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, "-m", "biosig_lightning.cli", "fit", *WANDB,
+                           "--trainer.max_epochs", "1",
+                           "--trainer.enable_progress_bar=false"], capture_output=True,
+                          text=True, env=env, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "wandb: Tracking run" in proc.stderr  # wandb does talk here ...
     assert "anonymous setting" not in proc.stderr  # ... but not about the argument Lightning always passes

@@ -50,7 +50,9 @@ def test_monitor_drives_checkpoint_and_early_stopping() -> None:
     assert stop[0].monitor == "val/auroc" and stop[0].patience == 3
     # a separate last.ckpt writer, refreshed every epoch whatever the monitor did
     assert any(isinstance(c, ModelCheckpoint) and c.monitor is None for c in callbacks)
-    assert not any(isinstance(c, EarlyStopping) for c in _task(early_stopping_patience=None).configure_callbacks())
+    assert not any(
+        isinstance(c, EarlyStopping) for c in _task(early_stopping_patience=None).configure_callbacks()
+    )
 
 
 def test_training_loss_is_cross_entropy() -> None:

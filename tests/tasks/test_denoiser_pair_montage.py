@@ -14,13 +14,16 @@ NAMES = ["Fp1", "Fp2", "C3", "C4", "O1", "O2"]
 
 def small(n_outputs: int) -> SignedGraphClassifier:
     torch.manual_seed(0)
-    return SignedGraphClassifier(n_chans=6, n_outputs=n_outputs, n_times=32, sfreq=32.0, n_chunks=2, n_blocks=1,
-                                 conv_layers=1, conv_width=2, feature_dim=4, n_metric_candidates=2, metric_rank=2,
+    return SignedGraphClassifier(n_chans=6, n_outputs=n_outputs, n_times=32, sfreq=32.0, n_chunks=2,
+                                 n_blocks=1,
+                                 conv_layers=1, conv_width=2, feature_dim=4, n_metric_candidates=2,
+                                 metric_rank=2,
                                  krylov_dim=2, filter_method="exact")
 
 
 def test_montage_graph_replaces_the_full_graph_of_every_denoiser() -> None:
-    task = DenoiserPairTask(small(3), n_outputs=3, spatial_graph="montage", restart_period=None, scheduler="none")
+    task = DenoiserPairTask(small(3), n_outputs=3, spatial_graph="montage",
+                            restart_period=None, scheduler="none")
     x = torch.randn(4, 6, 32)
     full = task.backbone(x)
     assert task.use_channel_graph(NAMES) == "10-20 distance"

@@ -45,7 +45,8 @@ def test_pretraining_learns_and_finetuning_loads_the_encoder(tmp_path: Path) -> 
     for i, cell in enumerate(fine.cells):
         for name, value in cell.state_dict().items():
             assert torch.equal(value, saved[f"backbone.encoder.cells.{i}.{name}"]), (i, name)
-    assert not torch.equal(fine.cells[0].gate_weight, DCRNN(4, 2, 16, 4.0, step_bins=4, ch_names=NAMES, rnn_units=8,
+    assert not torch.equal(fine.cells[0].gate_weight,
+                           DCRNN(4, 2, 16, 4.0, step_bins=4, ch_names=NAMES, rnn_units=8,
                                                            num_rnn_layers=2).cells[0].gate_weight)
     with pytest.raises(ValueError, match="encoder weights"):
         DCRNN(4, 2, 16, 4.0, step_bins=4, ch_names=NAMES, rnn_units=8, num_rnn_layers=3, pretrained=ckpt)

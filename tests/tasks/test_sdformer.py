@@ -43,7 +43,8 @@ TINY = {
     "TransformerClassifier": dict(d_model=16, n_layers=1, n_heads=2, d_ff=16),
     "StaticGNN": dict(width=8, encoder_blocks=1),
 }
-SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "synthetic.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml"),
+SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "synthetic.yaml"), "--config",
+         str(EXPERIMENTS / "overlays" / "smoke.yaml"),
          "--trainer.enable_progress_bar=false",  # smoke.yaml: at most 2 batches per stage
          "--data.init_args.batch_size", "8", "--data.init_args.eval_batch_size", "16",
          "--data.init_args.synthetic_options", "{windows_per_subject: 4}"]
@@ -56,7 +57,9 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 # ---- helpers -------------------------------------------------------------------------------------
 def backbone_class(config: Path) -> str:
-    return yaml.safe_load(config.read_text())["model"]["init_args"]["backbone"]["class_path"].rsplit(".", 1)[-1]
+    return yaml.safe_load(config.read_text())["model"]["init_args"]["backbone"]["class_path"].rsplit(".", 1)[
+        -1
+    ]
 
 
 def cli_fit(capsys: pytest.CaptureFixture[str], configs: list[Path], *extra: str) -> dict[str, Any]:
@@ -78,7 +81,8 @@ def assert_scored(run_dir: Path, res: dict[str, Any]) -> None:
     assert_metrics_match_predictions(run_dir)  # test/f1 is scikit-learn's macro F1 of the saved predictions
     with np.load(run_dir / "test_predictions.npz", allow_pickle=False) as z:
         n_classes = len(np.unique(z["y"]))
-    assert math.isfinite(res["metrics"]["test/auroc"]) is (n_classes > 1), (n_classes, res["metrics"]["test/auroc"])
+    assert math.isfinite(res["metrics"]["test/auroc"]) is (n_classes > 1), (n_classes,
+                                                                            res["metrics"]["test/auroc"])
 
 
 def tiny_task(**kwargs: Any) -> SDFormerTask:
@@ -109,7 +113,8 @@ class RecordPhase(Callback):
     def on_train_epoch_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         self.start_hash[trainer.current_epoch] = state_hash(pl_module.backbone)
 
-    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule,
+                             batch: Any, batch_idx: int) -> None:
         opt = trainer.optimizers[0]
         first = next(iter(opt.state.values()), {})
         self.steps.append({"epoch": trainer.current_epoch, "phase": pl_module.phase,
@@ -204,7 +209,8 @@ class RecordGraph(Callback):
         self.x = x
         self.epochs: list[dict[str, Any]] = []
 
-    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule,
+                             batch: Any, batch_idx: int) -> None:
         if batch_idx == 0:
             inferencer = pl_module.backbone.inferencer
             held = {id(p) for group in trainer.optimizers[0].param_groups for p in group["params"]}
@@ -253,11 +259,14 @@ def test_phase2_graph_frozen_or_learned(tmp_path: Path, phase2_graph: str) -> No
     assert all(p.requires_grad for p in backbone.parameters()) and not backbone.graph_frozen
 
 
-def test_frozen_graph_path_gets_no_gradient_and_runs_the_fused_attention(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_frozen_graph_path_gets_no_gradient_and_runs_the_fused_attention(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import biosig_lightning.models.sdformer.model as sdformer
 
     torch.manual_seed(0)
-    model = SDFormer(n_chans=2, n_outputs=2, n_times=128, sfreq=64.0, edge_bias_init=0.5, **TINY_SDFORMER).train()
+    model = SDFormer(n_chans=2, n_outputs=2, n_times=128, sfreq=64.0,
+                     edge_bias_init=0.5, **TINY_SDFORMER).train()
     bridges = []  # calls of the attention that computes the gate's gradient
     real = sdformer._GateGradientAttention.apply
     monkeypatch.setattr(sdformer._GateGradientAttention, "apply", lambda *a: bridges.append(1) or real(*a))
@@ -324,10 +333,13 @@ def test_bad_arguments_are_clear_errors() -> None:
         SDFormerTask(CNN1D(n_chans=2, n_outputs=2, n_times=128, sfreq=64.0))
 
 
-def test_resume_restores_phase_optimizer_and_schedule(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_resume_restores_phase_optimizer_and_schedule(in_tmp: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     cfg = [EXPERIMENTS / "sdformer_sleepedf.yaml"]
-    args = ("--trainer.max_epochs", "3", "--model.init_args.phase1_epochs", "1", "--model.init_args.phase2_epochs",
-            "2", "--trainer.logger.init_args.name", "resume", "--trainer.callbacks+=tests.tasks.test_sdformer.RecordPhase")
+    args = ("--trainer.max_epochs", "3", "--model.init_args.phase1_epochs", "1",
+            "--model.init_args.phase2_epochs",
+            "2", "--trainer.logger.init_args.name", "resume",
+            "--trainer.callbacks+=tests.tasks.test_sdformer.RecordPhase")
     with pytest.raises((SystemExit, KeyboardInterrupt)):
         cli_fit(capsys, cfg, *args, "--trainer.callbacks+=tests.helpers.InterruptAfterEpoch",
                 "--trainer.callbacks.init_args.epoch", "1")
@@ -365,7 +377,8 @@ def test_yamls_share_the_paper_schedule() -> None:
         assert cfg["trainer"]["gradient_clip_val"] == 1.0 and cfg["trainer"]["max_epochs"] == 80, path
         # Sec. 6.1's bfloat16 on a CUDA GPU only (gpu_precision), float32 on a CPU
         assert cfg["trainer"].get("precision") is None and cfg["gpu_precision"] == "bf16-mixed", path
-        assert (init["optimizer"], init["lr"], init["weight_decay"], init["warmup_epochs"]) == ("adamw", 1e-3, 1e-2, 5)
+        assert (init["optimizer"], init["lr"],
+                init["weight_decay"], init["warmup_epochs"]) == ("adamw", 1e-3, 1e-2, 5)
         assert init["monitor"] == MONITOR[corpus] and init["early_stopping_patience"] == 10, path
         assert cfg["data"]["init_args"]["batch_size"] == 64, path
     bf16 = yaml.safe_load((EXPERIMENTS / "overlays" / "bf16.yaml").read_text())
@@ -398,7 +411,8 @@ def test_gpu_precision_resolution(monkeypatch: pytest.MonkeyPatch, cuda: bool, e
 
 def test_gpu_precision_rejects_unknown_values() -> None:
     with pytest.raises(SystemExit):
-        _ParseOnly(args=["--config", str(EXPERIMENTS / "sdformer_chbmit.yaml"), "--gpu_precision", "bf17"], run=False)
+        _ParseOnly(args=["--config", str(EXPERIMENTS / "sdformer_chbmit.yaml"),
+                         "--gpu_precision", "bf17"], run=False)
 
 
 @pytest.fixture(scope="module")
@@ -455,7 +469,8 @@ def test_baseline_yaml_smoke_runs(in_tmp: Path, capsys: pytest.CaptureFixture[st
 @pytest.mark.parametrize(("ablation", "weights"), [
     ("no_dep", (0.1, 0.0, 0.5, 0.01)), ("no_dag", (0.1, 0.1, 0.0, 0.01)), ("no_recon", (0.0, 0.1, 0.5, 0.01)),
     ("cls_only", (0.0, 0.0, 0.0, 0.0))])
-def test_ablation_overrides_change_the_objective(in_tmp: Path, capsys: pytest.CaptureFixture[str], ablation: str,
+def test_ablation_overrides_change_the_objective(in_tmp: Path, capsys: pytest.CaptureFixture[str],
+                                                 ablation: str,
                                                  weights: tuple[float, ...]) -> None:
     phases = TWO_PHASES if ablation != "cls_only" else ["--model.init_args.phase1_epochs", "1"]
     res = cli_fit(capsys, [EXPERIMENTS / "sdformer_sleepedf.yaml", ABLATIONS / f"{ablation}.yaml"], *phases)
@@ -464,7 +479,10 @@ def test_ablation_overrides_change_the_objective(in_tmp: Path, capsys: pytest.Ca
     assert (hp["lambda_recon"], hp["lambda_dep"], hp["lambda_dag"], hp["lambda_sparse"]) == weights
     if ablation == "cls_only":
         # one classification-only phase with the full model's 80-epoch budget, no switch
-        assert yaml.safe_load((ABLATIONS / "cls_only.yaml").read_text())["model"]["init_args"]["phase1_epochs"] == 80
+        assert (
+            yaml.safe_load((ABLATIONS / "cls_only.yaml").read_text())["model"]["init_args"]["phase1_epochs"]
+            == 80
+        )
         assert hp["phase2_epochs"] == 0 and res["epochs"] == 1
         assert ckpt["sdformer_phase"]["phase"] == 1
     else:
@@ -481,7 +499,8 @@ def test_checkpoint_stores_validation_edge_density(learned_run: dict[str, Any]) 
     assert rows and density == pytest.approx(float(rows[-1]["val/edge_density"]), abs=1e-6)
 
 
-def test_random_graph_control_matches_learned_density(in_tmp: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_random_graph_control_matches_learned_density(in_tmp: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     # a learned run's checkpoint reduced to what the control reads: density 0.3 on 10 nodes
     fake = in_tmp / "learned.ckpt"
     torch.save({"sdformer_phase": {"val_edge_density": 0.3, "graph": "learned", "n_nodes": 10}}, fake)
@@ -500,11 +519,13 @@ def test_random_graph_control_matches_learned_density(in_tmp: Path, capsys: pyte
         cli_fit(capsys, cfgs, *TWO_PHASES, "--model.init_args.graph_density_from", str(fake))
 
 
-def test_random_graph_auto_without_a_learned_run_names_where_it_looked(in_tmp: Path,
-                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+def test_random_graph_auto_without_a_learned_run_names_where_it_looked(
+    in_tmp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with pytest.raises(ValueError, match=r"auto: no finished learned-graph SD-Former run in "
                                          r"runs/sdformer_sleepedf-synthetic/version_\*/results\.json"):
-        cli_fit(capsys, [EXPERIMENTS / "sdformer_sleepedf.yaml", ABLATIONS / "random_graph.yaml"], *TWO_PHASES)
+        cli_fit(capsys,
+                [EXPERIMENTS / "sdformer_sleepedf.yaml", ABLATIONS / "random_graph.yaml"], *TWO_PHASES)
 
 
 def _assert_matches(control: dict[str, Any], learned_dir: Path) -> None:
@@ -539,13 +560,16 @@ def test_random_graph_override_alone_matches_the_same_seed_under_repeat(in_tmp: 
               "--model.init_args.backbone.init_args", json.dumps({**TINY_SDFORMER, "edge_bias_init": -0.3}),
               *TWO_PHASES]
     learned = repeat(["--seeds", "3", *common])
-    control = repeat(["--seeds", "3", *common[:2], "--config", str(ABLATIONS / "random_graph.yaml"), *common[2:]])
+    control = repeat(["--seeds", "3", *common[:2], "--config",
+                      str(ABLATIONS / "random_graph.yaml"), *common[2:]])
     # e.g. sdformer_sleepedf+random_graph+synthetic+smoke beside sdformer_sleepedf+synthetic+smoke
     assert control.parent == learned.parent and "random_graph" in control.name.split("+")
     assert "+".join(part for part in control.name.split("+") if part != "random_graph") == learned.name
     _assert_matches(json.loads((control / "seed_3" / "results.json").read_text()), learned / "seed_3")
     # another seed of the control has no learned run of its own: one error naming the missing place
-    with pytest.raises(ValueError, match=f"no finished learned run at {re.escape(str(learned / 'seed_4' / 'results.json'))}"):
+    with pytest.raises(ValueError,
+                       match=f"no finished learned run at "
+                             f"{re.escape(str(learned / 'seed_4' / 'results.json'))}"):
         repeat(["--seeds", "4", *common[:2], "--config", str(ABLATIONS / "random_graph.yaml"), *common[2:]])
 
 

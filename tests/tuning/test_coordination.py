@@ -33,7 +33,8 @@ def test_a_grace_period_shorter_than_the_heartbeat_needs_is_refused(in_tmp: Path
 
 
 @pytest.mark.parametrize("grace,interval", [(5, 1), (60, 20), (3600, 30)])
-def test_the_heartbeat_fits_three_times_into_the_grace_period(in_tmp: Path, grace: int, interval: int) -> None:
+def test_the_heartbeat_fits_three_times_into_the_grace_period(in_tmp: Path,
+                                                              grace: int, interval: int) -> None:
     assert open_storage("sqlite:///h.db", grace=grace).heartbeat_interval == interval
 
 
@@ -83,7 +84,8 @@ def test_a_gone_local_worker_fails_at_once_when_asked(in_tmp: Path, gone_is_stal
                            stale_callback=lambda study, trial: retried.append(trial.number))
     study = optuna.create_study(study_name="g", storage=storage, direction="maximize")
     alive, gone = study.ask(), study.ask()
-    for trial, attrs in ((alive, worker_identity()), (gone, {"worker": f"{socket.gethostname()}:{_dead_pid()}"})):
+    for trial, attrs in ((alive, worker_identity()),
+                         (gone, {"worker": f"{socket.gethostname()}:{_dead_pid()}"})):
         for key, value in attrs.items():
             trial.set_user_attr(key, value)
         storage.record_heartbeat(trial._trial_id)
@@ -94,7 +96,8 @@ def test_a_gone_local_worker_fails_at_once_when_asked(in_tmp: Path, gone_is_stal
 
 
 class FailTrialZero(Callback):
-    """Plays another worker that judged trial 0 dead: marks it FAIL (as ``fail_dead_trials`` does) once it trains."""
+    """Plays another worker that judged trial 0 dead: marks it FAIL (as ``fail_dead_trials`` does) once it
+    trains."""
 
     def on_train_start(self, trainer: Trainer, pl_module: LightningModule) -> None:
         pruning = next(cb for cb in trainer.callbacks if isinstance(cb, OptunaPruning))
@@ -104,14 +107,17 @@ class FailTrialZero(Callback):
             storage.set_trial_state_values(pruning._trial_id, TrialState.FAIL)
 
 
-def test_a_worker_whose_trial_another_failed_ends_it_cleanly(in_tmp: Path, capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_worker_whose_trial_another_failed_ends_it_cleanly(in_tmp: Path,
+                                                             capfd: pytest.CaptureFixture[str]) -> None:
     main(_tune_args(in_tmp, "t", 1, "--trainer.callbacks+=tests.tuning.test_coordination.FailTrialZero"))
     out, err = capfd.readouterr()
     trials = optuna.load_study(study_name="t", storage="sqlite:///t.db").trials
     assert {t.number: t.state for t in trials} == {0: TrialState.FAIL, 1: TrialState.COMPLETE}
     run_dir = in_tmp / trials[0].user_attrs["run_dir"]
-    assert f"tune: trial 0 was failed by another worker while this worker ran it; it stopped after epoch 0, " \
-           f"and its run stays in {trials[0].user_attrs['run_dir']}" in out
+    assert (
+        f"tune: trial 0 was failed by another worker while this worker ran it; it stopped after epoch 0, "
+        f"and its run stays in {trials[0].user_attrs['run_dir']}" in out
+    )
     assert "Traceback" not in err and "Cannot tell" not in err + out
     # the trial's run is kept as it was: its log and the checkpoint of the epoch it finished
     assert (run_dir / "metrics.csv").is_file() and list((run_dir / "checkpoints").glob("last*.ckpt"))

@@ -15,7 +15,8 @@ import pytest
 from biosig_lightning.cli import main
 from tests.conftest import EXPERIMENTS
 
-SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml")]
+SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config",
+         str(EXPERIMENTS / "overlays" / "smoke.yaml")]
 SPACE = "model.init_args.lr: {type: float, low: 1.0e-3, high: 1.0e-2, log: true}\n"
 
 
@@ -36,7 +37,8 @@ def test_the_study_storage_holds_the_given_grace_period(in_tmp: Path, monkeypatc
     monkeypatch.setattr(optuna, "create_study", create_study)
     (in_tmp / "space.yaml").write_text(SPACE)
     with pytest.raises(_Opened):
-        main(["tune", *SMOKE, "--search-space", str(in_tmp / "space.yaml"), "--study-name", "g", "--n-trials", "1",
+        main(["tune", *SMOKE, "--search-space", str(in_tmp / "space.yaml"), "--study-name", "g", "--n-trials",
+              "1",
               "--grace-period", str(grace)])
     (storage,) = opened
     assert isinstance(storage, optuna.storages.RDBStorage)

@@ -34,8 +34,12 @@ def test_an_enqueued_trial_is_popped_once(tmp_path: Path, monkeypatch: pytest.Mo
 
     monkeypatch.setattr(models.TrialModel, "find_or_raise_by_id", staticmethod(find_then_wait))
     took: list[bool] = []
-    workers = [threading.Thread(target=lambda s=s: took.append(s.set_trial_state_values(trial_id, TrialState.RUNNING)))
-               for s in stores]
+    workers = [
+        threading.Thread(
+            target=lambda s=s: took.append(s.set_trial_state_values(trial_id, TrialState.RUNNING))
+        )
+        for s in stores
+    ]
     for w in workers:
         w.start()
     for w in workers:

@@ -154,7 +154,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "(q * q.shape[-1] ** -0.5)", "(q * q.shape[-1] ** -1.0)",
            MODULES, "attention scaled by 1/d_head instead of 1/sqrt(d_head)"),
     Mutant("dropout_not_inverted", "biosig_lightning/models/modules/dropout.py",
-           "x * torch.rand_like(x).ge_(self.p).mul_(1.0 / (1.0 - self.p))", "x * torch.rand_like(x).ge_(self.p)",
+           "x * torch.rand_like(x).ge_(self.p).mul_(1.0 / (1.0 - self.p))",
+           "x * torch.rand_like(x).ge_(self.p)",
            MODULES, "MaskDropout keeps entries unscaled (expectation shrinks by 1 - p)"),
     Mutant("scale_augment_per_sample", "biosig_lightning/models/modules/augment.py",
            "torch.randn(e.shape[0], e.shape[1], 1,", "torch.randn(e.shape[0], 1, 1,",
@@ -186,13 +187,15 @@ MUTANTS: tuple[Mutant, ...] = (
            OWN_DATA, "BIDS: subjects numbered per recording (a person's two sessions become two ids)"),
     Mutant("arrays_rows_one_slice", "biosig_lightning/data/corpora/arrays.py",
            "rows = np.flatnonzero(self.subjects == sid)\n",
-           "rows = np.flatnonzero(self.subjects == sid)\n            rows = np.arange(rows[0], rows[0] + len(rows))\n",
+           "rows = np.flatnonzero(self.subjects == sid)\n            rows = np.arange(rows[0], rows[0] + "
+           "len(rows))\n",
            OWN_DATA, "arrays: a subject's rows read as one contiguous slice (interleaved subjects mixed)"),
     Mutant("arrays_cache_key_without_ids", "biosig_lightning/data/corpora/arrays.py",
            "for arr in (self.x, self.y, self.subjects.astype(np.int64)):", "for arr in (self.x, self.y):",
            OWN_DATA, "arrays: the cache key ignores subject ids (corrected ids reuse the old cache)"),
     Mutant("cache_rows_by_recording", "biosig_lightning/data/cache.py",
-           "return np.flatnonzero(np.isin(self.subjects, ids))", "return np.flatnonzero(np.isin(self.recordings, ids))",
+           "return np.flatnonzero(np.isin(self.subjects, ids))",
+           "return np.flatnonzero(np.isin(self.recordings, ids))",
            WINDOWS, "window cache: a split's rows selected by recording number instead of subject"),
     # ---- readers
     Mutant("edf_annotation_by_position", "biosig_lightning/data/corpora/edf.py",
@@ -207,7 +210,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "r[method] == min(r.values()))", "r[method] == 1)",
            LEADERBOARD, "leaderboard: a corpus won only at rank exactly 1 (tied leaders win nothing)"),
     Mutant("cell_std_ddof0", "biosig_lightning/analysis/leaderboard.py",
-           "std = float(np.std(vals, ddof=1)) if len(vals) > 1", "std = float(np.std(vals, ddof=0)) if len(vals) > 1",
+           "std = float(np.std(vals, ddof=1)) if len(vals) > 1",
+           "std = float(np.std(vals, ddof=0)) if len(vals) > 1",
            LEADERBOARD, "leaderboard cell: population std (ddof 0) instead of the sample std"),
     Mutant("lower_is_better_ignored", "biosig_lightning/analysis/leaderboard.py",
            "sign = 1.0 if metric in LOWER_IS_BETTER else -1.0", "sign = -1.0",
@@ -224,7 +228,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "store = open_storage(url, grace=grace_period)", "store = open_storage(url)",
            TUNE, "biosig tune: the study storage ignores --grace-period"),
     Mutant("heartbeat_two_beats", "biosig_lightning/tuning/coordination.py",
-           "return min(MAX_HEARTBEAT_S, grace_period // MISSED_BEATS)", "return min(MAX_HEARTBEAT_S, grace_period // 2)",
+           "return min(MAX_HEARTBEAT_S, grace_period // MISSED_BEATS)",
+           "return min(MAX_HEARTBEAT_S, grace_period // 2)",
            TUNE, "heartbeat every grace/2 s: a trial is stale after two missed beats, not three"),
     # ---- checkpoints
     Mutant("ckpt_path_unrestricted_pickle", "biosig_lightning/runs/checks.py",
@@ -240,7 +245,8 @@ MUTANTS: tuple[Mutant, ...] = (
            "out[..., :n, :n] = cov + a.unsqueeze(-1) * a.unsqueeze(-2)", "out[..., :n, :n] = cov",
            SPD, "SPD augmentation [[C + a a^T, a], [a^T, 1]] loses its a a^T (no longer the Schur form)"),
     Mutant("spd_sqrt2_on_diagonal", "biosig_lightning/features/spd.py",
-           "tok = tok * torch.where(r == c, 1.0, math.sqrt(2.0))", "tok = tok * torch.where(r == c, math.sqrt(2.0), 1.0)",
+           "tok = tok * torch.where(r == c, 1.0, math.sqrt(2.0))",
+           "tok = tok * torch.where(r == c, math.sqrt(2.0), 1.0)",
            SPD, "SPD tokens: sqrt(2) on the diagonal instead of the off-diagonal (not an isometry)"),
     Mutant("mmd_drops_a_scale", "biosig_lightning/models/modules/domain.py",
            "k = sum(torch.exp(-d2 / (s * h)) for s in scales) / len(scales)",
@@ -276,7 +282,8 @@ def patch(copy: Path, m: Mutant) -> str:
 
 
 def run_tests(copy: Path, tests: tuple[str, ...], timeout: float) -> tuple[str, float, str]:
-    """``("pass" | "fail" | "timeout", seconds, last output line)`` of ``pytest -x`` over ``tests`` in ``copy``."""
+    """``("pass" | "fail" | "timeout", seconds, last output line)`` of ``pytest -x`` over ``tests`` in
+    ``copy``."""
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
     t0 = time.perf_counter()
@@ -294,8 +301,10 @@ def run_tests(copy: Path, tests: tuple[str, ...], timeout: float) -> tuple[str, 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=None, help="run only these mutants (by name)")
-    parser.add_argument("--no-write", action="store_true", help="print the table, do not write the result file")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per pytest run (a hang counts as caught)")
+    parser.add_argument("--no-write", action="store_true",
+                        help="print the table, do not write the result file")
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="seconds per pytest run (a hang counts as caught)")
     args = parser.parse_args(argv)
     mutants = [m for m in MUTANTS if args.only is None or m.name in args.only]
     unknown = set(args.only or ()) - {m.name for m in MUTANTS}
@@ -305,13 +314,15 @@ def main(argv: list[str] | None = None) -> int:
     for m in mutants:  # every search text must still match the code before anything runs
         n = (ROOT / m.path).read_text(encoding="utf-8").count(m.find)
         if n != 1:
-            raise SystemExit(f"mutant {m.name}: its search text occurs {n} times in {m.path} (expected once): "
+            raise SystemExit(f"mutant {m.name}: its search text occurs {n} times in {m.path} (expected "
+                             f"once): "
                              f"{m.find!r}")
     rows = []
     with tempfile.TemporaryDirectory(prefix="biosig-mutation-") as tmp:
         copy = Path(tmp)
         copy_repo(copy)
-        where = subprocess.run([sys.executable, "-c", "import biosig_lightning; print(biosig_lightning.__file__)"],
+        where = subprocess.run([sys.executable, "-c",
+                                "import biosig_lightning; print(biosig_lightning.__file__)"],
                                cwd=copy, check=True, capture_output=True, text=True).stdout.strip()
         if not Path(where).resolve().is_relative_to(copy.resolve()):
             raise SystemExit(f"in the copy, biosig_lightning imports from {where}, not from the copy {copy}")
@@ -319,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
             status, secs, last = run_tests(copy, group, args.timeout)
             print(f"baseline {' '.join(group)}: {status} in {secs:.0f} s: {last}", flush=True)
             if status != "pass":
-                raise SystemExit(f"the unpatched tests fail ({' '.join(group)}): fix them before measuring mutants")
+                raise SystemExit(f"the unpatched tests fail ({' '.join(group)}): fix them before measuring "
+                                 f"mutants")
         for m in mutants:
             original = patch(copy, m)
             try:
@@ -347,10 +359,13 @@ def write_result(rows: list[dict], caught: int, rate: float, argv: list[str] | N
 
     torch_version = torch.__version__
     today = dt.date.today().isoformat()
-    machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores shared with other jobs, " \
-              f"Python {platform.python_version()}, torch {torch_version}"
+    machine = (
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores shared with other jobs, "
+        f"Python {platform.python_version()}, torch {torch_version}"
+    )
     command = "python tools/audits/mutation.py" + ("" if not argv else " " + " ".join(argv))
-    table = {"columns": ["mutant", "planted bug", "file", "result"], "align": ["left", "left", "left", "left"],
+    table = {"columns": ["mutant", "planted bug", "file", "result"],
+             "align": ["left", "left", "left", "left"],
              "rows": [[f"`{r['name']}`", r["bug"], f"`{r['file']}`", r["result"]] for r in rows]}
     doc = {
         "title": "Mutation check: planted bugs the tests must catch",
@@ -362,7 +377,8 @@ def write_result(rows: list[dict], caught: int, rate: float, argv: list[str] | N
         "caught": caught,
         "missed": len(rows) - caught,
         "items": [
-            {"text": f"**Kill rate: {caught}/{len(rows)}** planted bugs caught. Each bug is applied alone to a "
+            {"text": f"**Kill rate: {caught}/{len(rows)}** planted bugs caught. Each bug is applied alone to "
+                     f"a "
                      "temporary copy of the repository and only its own test files run (`pytest -x`)."},
             {"table": table},
         ],

@@ -2,13 +2,15 @@
 
 Run by hand (not collected by pytest, not run in CI), on a checkout with its own environment::
 
-    .venv/bin/python tools/audits/reliability_sweep.py                   # this checkout, writes the result file
+    .venv/bin/python tools/audits/reliability_sweep.py                   # this checkout, writes the result
+    file
     .venv/bin/python tools/audits/reliability_sweep.py --only lr_negative ctrl_c_during_fit --no-write
     .venv/bin/python tools/audits/reliability_sweep.py --only full_cache --update   # replace these rows only
     /tmp/clone/.venv/bin/python tools/audits/reliability_sweep.py --checkout /tmp/clone
 
 Every case runs the ``biosig`` console script beside the running Python, with the checkout's package first
-on ``PYTHONPATH``, in subprocesses, in a fresh temporary directory with its own window cache (``BIOSIG_CACHE``), on tiny
+on ``PYTHONPATH``, in subprocesses, in a fresh temporary directory with its own window cache
+(``BIOSIG_CACHE``), on tiny
 stand-in fits: ``experiments/bioformer_apava.yaml`` with the ``synthetic`` and ``smoke`` overlays and a
 smaller BioFormer (one layer, ``d_model`` 16, one batch per split). Per case it records the command, the
 exit code, the number of stderr lines and the last one, whether that line names the culprit (the config
@@ -80,7 +82,8 @@ model:
 #: two windows per subject of the synthetic stand-in
 TINY_SYNTHETIC = "data:\n  init_args:\n    synthetic_options: {windows_per_subject: 2}\n"
 SEARCH_SPACE = "model.init_args.lr: {type: float, low: 1.0e-4, high: 1.0e-2, log: true}\n"
-APAVA_CHANNELS = ("Fp1", "Fp2", "F7", "F3", "F4", "F8", "T3", "C3", "C4", "T4", "T5", "P3", "P4", "T6", "O1", "O2")
+APAVA_CHANNELS = ("Fp1", "Fp2", "F7", "F3", "F4", "F8", "T3", "C3", "C4", "T4", "T5",
+                  "P3", "P4", "T6", "O1", "O2")
 
 
 # --- running commands ------------------------------------------------------------------------------
@@ -148,7 +151,9 @@ class Sweep:
     def env(self, cwd: Path) -> dict[str, str]:
         env = dict(os.environ)
         env["BIOSIG_CACHE"] = str(cwd / "cache")
-        env["PYTHONPATH"] = str(self.checkout)  # the checkout under test, whatever the venv's install points at
+        env["PYTHONPATH"] = str(
+            self.checkout
+        )  # the checkout under test, whatever the venv's install points at
         env["PYTHONUNBUFFERED"] = "1"
         return env
 
@@ -156,7 +161,8 @@ class Sweep:
         return [self.biosig, command, *args]
 
     def start(self, cwd: Path, argv: list[str], **kw: Any) -> subprocess.Popen[str]:
-        return subprocess.Popen(argv, cwd=cwd, env=kw.pop("env", None) or self.env(cwd), stdout=subprocess.PIPE,
+        return subprocess.Popen(argv, cwd=cwd, env=kw.pop("env", None) or self.env(cwd),
+                                stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, **kw)
 
     def run(self, cwd: Path, argv: list[str], env: dict[str, str] | None = None) -> Ran:
@@ -164,14 +170,16 @@ class Sweep:
         return finish(proc, argv)
 
     def run_peak(self, cwd: Path, argv: list[str]) -> tuple[Ran, float | None]:
-        """:meth:`run` under ``/usr/bin/time -v``: the result (its report cut from stderr) and the peak resident
+        """:meth:`run` under ``/usr/bin/time -v``: the result (its report cut from stderr) and the peak
+        resident
         memory in MiB (None where GNU time is missing)."""
         if not Path(TIME).is_file():
             return self.run(cwd, argv), None
         ran = self.run(cwd, [TIME, "-v", *argv])
         err, _, stats = ran.err.partition("\tCommand being timed:")
         lines = err.splitlines()
-        if lines and lines[-1].startswith(("Command exited with non-zero status", "Command terminated by signal")):
+        if lines and lines[-1].startswith(("Command exited with non-zero status",
+                                           "Command terminated by signal")):
             err = "\n".join(lines[:-1]) + "\n"  # GNU time's own line
         found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", stats)
         return Ran(argv, ran.rc, ran.out, err), (int(found.group(1)) / 1024 if found else None)
@@ -270,7 +278,8 @@ def write_apava(root: Path, n_subjects: int = 23, windows: int = 2, seed: int = 
     (root / "Feature").mkdir(parents=True)
     (root / "Label").mkdir()
     for sid in range(1, n_subjects + 1):
-        np.save(root / "Feature" / f"feature_{sid:02d}.npy", rng.normal(size=(windows, 256, 16)).astype(np.float32))
+        np.save(root / "Feature" / f"feature_{sid:02d}.npy",
+                rng.normal(size=(windows, 256, 16)).astype(np.float32))
     labels = np.array([[sid % 2, sid] for sid in range(1, n_subjects + 1)], dtype=np.int64)
     np.save(root / "Label" / "label.npy", labels)
     return root
@@ -323,8 +332,9 @@ class Case:
 CASES: list[Case] = []
 
 
-def case(name: str, source: str, what: str, root: bool = False) -> Callable[[Callable[[Sweep, Path], Outcome]],
-                                                                              Callable[[Sweep, Path], Outcome]]:
+def case(
+    name: str, source: str, what: str, root: bool = False
+) -> Callable[[Callable[[Sweep, Path], Outcome]], Callable[[Sweep, Path], Outcome]]:
     def register(fn: Callable[[Sweep, Path], Outcome]) -> Callable[[Sweep, Path], Outcome]:
         CASES.append(Case(name, source, what, fn, root))
         return fn
@@ -336,7 +346,8 @@ def mount_tmpfs(path: Path, options: str) -> str | None:
     if os.geteuid() != 0:
         return "mounting a tmpfs needs root"
     path.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)], capture_output=True, text=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(path)],
+                          capture_output=True, text=True)
     return None if done.returncode == 0 else f"mount failed: {done.stderr.strip()}"
 
 
@@ -348,7 +359,8 @@ EXP = Path("runs") / "bioformer_apava"
 
 
 # issue table: the run directory's disk fills during a fit
-@case("disk_full_during_fit", "table", "the run directory's disk (a 700 KiB tmpfs) fills during a fit", root=True)
+@case("disk_full_during_fit", "table",
+      "the run directory's disk (a 700 KiB tmpfs) fills during a fit", root=True)
 def _(s: Sweep, d: Path) -> Outcome:
     runs = d / "runs"
     why = mount_tmpfs(runs, "size=700k")
@@ -452,7 +464,8 @@ def _(s: Sweep, d: Path) -> Outcome:
 
 @case("unknown_class_path", "table", "an unknown backbone `class_path`")
 def _(s: Sweep, d: Path) -> Outcome:
-    return _refused(s, d, ["BioFormr"], "--model.init_args.backbone.class_path=biosig_lightning.models.bioformer.BioFormr")
+    return _refused(s, d, ["BioFormr"],
+                    "--model.init_args.backbone.class_path=biosig_lightning.models.bioformer.BioFormr")
 
 
 @case("missing_config_file", "table", "a `--config` file that does not exist")
@@ -501,18 +514,26 @@ def _report_with_one_bad(s: Sweep, d: Path, bad_text: str, extra: list[str] | No
     (bad / "results.json").write_text(bad_text)
     ran = s.run(d, s.argv("report", "runs", "--format", "csv"))
     rows = [r for r in csv.reader(ran.out.splitlines()) if r]
-    return Outcome(ran, ["runs/bad/results.json", *(extra or [])], {
-        "exit 0": ran.rc == 0,
-        "the good run is reported": len(rows) >= 2 and any("bioformer" in ",".join(r).lower() for r in rows[1:]),
-    }, line_prefix="biosig report: warning: ")
+    return Outcome(
+        ran,
+        ["runs/bad/results.json", *(extra or [])],
+        {
+            "exit 0": ran.rc == 0,
+            "the good run is reported": len(rows) >= 2
+            and any("bioformer" in ",".join(r).lower() for r in rows[1:]),
+        },
+        line_prefix="biosig report: warning: ",
+    )
 
 
-@case("report_results_json_list", "table", "`biosig report` over a folder where one `results.json` is a JSON list")
+@case("report_results_json_list", "table",
+      "`biosig report` over a folder where one `results.json` is a JSON list")
 def _(s: Sweep, d: Path) -> Outcome:
     return _report_with_one_bad(s, d, "[1, 2, 3]\n")
 
 
-@case("report_results_json_truncated", "table", "`biosig report` over a folder where one `results.json` is truncated")
+@case("report_results_json_truncated", "table",
+      "`biosig report` over a folder where one `results.json` is truncated")
 def _(s: Sweep, d: Path) -> Outcome:
     assert s.base is not None
     text = (s.base / "results.json").read_text()
@@ -521,7 +542,8 @@ def _(s: Sweep, d: Path) -> Outcome:
 
 def _interrupted_fit(s: Sweep, d: Path, sig: int) -> tuple[Ran, Path]:
     """A fit signalled with ``sig`` as soon as its first ``last.ckpt`` exists."""
-    argv = s.argv("fit", *s.standin, "--trainer.max_epochs=1000", "--model.init_args.early_stopping_patience=1000")
+    argv = s.argv("fit", *s.standin, "--trainer.max_epochs=1000",
+                  "--model.init_args.early_stopping_patience=1000")
     proc = s.start(d, argv)
     run_dir = d / EXP / "version_0"
     hit = wait_for(lambda: (run_dir / "checkpoints" / "last.ckpt").exists(), proc)
@@ -534,7 +556,8 @@ def _interrupted_fit(s: Sweep, d: Path, sig: int) -> tuple[Ran, Path]:
     return ran, run_dir
 
 
-@case("ctrl_c_during_fit", "table", "Ctrl-C during a fit; then `biosig report` and the printed resume command")
+@case("ctrl_c_during_fit", "table",
+      "Ctrl-C during a fit; then `biosig report` and the printed resume command")
 def _(s: Sweep, d: Path) -> Outcome:
     ran, run_dir = _interrupted_fit(s, d, signal.SIGINT)
     last_ok = loads(run_dir / "checkpoints" / "last.ckpt")
@@ -584,7 +607,8 @@ def _(s: Sweep, d: Path) -> Outcome:
                    {"no run directory left": not any((d / "runs").rglob("version_*"))})
 
 
-@case("kill_9_during_cache_build", "table", "kill -9 while the window cache is being built; then the same fit again")
+@case("kill_9_during_cache_build", "table",
+      "kill -9 while the window cache is being built; then the same fit again")
 def _(s: Sweep, d: Path) -> Outcome:
     cache = d / "cache"
     argv = s.argv("fit", *s.standin, '--data.init_args.synthetic_options={"windows_per_subject": 400}')
@@ -596,12 +620,17 @@ def _(s: Sweep, d: Path) -> Outcome:
     again = s.fit(d)
     runs = versions(d / EXP)
     debris = [p.name for p in cache.iterdir() if p.name.startswith(".tmp-")] if cache.is_dir() else []
-    return Outcome(again, None, {
-        "killed during the build": hit,
-        "the rerun exits 0": again.rc == 0,
-        "the rerun is the only run directory, with its results": len(runs) == 1 and (runs[0] / "results.json").is_file(),
-        "no half-built cache left": not debris,
-    })
+    return Outcome(
+        again,
+        None,
+        {
+            "killed during the build": hit,
+            "the rerun exits 0": again.rc == 0,
+            "the rerun is the only run directory, with its results": len(runs) == 1
+            and (runs[0] / "results.json").is_file(),
+            "no half-built cache left": not debris,
+        },
+    )
 
 
 @case("truncated_edf", "table", "a truncated EDF file in a Sleep-EDF corpus")
@@ -628,13 +657,18 @@ def _(s: Sweep, d: Path) -> Outcome:
     # the same command (the model section must match what is resumed) with a nearer end
     again = s.fit(d, "--model.init_args.early_stopping_patience=1000", "--ckpt_path", "last",
                   f"--trainer.max_epochs={epoch + 2}")
-    return Outcome(again, None, {
-        "killed (rc -9)": ran.rc == -signal.SIGKILL,
-        "last.ckpt loads (weights_only)": whole,
-        "the resume exits 0": again.rc == 0,
-        "it finishes the same directory": (run_dir / "results.json").is_file() and len(versions(d / EXP)) == 1,
-        "metrics.csv parses": metrics_parse(run_dir),
-    })
+    return Outcome(
+        again,
+        None,
+        {
+            "killed (rc -9)": ran.rc == -signal.SIGKILL,
+            "last.ckpt loads (weights_only)": whole,
+            "the resume exits 0": again.rc == 0,
+            "it finishes the same directory": (run_dir / "results.json").is_file()
+            and len(versions(d / EXP)) == 1,
+            "metrics.csv parses": metrics_parse(run_dir),
+        },
+    )
 
 
 @case("two_fits_at_once", "handled", "two identical `biosig fit` started at once")
@@ -649,7 +683,8 @@ def _(s: Sweep, d: Path) -> Outcome:
     })
 
 
-@case("tune_worker_killed", "handled", "a `biosig tune` worker killed -9 mid-trial; a second worker takes over")
+@case("tune_worker_killed", "handled",
+      "a `biosig tune` worker killed -9 mid-trial; a second worker takes over")
 def _(s: Sweep, d: Path) -> Outcome:
     argv = s.argv("tune", *s.standin, "--search-space", s.space, "--study-name", "k", "--n-trials", "2",
                   "--grace-period", "5", "--trainer.max_epochs=1000",
@@ -701,14 +736,16 @@ def _wrong_rate(root: Path) -> None:
 
 def _unknown_annotation(root: Path) -> None:
     write_psg(root / "SC4001E0-PSG.edf")
-    write_hypnogram(root / "SC4001EC-Hypnogram.edf", [(0.0, 30.0, "Sleep stage W"), (30.0, 30.0, "Sleep stage X")])
+    write_hypnogram(root / "SC4001EC-Hypnogram.edf",
+                    [(0.0, 30.0, "Sleep stage W"), (30.0, 30.0, "Sleep stage X")])
 
 
 def _empty_root(root: Path) -> None:
     (root / "README.txt").write_text("the recordings are still downloading\n")
 
 
-_broken_edf("edf_not_an_edf", "a Sleep-EDF PSG that is not an EDF file", ["SC4001E0-PSG.edf", "not a readable EDF"],
+_broken_edf("edf_not_an_edf", "a Sleep-EDF PSG that is not an EDF file",
+            ["SC4001E0-PSG.edf", "not a readable EDF"],
             _not_an_edf)
 _broken_edf("edf_no_hypnogram", "a Sleep-EDF PSG without its hypnogram", ["SC4001E0-PSG.edf", "no hypnogram"],
             _no_hypnogram)
@@ -718,7 +755,8 @@ _broken_edf("edf_wrong_rate", "a Sleep-EDF PSG whose EEG Pz-Oz is sampled at 200
             ["SC4001E0-PSG.edf", "'EEG Pz-Oz'", "200 Hz"], _wrong_rate)
 _broken_edf("edf_unknown_annotation", "a Sleep-EDF hypnogram with an unknown stage",
             ["SC4001EC-Hypnogram.edf", "Sleep stage X"], _unknown_annotation)
-_broken_edf("edf_no_recordings", "a Sleep-EDF root that holds no recordings", ["sleep", "Sleep Cassette"], _empty_root)
+_broken_edf("edf_no_recordings", "a Sleep-EDF root that holds no recordings",
+            ["sleep", "Sleep Cassette"], _empty_root)
 
 
 @case("non_ascii_paths", "handled", "corpus and run directory under non-ASCII paths (APAVA layout)")
@@ -728,8 +766,14 @@ def _(s: Sweep, d: Path) -> Outcome:
     root = write_apava(here / "APAVA ß")
     ran = _apava_fit(s, here, root)
     runs = versions(here / EXP)
-    return Outcome(ran, None, {"exit 0": ran.rc == 0,
-                               "results.json written": len(runs) == 1 and (runs[0] / "results.json").is_file()})
+    return Outcome(
+        ran,
+        None,
+        {
+            "exit 0": ran.rc == 0,
+            "results.json written": len(runs) == 1 and (runs[0] / "results.json").is_file(),
+        },
+    )
 
 
 @case("corpus_symlink_loop", "handled", "two corpus files that are symlinks to each other")
@@ -753,7 +797,8 @@ def _(s: Sweep, d: Path) -> Outcome:
     shutil.copy(_base_ckpt(s), ckpt)
     ran = s.run(d, s.argv("test", "--config", str(s.exp / "overlays" / "demo.yaml"),
                           "--config", str(s.exp / "overlays" / "smoke.yaml"), "--ckpt_path", str(ckpt)))
-    return Outcome(ran, ["bioformer.ckpt", "model.init_args.backbone.class_path"], {"the checkpoint is untouched":
+    return Outcome(ran, ["bioformer.ckpt", "model.init_args.backbone.class_path"],
+                   {"the checkpoint is untouched":
                                                                digest(ckpt) == digest(_base_ckpt(s))})
 
 
@@ -763,7 +808,8 @@ def _(s: Sweep, d: Path) -> Outcome:
     shutil.copy(_base_ckpt(s), ckpt)
     ran = s.run(d, s.argv("fit", "--config", str(s.exp / "bioformer_adftd.yaml"),
                           *s.standin[2:], "--ckpt_path", str(ckpt)))  # the same overlays, ADFTD's corpus
-    return Outcome(ran, ["apava.ckpt", "data.class_path"], {"no run directory left": not any((d / "runs").rglob("version_*"))})
+    return Outcome(ran, ["apava.ckpt", "data.class_path"],
+                   {"no run directory left": not any((d / "runs").rglob("version_*"))})
 
 
 class _Payload:
@@ -880,7 +926,9 @@ def _(s: Sweep, d: Path) -> Outcome:
 def _(s: Sweep, d: Path) -> Outcome:
     bomb = d / "space.yaml"
     bomb.write_text(_bomb_yaml())
-    return _peak(s, d, s.argv("tune", *s.standin, "--search-space", str(bomb), "--study-name", "b", "--n-trials", "1"),
+    return _peak(s, d,
+                 s.argv("tune", *s.standin, "--search-space", str(bomb),
+                        "--study-name", "b", "--n-trials", "1"),
                  ["space.yaml", "aliases expand"])
 
 
@@ -903,10 +951,12 @@ def _zip_bomb(s: Sweep, path: Path, inflated: int = 3 * 2**30) -> Path:
     return path
 
 
-@case("checkpoint_zip_bomb_test", "inputs", "`biosig test --ckpt_path` a checkpoint with a member that inflates to 3 GiB")
+@case("checkpoint_zip_bomb_test", "inputs",
+      "`biosig test --ckpt_path` a checkpoint with a member that inflates to 3 GiB")
 def _(s: Sweep, d: Path) -> Outcome:
     bomb = _zip_bomb(s, d / "bomb.ckpt")
-    return _peak(s, d, s.argv("test", *s.standin, "--ckpt_path", str(bomb)), ["bomb.ckpt", "inflate to 3,072 MiB"],
+    return _peak(s, d, s.argv("test", *s.standin, "--ckpt_path", str(bomb)),
+                 ["bomb.ckpt", "inflate to 3,072 MiB"],
                  **{"the file is small": bomb.stat().st_size < 16 * 2**20})
 
 
@@ -928,18 +978,23 @@ def _npy_header(path: Path, shape: tuple[int, ...], data: bytes) -> None:
 def _(s: Sweep, d: Path) -> Outcome:
     root = write_apava(d / "apava")
     _npy_header(root / "Feature" / "feature_04.npy", (10**12, 256, 16), bytes(1024))
-    ran, peak = s.run_peak(d, s.argv("fit", "--config", s.bioformer[0], "--config", s.tiny, "--config", s.bioformer[1],
+    ran, peak = s.run_peak(d,
+                           s.argv("fit", "--config", s.bioformer[0], "--config", s.tiny, "--config",
+                                  s.bioformer[1],
                                      f"--data.init_args.root={root}", "--trainer.max_epochs=1"))
     return Outcome(ran, ["feature_04.npy", "header says shape (1000000000000, 256, 16)"],
                    {"no run directory left": not any((d / "runs").rglob("version_*"))},
                    peak_mb=float("nan") if peak is None else peak)
 
 
-@case("npy_label_header_huge", "inputs", "an APAVA `label.npy` whose header claims 10^11 rows (read whole, not mapped)")
+@case("npy_label_header_huge", "inputs",
+      "an APAVA `label.npy` whose header claims 10^11 rows (read whole, not mapped)")
 def _(s: Sweep, d: Path) -> Outcome:
     root = write_apava(d / "apava")
     _npy_header(root / "Label" / "label.npy", (10**11, 2), bytes(64))
-    ran, peak = s.run_peak(d, s.argv("fit", "--config", s.bioformer[0], "--config", s.tiny, "--config", s.bioformer[1],
+    ran, peak = s.run_peak(d,
+                           s.argv("fit", "--config", s.bioformer[0], "--config", s.tiny, "--config",
+                                  s.bioformer[1],
                                      f"--data.init_args.root={root}", "--trainer.max_epochs=1"))
     return Outcome(ran, ["label.npy", "header says shape (100000000000, 2)"],
                    {"no run directory left": not any((d / "runs").rglob("version_*"))},
@@ -956,7 +1011,8 @@ def _report_bad(s: Sweep, d: Path, bad: Any, culprit: str) -> Outcome:
     return _report_with_one_bad(s, d, text, extra=[culprit])
 
 
-@case("report_deeply_nested_json", "inputs", "`biosig report` where one `results.json` nests 100,000 lists deep")
+@case("report_deeply_nested_json", "inputs",
+      "`biosig report` where one `results.json` nests 100,000 lists deep")
 def _(s: Sweep, d: Path) -> Outcome:
     return _report_bad(s, d, '{"metrics": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply")
 
@@ -966,17 +1022,20 @@ def _(s: Sweep, d: Path) -> Outcome:
     return _report_bad(s, d, {"metrics": [0.5, 0.7]}, "'metrics' is a list")
 
 
-@case("report_metric_not_a_number", "inputs", "`biosig report` where one run's `metrics[\"test/acc\"]` is a string")
+@case("report_metric_not_a_number", "inputs",
+      "`biosig report` where one run's `metrics[\"test/acc\"]` is a string")
 def _(s: Sweep, d: Path) -> Outcome:
     return _report_bad(s, d, {"metrics": {"test/acc": "high"}}, "metrics['test/acc'] is a string")
 
 
-@case("report_ragged_confusion_matrix", "inputs", "`biosig report` where one run's `confusion_matrix` is ragged")
+@case("report_ragged_confusion_matrix", "inputs",
+      "`biosig report` where one run's `confusion_matrix` is ragged")
 def _(s: Sweep, d: Path) -> Outcome:
     return _report_bad(s, d, {"confusion_matrix": [[1, 2], [3]]}, "'confusion_matrix' is not a square table")
 
 
-@case("report_many_classes", "inputs", "`biosig report` of a run with 2,000 classes (its confusion matrix figure)")
+@case("report_many_classes", "inputs",
+      "`biosig report` of a run with 2,000 classes (its confusion matrix figure)")
 def _(s: Sweep, d: Path) -> Outcome:
     assert s.base is not None
     run = d / "runs" / "many"
@@ -994,11 +1053,20 @@ def _(s: Sweep, d: Path) -> Outcome:
 
         with Image.open(pngs[0]) as im:
             size_ok = max(im.size) <= 12 * 110 + 1
-    return Outcome(ran, None, {"exit 0": ran.rc == 0, "the confusion figure is at most 12 in a side": size_ok,
-                               "no temporary file left in the figures folder": not any(
-                                   p.name.startswith(".") for p in (d / "figs").iterdir()) if (d / "figs").is_dir()
-                               else False},
-                   peak_mb=float("nan") if peak is None else peak)
+    return Outcome(
+        ran,
+        None,
+        {
+            "exit 0": ran.rc == 0,
+            "the confusion figure is at most 12 in a side": size_ok,
+            "no temporary file left in the figures folder": not any(
+                p.name.startswith(".") for p in (d / "figs").iterdir()
+            )
+            if (d / "figs").is_dir()
+            else False,
+        },
+        peak_mb=float("nan") if peak is None else peak,
+    )
 
 
 @case("biosig_cache_is_a_file", "inputs", "`BIOSIG_CACHE` naming a file")
@@ -1008,7 +1076,8 @@ def _(s: Sweep, d: Path) -> Outcome:
     env = {**s.env(d), "BIOSIG_CACHE": str(cache)}
     ran = s.run(d, s.argv("fit", *s.standin), env=env)
     return Outcome(ran, ["cache.txt", "is a file, not a directory", "BIOSIG_CACHE"],
-                   {"no run directory left": not versions(d / EXP), "the file is untouched": cache.read_text() == "a file"})
+                   {"no run directory left": not versions(d / EXP),
+                    "the file is untouched": cache.read_text() == "a file"})
 
 
 @case("biosig_cache_below_a_file", "inputs", "`BIOSIG_CACHE` naming a folder below a file")
@@ -1016,7 +1085,8 @@ def _(s: Sweep, d: Path) -> Outcome:
     (d / "f").write_text("a file")
     env = {**s.env(d), "BIOSIG_CACHE": str(d / "f" / "cache")}
     ran = s.run(d, s.argv("fit", *s.standin), env=env)
-    return Outcome(ran, ["f/cache", "is a file, not a directory"], {"no run directory left": not versions(d / EXP)})
+    return Outcome(ran, ["f/cache", "is a file, not a directory"],
+                   {"no run directory left": not versions(d / EXP)})
 
 
 @case("fit_seed_too_large", "inputs", "`biosig fit --seed_everything=4294967296`")
@@ -1029,7 +1099,8 @@ def _(s: Sweep, d: Path) -> Outcome:
     return _refused(s, d, ["seed_everything", "-5"], "--seed_everything=-5")
 
 
-@case("checkpoint_hparam_model_lost", "inputs", "a checkpoint whose hyper-parameters hold a key the model no longer takes")
+@case("checkpoint_hparam_model_lost", "inputs",
+      "a checkpoint whose hyper-parameters hold a key the model no longer takes")
 def _(s: Sweep, d: Path) -> Outcome:
     import torch
 
@@ -1061,13 +1132,15 @@ def _own_config(d: Path, data: dict[str, Any], name: str = "own") -> Path:
     import yaml
 
     config = {
-        "trainer": {"max_epochs": 1, "limit_train_batches": 2, "limit_val_batches": 2, "limit_test_batches": 2,
+        "trainer": {"max_epochs": 1, "limit_train_batches": 2, "limit_val_batches": 2,
+                    "limit_test_batches": 2,
                     "num_sanity_val_steps": 0, "enable_progress_bar": False, "accelerator": "cpu",
                     "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",
                                "init_args": {"save_dir": "runs", "name": name}}},
         "model": {"class_path": "ClassificationTask",
                   "init_args": {"backbone": {"class_path": "biosig_lightning.models.baselines.CNN1D",
-                                             "init_args": {"width": 8, "n_blocks": 1, "convs_per_block": 1}}}},
+                                             "init_args": {"width": 8,
+                                                           "n_blocks": 1, "convs_per_block": 1}}}},
         "data": data,
     }
     path = d / f"{name}.yaml"
@@ -1083,7 +1156,8 @@ def _own_fit(s: Sweep, d: Path, data: dict[str, Any], culprit: list[str], name: 
 @case("epochs_one_class", "inputs", "an Epochs `-epo.fif` file whose events are all one class")
 def _(s: Sweep, d: Path) -> Outcome:
     path = _epochs_file(d / "mine-epo.fif", [1] * 24, {"left": 1})
-    return _own_fit(s, d, {"class_path": "EpochsDataModule", "init_args": {"epochs": str(path), "batch_size": 4}},
+    return _own_fit(s, d,
+                    {"class_path": "EpochsDataModule", "init_args": {"epochs": str(path), "batch_size": 4}},
                     ["mine-epo.fif", "one class only", "left"])
 
 
@@ -1091,7 +1165,8 @@ def _(s: Sweep, d: Path) -> Outcome:
 def _(s: Sweep, d: Path) -> Outcome:
     path = d / "mine-epo.fif"
     path.write_bytes(b"\0" * 4096)
-    return _own_fit(s, d, {"class_path": "EpochsDataModule", "init_args": {"epochs": str(path), "batch_size": 4}},
+    return _own_fit(s, d,
+                    {"class_path": "EpochsDataModule", "init_args": {"epochs": str(path), "batch_size": 4}},
                     ["mine-epo.fif", "cannot read epochs file"])
 
 
@@ -1100,14 +1175,16 @@ def _(s: Sweep, d: Path) -> Outcome:
     path = _epochs_file(d / "mine-epo.fif", [1, 2] * 12, {"left": 1, "right": 2})
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    return _own_fit(s, d, {"class_path": "EpochsDataModule", "init_args": {"epochs": str(path), "batch_size": 4}},
+    return _own_fit(s, d,
+                    {"class_path": "EpochsDataModule", "init_args": {"epochs": str(path), "batch_size": 4}},
                     ["mine-epo.fif", "cannot read epochs file"])
 
 
 @case("cv_folds_huge_range", "inputs", "`biosig cv --folds 0-3000000000` (a typo)")
 def _(s: Sweep, d: Path) -> Outcome:
     ran, peak = s.run_peak(d, s.argv("cv", *s.standin, "--folds", "0-3000000000", "--out", "cvout"))
-    return Outcome(ran, ["--folds", "0-3000000000", "3,000,000,001"], {"no output folder left": not (d / "cvout").exists()},
+    return Outcome(ran, ["--folds", "0-3000000000", "3,000,000,001"],
+                   {"no output folder left": not (d / "cvout").exists()},
                    peak_mb=float("nan") if peak is None else peak)
 
 
@@ -1123,9 +1200,11 @@ def _twice(d: Path, text: str) -> Path:
     return path
 
 
-@case("yaml_same_top_level_key_twice", "inputs", "a `--config` with `trainer:` twice (YAML keeps the second silently)")
+@case("yaml_same_top_level_key_twice", "inputs",
+      "a `--config` with `trainer:` twice (YAML keeps the second silently)")
 def _(s: Sweep, d: Path) -> Outcome:
-    path = _twice(d, "trainer:\n  max_epochs: 3\nmodel:\n  init_args: {lr: 1.0e-3}\ntrainer:\n  max_epochs: 1\n")
+    path = _twice(d,
+                  "trainer:\n  max_epochs: 3\nmodel:\n  init_args: {lr: 1.0e-3}\ntrainer:\n  max_epochs: 1\n")
     return _refused(s, d, ["twice.yaml", "'trainer' appears twice", "lines 1 and 5"], "--config", str(path))
 
 
@@ -1141,10 +1220,12 @@ def _(s: Sweep, d: Path) -> Outcome:
     path = d / "grid.yaml"
     path.write_text(text + "\nseeds: [1]\n")
     ran = s.run(d, s.argv("benchmark", "--grid", str(path), "--out", "bout", "--print-commands"))
-    return Outcome(ran, ["grid.yaml", "'seeds' appears twice"], {"no output folder left": not (d / "bout").exists()})
+    return Outcome(ran, ["grid.yaml", "'seeds' appears twice"],
+                   {"no output folder left": not (d / "bout").exists()})
 
 
-def _ptbxl(root: Path, filename: str | None = None, hea: str | None = None, dat_bytes: int | None = None) -> Path:
+def _ptbxl(root: Path, filename: str | None = None, hea: str | None = None,
+           dat_bytes: int | None = None) -> Path:
     """A one-patient PTB-XL tree (two 10-s records at 100 Hz, wfdb), its database and statements."""
     import wfdb
 
@@ -1153,7 +1234,8 @@ def _ptbxl(root: Path, filename: str | None = None, hea: str | None = None, dat_
     folder.mkdir(parents=True)
     for ecg_id in (1, 2):
         sig = np.random.default_rng(ecg_id).normal(0, 0.1, (1000, 12))
-        wfdb.wrsamp(f"{ecg_id:05d}_lr", fs=100, units=["mV"] * 12, sig_name=leads, p_signal=sig, fmt=["16"] * 12,
+        wfdb.wrsamp(f"{ecg_id:05d}_lr", fs=100, units=["mV"] * 12, sig_name=leads, p_signal=sig,
+                    fmt=["16"] * 12,
                     write_dir=str(folder))
     with open(root / "ptbxl_database.csv", "w", newline="") as f:
         w = csv.writer(f)
@@ -1164,7 +1246,8 @@ def _ptbxl(root: Path, filename: str | None = None, hea: str | None = None, dat_
                         ecg_id, name, f"records500/00000/{ecg_id:05d}_hr"])
     with open(root / "scp_statements.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["", "description", "diagnostic", "form", "rhythm", "diagnostic_class", "diagnostic_subclass"])
+        w.writerow(["", "description", "diagnostic", "form", "rhythm",
+                    "diagnostic_class", "diagnostic_subclass"])
         w.writerow(["NORM", "normal", "1.0", "", "", "NORM", "NORM"])
         w.writerow(["IMI", "inferior MI", "1.0", "", "", "MI", "IMI"])
     if hea is not None:
@@ -1176,14 +1259,17 @@ def _ptbxl(root: Path, filename: str | None = None, hea: str | None = None, dat_
 
 
 def _ptbxl_fit(s: Sweep, d: Path, root: Path, culprit: list[str]) -> Outcome:
-    return _own_fit(s, d, {"class_path": "PTBXLDataModule", "init_args": {"root": str(root), "batch_size": 2}},
+    return _own_fit(s, d,
+                    {"class_path": "PTBXLDataModule", "init_args": {"root": str(root), "batch_size": 2}},
                     culprit, "ptbxl")
 
 
-@case("ptbxl_absolute_filename", "inputs", "PTB-XL's database listing an absolute `filename_lr` (`/etc/hostname`)")
+@case("ptbxl_absolute_filename", "inputs",
+      "PTB-XL's database listing an absolute `filename_lr` (`/etc/hostname`)")
 def _(s: Sweep, d: Path) -> Outcome:
     root = _ptbxl(d / "ptbxl", filename="/etc/hostname")
-    return _ptbxl_fit(s, d, root, ["ptbxl_database.csv", "row 3", "filename_lr '/etc/hostname' leads outside"])
+    return _ptbxl_fit(s, d, root,
+                      ["ptbxl_database.csv", "row 3", "filename_lr '/etc/hostname' leads outside"])
 
 
 @case("ptbxl_dotdot_filename", "inputs", "PTB-XL's database listing `filename_lr` `records100/../../x`")
@@ -1208,7 +1294,9 @@ def _(s: Sweep, d: Path) -> Outcome:
 def _(s: Sweep, d: Path) -> Outcome:
     space = d / "space.yaml"
     space.write_text("model.init_args.backbone.init_args.dropout: {type: float, low: 0.0, high: 1.5}\n")
-    ran = s.run(d, s.argv("tune", *s.standin, "--search-space", str(space), "--study-name", "dr", "--n-trials", "2"))
+    ran = s.run(d,
+                s.argv("tune", *s.standin, "--search-space", str(space),
+                       "--study-name", "dr", "--n-trials", "2"))
     return Outcome(ran, ["model.init_args.backbone.init_args.dropout", "1.5", "probability"],
                    {"no study left": not (d / "dr.db").exists() or not study_states(d / "dr.db", "dr"),
                     "no trial directory left": not any((d / "runs").rglob("trial_*"))})
@@ -1218,8 +1306,11 @@ def _(s: Sweep, d: Path) -> Outcome:
 def _(s: Sweep, d: Path) -> Outcome:
     space = d / "space.yaml"
     space.write_text("model.init_args.lr: {type: float, low: -0.1, high: 0.01}\n")
-    ran = s.run(d, s.argv("tune", *s.standin, "--search-space", str(space), "--study-name", "lr", "--n-trials", "2"))
-    return Outcome(ran, ["model.init_args.lr", "-0.1"], {"no trial directory left": not any((d / "runs").rglob("trial_*"))})
+    ran = s.run(d,
+                s.argv("tune", *s.standin, "--search-space", str(space),
+                       "--study-name", "lr", "--n-trials", "2"))
+    return Outcome(ran, ["model.init_args.lr", "-0.1"],
+                   {"no trial directory left": not any((d / "runs").rglob("trial_*"))})
 
 
 def _grid_recipe(s: Sweep, d: Path, recipe: str) -> Outcome:
@@ -1228,15 +1319,23 @@ def _grid_recipe(s: Sweep, d: Path, recipe: str) -> Outcome:
     spec = yaml.safe_load((s.exp / "benchmarks" / "smoke.yaml").read_text())
     for corpus in spec["corpora"].values():  # the grid's own relative paths, from this folder
         for key in ("configs", "overlays"):
-            corpus[key] = [str(s.exp / Path(p).relative_to("experiments")) if p.startswith("experiments/") else p
-                           for p in corpus.get(key) or []]
+            corpus[key] = [
+                str(s.exp / Path(p).relative_to("experiments")) if p.startswith("experiments/") else p
+                for p in corpus.get(key) or []
+            ]
     name = next(iter(spec["methods"]))
     spec["methods"][name]["recipe"] = {"class_path": recipe}
     path = d / "grid.yaml"
     path.write_text(yaml.safe_dump(spec))
     ran = s.run(d, s.argv("benchmark", "--grid", str(path), "--out", "bout"))
-    return Outcome(ran, ["grid.yaml", f"methods.{name}.recipe", recipe, "names no task"],
-                   {"no cell ran": not any((d / "bout").rglob("results.json")) and not any((d / "bout").rglob("*.ckpt"))})
+    return Outcome(
+        ran,
+        ["grid.yaml", f"methods.{name}.recipe", recipe, "names no task"],
+        {
+            "no cell ran": not any((d / "bout").rglob("results.json"))
+            and not any((d / "bout").rglob("*.ckpt"))
+        },
+    )
 
 
 @case("grid_unknown_recipe", "inputs", "a grid whose method names the recipe `ClasificationTask` (a typo)")
@@ -1249,7 +1348,8 @@ def _(s: Sweep, d: Path) -> Outcome:
     return _grid_recipe(s, d, "biosig_lightning.robust.DGTsk")
 
 
-@case("precision_16_mixed_on_cpu", "inputs", "`--trainer.precision 16-mixed` on a CPU (Lightning would run bf16-mixed)")
+@case("precision_16_mixed_on_cpu", "inputs",
+      "`--trainer.precision 16-mixed` on a CPU (Lightning would run bf16-mixed)")
 def _(s: Sweep, d: Path) -> Outcome:
     return _refused(s, d, ["trainer.precision", "16-mixed", "bf16-mixed"], "--trainer.accelerator=cpu",
                     "--trainer.precision=16-mixed")
@@ -1268,21 +1368,31 @@ def _bids(root: Path, n_subjects: int = 4) -> Path:
 
     rng = np.random.default_rng(0)
     for sub in range(1, n_subjects + 1):
-        raw = mne.io.RawArray(rng.normal(0, 1e-5, (3, 1600)), mne.create_info(["C3", "C4", "Cz"], 100.0, "eeg"),
+        raw = mne.io.RawArray(rng.normal(0, 1e-5, (3, 1600)),
+                              mne.create_info(["C3", "C4", "Cz"], 100.0, "eeg"),
                               verbose="error")
         raw.set_annotations(mne.Annotations([2.0 * i for i in range(8)], [1.0] * 8, ["left", "right"] * 4))
-        mne_bids.write_raw_bids(raw, mne_bids.BIDSPath(subject=f"{sub:02d}", task="mi", datatype="eeg", root=root),
+        mne_bids.write_raw_bids(raw,
+                                mne_bids.BIDSPath(subject=f"{sub:02d}", task="mi", datatype="eeg", root=root),
                                 format="BrainVision", allow_preload=True, verbose="error")
     return root
 
 
 def _bids_fit(s: Sweep, d: Path, root: Path, culprit: list[str]) -> Outcome:
-    return _own_fit(s, d, {"class_path": "BIDSDataModule", "init_args": {"root": str(root), "task": "mi",
-                                                                         "window_seconds": 1.0, "batch_size": 4}},
-                    culprit, "bids")
+    return _own_fit(
+        s,
+        d,
+        {
+            "class_path": "BIDSDataModule",
+            "init_args": {"root": str(root), "task": "mi", "window_seconds": 1.0, "batch_size": 4},
+        },
+        culprit,
+        "bids",
+    )
 
 
-@case("bids_channels_tsv_mismatch", "inputs", "a BIDS dataset (mne-bids) whose `channels.tsv` names other channels")
+@case("bids_channels_tsv_mismatch", "inputs",
+      "a BIDS dataset (mne-bids) whose `channels.tsv` names other channels")
 def _(s: Sweep, d: Path) -> Outcome:
     root = _bids(d / "bids")
     tsv = root / "sub-03" / "eeg" / "sub-03_task-mi_channels.tsv"
@@ -1305,11 +1415,13 @@ def _(s: Sweep, d: Path) -> Outcome:
     return _bids_fit(s, d, root, ["sub-01_task-mi_eeg.vhdr", "cannot read the BIDS recording"])
 
 
-@case("bids_sidecar_json_truncated", "inputs", "a BIDS dataset (mne-bids) whose second `_eeg.json` sidecar is cut short")
+@case("bids_sidecar_json_truncated", "inputs",
+      "a BIDS dataset (mne-bids) whose second `_eeg.json` sidecar is cut short")
 def _(s: Sweep, d: Path) -> Outcome:
     root = _bids(d / "bids")
     (root / "sub-02" / "eeg" / "sub-02_task-mi_eeg.json").write_text('{"SamplingFrequency": ')
-    return _bids_fit(s, d, root, ["sub-02_task-mi_eeg.vhdr", "cannot read the BIDS recording", "JSONDecodeError"])
+    return _bids_fit(s, d, root,
+                     ["sub-02_task-mi_eeg.vhdr", "cannot read the BIDS recording", "JSONDecodeError"])
 
 
 @case("bids_events_tsv_garbage", "inputs", "a BIDS dataset (mne-bids) whose `events.tsv` onsets are text")
@@ -1324,13 +1436,15 @@ def _(s: Sweep, d: Path) -> Outcome:
 @case("configs_path_dotdot", "inputs", "`biosig configs path ../pyproject`")
 def _(s: Sweep, d: Path) -> Outcome:
     ran = s.run(d, s.argv("configs", "path", "../pyproject"))
-    return Outcome(ran, ["../pyproject", "not a packaged config name"], {"prints no path": not ran.out.strip()})
+    return Outcome(ran, ["../pyproject", "not a packaged config name"],
+                   {"prints no path": not ran.out.strip()})
 
 
 @case("configs_copy_absolute", "inputs", "`biosig configs copy /etc/hostname`")
 def _(s: Sweep, d: Path) -> Outcome:
     ran = s.run(d, s.argv("configs", "copy", "/etc/hostname"))
-    return Outcome(ran, ["/etc/hostname", "not a packaged config name"], {"nothing copied": not any(d.iterdir())})
+    return Outcome(ran, ["/etc/hostname", "not a packaged config name"],
+                   {"nothing copied": not any(d.iterdir())})
 
 
 @case("configs_copy_dotdot_inside", "inputs", "`biosig configs copy overlays/../../pyproject`")
@@ -1346,7 +1460,8 @@ def judge(s: Sweep, c: Case, d: Path) -> dict[str, Any]:
         out = c.run(s, d)
     except Exception as err:  # noqa: BLE001 - a broken case is reported, not fatal to the sweep
         out = Outcome(None, checks={f"the case ran ({type(err).__name__}: {err})": False})
-    row: dict[str, Any] = {"case": c.name, "source": c.source, "what": c.what, "seconds": round(time.monotonic() - t0, 1)}
+    row: dict[str, Any] = {"case": c.name, "source": c.source, "what": c.what,
+                           "seconds": round(time.monotonic() - t0, 1)}
     if out.skipped:
         row.update(result="skipped", reason=out.skipped)
         return row
@@ -1374,7 +1489,9 @@ def judge(s: Sweep, c: Case, d: Path) -> dict[str, Any]:
     if out.peak_mb is not None:
         measured = out.peak_mb == out.peak_mb  # not NaN
         row["peak_rss_mb"] = round(out.peak_mb, 1) if measured else None
-        checks[f"peak memory under {PEAK_LIMIT_MB / 1024:g} GiB (/usr/bin/time -v)"] = measured and out.peak_mb < PEAK_LIMIT_MB
+        checks[f"peak memory under {PEAK_LIMIT_MB / 1024:g} GiB (/usr/bin/time -v)"] = (
+            measured and out.peak_mb < PEAK_LIMIT_MB
+        )
     row["checks"] = checks
     row["result"] = "handled" if checks and all(checks.values()) else "NOT handled"
     if out.note:
@@ -1383,7 +1500,8 @@ def judge(s: Sweep, c: Case, d: Path) -> dict[str, Any]:
 
 
 def make_base(s: Sweep) -> None:
-    """One finished stand-in run (its checkpoints, results.json and window cache) for the cases that need one."""
+    """One finished stand-in run (its checkpoints, results.json and window cache) for the cases that need
+    one."""
     d = s.tmp / "base"
     d.mkdir()
     ran = s.fit(d)
@@ -1400,20 +1518,31 @@ def write_result(rows: list[dict[str, Any]], out: Path, command: str, dates: lis
 
     handled = sum(r["result"] == "handled" for r in rows)
     skipped = sum(r["result"] == "skipped" for r in rows)
-    machine = (f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs, Python {platform.python_version()}, "
+    machine = (f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs, Python "
+               f"{platform.python_version()}, "
                f"torch {torch.__version__}; a fresh clone of the branch, its package first on PYTHONPATH")
-    source = {"table": "issue table", "handled": "listed as handled", "added": "added", "inputs": "inputs that expand, one-line errors"}
+    source = {"table": "issue table", "handled": "listed as handled", "added": "added",
+              "inputs": "inputs that expand, one-line errors"}
     table_rows = []
     for k, r in enumerate(rows, 1):
         last = r.get("last_line", "") or ""
         failed = [name for name, ok in r.get("checks", {}).items() if not ok]
-        table_rows.append([str(k), f"`{r['case']}`", r["what"], source[r["source"]],
-                           str(r.get("exit", "")), str(r.get("stderr_lines", "")),
-                           f"{r['peak_rss_mb']:.0f}" if r.get("peak_rss_mb") is not None else "",
-                           ("`" + last.replace("|", "\N{BROKEN BAR}").replace("`", "'") + "`") if last else "",
-                           r["result"] + (f" ({r['reason']})" if r.get("reason") else "")
-                           + (f" (re-run alone, {r['rerun']})" if r.get("rerun") else "")
-                           + ("; failed: " + "; ".join(failed) if failed else "")])
+        table_rows.append(
+            [
+                str(k),
+                f"`{r['case']}`",
+                r["what"],
+                source[r["source"]],
+                str(r.get("exit", "")),
+                str(r.get("stderr_lines", "")),
+                f"{r['peak_rss_mb']:.0f}" if r.get("peak_rss_mb") is not None else "",
+                ("`" + last.replace("|", "\N{BROKEN BAR}").replace("`", "'") + "`") if last else "",
+                r["result"]
+                + (f" ({r['reason']})" if r.get("reason") else "")
+                + (f" (re-run alone, {r['rerun']})" if r.get("rerun") else "")
+                + ("; failed: " + "; ".join(failed) if failed else ""),
+            ]
+        )
     doc = {
         "title": f"Reliability sweep: {len(rows)} faults and bad inputs, run as a new user",
         "page": "run-directory",
@@ -1427,15 +1556,23 @@ def write_result(rows: list[dict[str, Any]], out: Path, command: str, dates: lis
         "items": [
             {"text": f"**{handled}/{len(rows)} cases handled**" + (f", {skipped} skipped" if skipped else "")
                      + f" ({timing}). Each case runs the `biosig` console script in its own "
-                       "temporary directory on a tiny BioFormer stand-in fit; a failing command must end in one line "
-                       "`biosig <command>: ...` that names the culprit, with no traceback, and nothing may be lost "
-                       "(every checkpoint left loads with `weights_only=True`, `metrics.csv` parses, runs, trial "
-                       "directories and other runs' reports kept). *Last stderr line* is the line a user reads; "
-                       "*stderr lines* counts Lightning's own notices too (a `|` in a line is shown as `\N{BROKEN BAR}`); "
-                       "*peak MiB* is the command's maximum resident memory from `/usr/bin/time -v`, measured for the inputs "
-                       f"that expand (each must stay under {PEAK_LIMIT_MB:.0f} MiB). The checks of each case are in "
+                       "temporary directory on a tiny BioFormer stand-in fit; a failing command must end in "
+                       "one line "
+                       "`biosig <command>: ...` that names the culprit, with no traceback, and nothing may "
+                       "be lost "
+                       "(every checkpoint left loads with `weights_only=True`, `metrics.csv` parses, runs, "
+                       "trial "
+                       "directories and other runs' reports kept). *Last stderr line* is the line a user "
+                       "reads; "
+                       "*stderr lines* counts Lightning's own notices too (a `|` in a line is shown as "
+                       "`\N{BROKEN BAR}`); "
+                       "*peak MiB* is the command's maximum resident memory from `/usr/bin/time -v`, "
+                       "measured for the inputs "
+                       f"that expand (each must stay under {PEAK_LIMIT_MB:.0f} MiB). The checks of each case "
+                       f"are in "
                        "`tools/audits/reliability_sweep.py`."},
-            {"table": {"columns": ["#", "case", "what", "from", "exit", "stderr lines", "peak MiB", "last stderr line",
+            {"table": {"columns": ["#", "case", "what", "from", "exit", "stderr lines", "peak MiB",
+                                   "last stderr line",
                                    "result"],
                        "align": ["right", "left", "left", "left", "right", "right", "right", "left", "left"],
                        "rows": table_rows}},
@@ -1456,7 +1593,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print only, write no result file")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directories")
     parser.add_argument("--update", action="store_true",
-                        help="with --only or --source: replace only these cases' rows in the existing result file "
+                        help="with --only or --source: replace only these cases' rows in the existing result "
+                             "file "
                              "(and add the rows of cases it lacks)")
     args = parser.parse_args(argv)
     checkout = args.checkout.resolve()
@@ -1481,9 +1619,12 @@ def main(argv: list[str] | None = None) -> int:
             d = tmp / c.name
             d.mkdir()
             row = judge(s, c, d)
-            print(f"{row['result']:12s} {c.name} ({row['seconds']} s)"
-                  + "".join(f"\n      failed: {k}" for k, v in row.get("checks", {}).items() if not v)
-                  + (f"\n      last line: {row.get('last_line')}" if row["result"] != "handled" else ""), flush=True)
+            print(
+                f"{row['result']:12s} {c.name} ({row['seconds']} s)"
+                + "".join(f"\n      failed: {k}" for k, v in row.get("checks", {}).items() if not v)
+                + (f"\n      last line: {row.get('last_line')}" if row["result"] != "handled" else ""),
+                flush=True,
+            )
             return row
 
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
@@ -1499,7 +1640,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_write:
         return 0 if handled == len(rows) else 1
     given = list(argv if argv is not None else sys.argv[1:])
-    shown = [a for k, a in enumerate(given) if not a.startswith("--checkout") and not (k and given[k - 1] == "--checkout")]
+    shown = [
+        a
+        for k, a in enumerate(given)
+        if not a.startswith("--checkout") and not (k and given[k - 1] == "--checkout")
+    ]
     command = "python tools/audits/reliability_sweep.py" + ("" if not shown else " " + " ".join(shown))
     today = dt.date.today().isoformat()
     dates, timing = [today], f"the sweep took {minutes:.1f} min"
@@ -1511,11 +1656,15 @@ def main(argv: list[str] | None = None) -> int:
         rows = [fresh.get(r["case"], r) for r in old["rows"]]
         known = {r["case"] for r in old["rows"]}
         order = {c.name: k for k, c in enumerate(CASES)}
-        rows += [r for r in fresh.values() if r["case"] not in known]  # cases added since: in the sweep's order
+        rows += [
+            r for r in fresh.values() if r["case"] not in known
+        ]  # cases added since: in the sweep's order
         rows.sort(key=lambda r: order.get(r["case"], len(order)))
         dates = sorted(set(old["dates"]) | {today})
         command = f"{old['command']}; then {command}"
-        before = old.get("timing") or next(iter(re.findall(r"the sweep took [\d.]+ min", old["items"][0]["text"])), "")
+        before = old.get("timing") or next(
+            iter(re.findall(r"the sweep took [\d.]+ min", old["items"][0]["text"])), ""
+        )
         timing = f"{before}; {len(fresh)} case(s) re-run alone with --update: {minutes:.1f} min"
     write_result(rows, out, command, dates, timing)
     handled = sum(r["result"] == "handled" for r in rows)

@@ -42,7 +42,8 @@ def choose_columns(groups: Groups, metrics: list[str] | None, table1: bool) -> t
             raise ReportError("--table1 sets the columns itself (accuracy ... params); drop --metrics")
         groups = table1_groups(groups)
         if not any(m in r["metrics"] for runs in groups.values() for _, r in runs for m in TABLE1_METRICS):
-            raise ReportError("--table1: no run has any of test/acc, precision, recall, specificity, f1 or num_params")
+            raise ReportError("--table1: no run has any of test/acc, precision, recall, specificity, f1 or "
+                              "num_params")
         metrics = list(TABLE1_METRICS)
     if metrics is not None:
         groups = sleep_table1_groups(groups, [metric_key(m) for m in metrics])

@@ -106,14 +106,16 @@ def shape_problem(results: Any) -> str | None:
 
 def _read_results(path: Path) -> dict[str, Any] | None:
     """``path`` parsed, or ``None`` with a warning naming it when it is not a results object that can be
-    reported (unreadable, nested past Python's recursion limit, or a key of the wrong kind: :func:`shape_problem`)."""
+    reported (unreadable, nested past Python's recursion limit, or a key of the wrong kind:
+    :func:`shape_problem`)."""
     try:
         results = json.loads(path.read_text())
     except RecursionError:
         warn(f"warning: skipping {path}: not a readable results.json (nested too deeply to parse)")
         return None
     except (OSError, UnicodeDecodeError, ValueError) as err:  # json.JSONDecodeError is a ValueError
-        warn(f"warning: skipping {path}: not a readable results.json ({str(err).splitlines()[0] if str(err) else err!r})")
+        warn(f"warning: skipping {path}: not a readable results.json "
+             f"({str(err).splitlines()[0] if str(err) else err!r})")
         return None
     problem = shape_problem(results)
     if problem is not None:
@@ -123,7 +125,8 @@ def _read_results(path: Path) -> dict[str, Any] | None:
 
 
 def find_results(dirs: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
-    """Every ``results.json`` below ``dirs`` (sorted, each file once), parsed; missing dirs or none found is an
+    """Every ``results.json`` below ``dirs`` (sorted, each file once), parsed; missing dirs or none found is
+    an
     error, an unreadable file is skipped with a warning naming it."""
     if not dirs:
         raise ReportError("give at least one directory that holds results.json files")
@@ -143,7 +146,8 @@ def find_results(dirs: list[Path]) -> list[tuple[Path, dict[str, Any]]]:
             if results is not None:
                 found.append((p, results))
     if not found:
-        raise ReportError(f"no results.json below {', '.join(str(d) for d in dirs)} (run biosig fit / repeat first)")
+        raise ReportError(f"no results.json below {', '.join(str(d) for d in dirs)} (run biosig fit / repeat "
+                          f"first)")
     return found
 
 
@@ -155,8 +159,10 @@ def unfinished_runs(dirs: list[Path]) -> list[tuple[Path, Path]]:
     for d in map(Path, dirs):
         for ckpt_dir in sorted(d.rglob("checkpoints")) if d.is_dir() else []:
             run = ckpt_dir.parent
-            ckpts = sorted(ckpt_dir.glob("*.ckpt"), key=lambda c: (c.name.startswith("last"), c.stat().st_mtime))
-            # a `biosig tune` trial (marked by tune_trial.json) is scored without results.json: not interrupted
+            ckpts = sorted(ckpt_dir.glob("*.ckpt"),
+                           key=lambda c: (c.name.startswith("last"), c.stat().st_mtime))
+            # a `biosig tune` trial (marked by tune_trial.json) is scored without results.json: not
+            # interrupted
             if ckpts and not (run / RESULTS).exists() and not (run / "tune_trial.json").exists():
                 found.setdefault(run.resolve(), (run, ckpts[-1]))
     return list(found.values())
@@ -165,15 +171,19 @@ def unfinished_runs(dirs: list[Path]) -> list[tuple[Path, Path]]:
 def resume_command(run: Path, ckpt: Path) -> str:
     """The command that continues an interrupted run in its own directory, from the directory it was started
     in (its saved ``config.yaml`` names the run directory relative to there)."""
-    config = shlex.quote(str(run / "config.yaml")) if (run / "config.yaml").is_file() else "<its --config files>"
+    config = (
+        shlex.quote(str(run / "config.yaml")) if (run / "config.yaml").is_file() else "<its --config files>"
+    )
     return f"biosig fit --config {config} --ckpt_path {shlex.quote(str(ckpt))}"
 
 
 def warn_unfinished(dirs: list[Path]) -> list[tuple[Path, Path]]:
-    """List the unfinished runs below ``dirs`` on stderr, apart from the table, each with its resume command."""
+    """List the unfinished runs below ``dirs`` on stderr, apart from the table, each with its resume
+    command."""
     runs = unfinished_runs(dirs)
     if runs:
-        warn(f"{len(runs)} unfinished run{'s' if len(runs) > 1 else ''} (a checkpoint, no results.json), not in "
+        warn(f"{len(runs)} unfinished run{'s' if len(runs) > 1 else ''} (a checkpoint, no results.json), not "
+             f"in "
              "the table; resume from the directory it was started in with:")
         for run, ckpt in runs:
             print(f"  {resume_command(run, ckpt)}", file=sys.stderr)
@@ -253,7 +263,8 @@ def is_score(metric: str) -> bool:
 
 
 def table1_groups(groups: Groups) -> Groups:
-    """The runs with Table 1's columns (``table1/accuracy`` ... in %, ``table1/params``) added to their metrics."""
+    """The runs with Table 1's columns (``table1/accuracy`` ... in %, ``table1/params``) added to their
+    metrics."""
     return {k: [(p, {**r, "metrics": {**r.get("metrics", {}), **table1_metrics(r)}}) for p, r in runs]
             for k, runs in groups.items()}
 

@@ -1,4 +1,5 @@
-"""The report's figures (PNG, matplotlib Agg), one file per row x dataset and kind, plus a spread plot per dataset.
+"""The report's figures (PNG, matplotlib Agg), one file per row x dataset and kind, plus a spread plot per
+dataset.
 
 * ``confusion_<row>_<dataset>``: the test confusion matrix summed over the cell's runs.
 * ``reliability_<row>_<dataset>``: the reliability diagram pooled over runs (bin counts added, bin
@@ -151,17 +152,21 @@ def _reliability(canvas: _Canvas, row: Row, ds: str, runs: Runs) -> None:
     ax.set_xlabel("confidence")
     ax.set_ylabel("accuracy")
     # pooled over the runs' bins: not the table's mean of per-run ECEs, so say which it is
-    ax.set_title(_wrap(f"{row.label} / {ds}\npooled ECE {ece:.3f} (test, {_runs(len(rels))})", 4.2), fontsize=9)
+    ax.set_title(
+        _wrap(f"{row.label} / {ds}\npooled ECE {ece:.3f} (test, {_runs(len(rels))})", 4.2), fontsize=9
+    )
     ax.legend(fontsize=7, loc="upper left")
     canvas.save(fig, _slug("reliability", row.label, ds))
 
 
 def _curves(canvas: _Canvas, row: Row, ds: str, runs: Runs) -> None:
-    """Learning curves (``train/loss_epoch``, ``val/f1``) from each run's ``metrics.csv``, one line per seed."""
+    """Learning curves (``train/loss_epoch``, ``val/f1``) from each run's ``metrics.csv``, one line per
+    seed."""
     from matplotlib.ticker import MaxNLocator
 
     seeds = [r.get("seed") for _, r in runs]
-    curves = [(seed, _read_curves(path.parent / "metrics.csv")) for seed, (path, _) in zip(seeds, runs, strict=True)]
+    curves = [(seed, _read_curves(path.parent / "metrics.csv")) for seed,
+              (path, _) in zip(seeds, runs, strict=True)]
     if not any(c for _, c in curves):
         return
     fig, axes = canvas.figure(8, 3.4, ncols=2)

@@ -33,14 +33,16 @@ Stats = dict[tuple[Row, str, str], tuple[float, float, int]]
 
 
 def summarize(groups: Groups, metrics: list[str]) -> Stats:
-    """``(row, dataset, metric) -> (mean, std, n)`` over the runs that report that metric (std NaN for n=1)."""
+    """``(row, dataset, metric) -> (mean, std, n)`` over the runs that report that metric (std NaN for
+    n=1)."""
     out: Stats = {}
     for (row, ds), runs in groups.items():
         for m in metrics:
             vals = metric_values(runs, metric_key(m))
             if vals:
                 arr = np.asarray(vals)
-                out[(row, ds, m)] = (float(arr.mean()), float(arr.std(ddof=1)) if len(arr) > 1 else float("nan"),
+                out[(row, ds, m)] = (float(arr.mean()),
+                                     float(arr.std(ddof=1)) if len(arr) > 1 else float("nan"),
                                      len(arr))
     return out
 
@@ -102,7 +104,8 @@ def render(groups: Groups, metrics: list[str], fmt: str, digits: int = 3) -> str
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(["model", "variant", "experiment",
-                    *(f"{d}/{short_name(m)}/{part}" for d, m in cols for part in ("mean", "std", "n", "best"))])
+                    *(f"{d}/{short_name(m)}/{part}" for d,
+                      m in cols for part in ("mean", "std", "n", "best"))])
         for row in rows:
             cells: list[Any] = []
             for d, m in cols:
@@ -118,8 +121,13 @@ def render(groups: Groups, metrics: list[str], fmt: str, digits: int = 3) -> str
         def esc(s: str) -> str:
             return re.sub(r"([&%$#_{}])", r"\\\1", s)
 
-        lines = [r"\begin{tabular}{l" + "c" * len(cols) + "}", r"\toprule",
-                 " & " + " & ".join(rf"\multicolumn{{{len(metrics)}}}{{c}}{{{esc(d)}}}" for d in datasets) + r" \\"]
+        lines = [
+            r"\begin{tabular}{l" + "c" * len(cols) + "}",
+            r"\toprule",
+            " & "
+            + " & ".join(rf"\multicolumn{{{len(metrics)}}}{{c}}{{{esc(d)}}}" for d in datasets)
+            + r" \\",
+        ]
         lines.append(" ".join(rf"\cmidrule(lr){{{2 + i * len(metrics)}-{1 + (i + 1) * len(metrics)}}}"
                               for i in range(len(datasets))))
         lines.append("model & " + " & ".join(esc(short_name(m)) for _, m in cols) + r" \\")

@@ -80,7 +80,8 @@ class Subjects:
 
 
 def per_subject_section(groups: Groups, subjects: Subjects, scale: float, digits: int) -> Section:
-    """Per-subject test accuracy per row x dataset: mean ± std (ddof 1), min, max over subjects, n subjects."""
+    """Per-subject test accuracy per row x dataset: mean ± std (ddof 1), min, max over subjects, n
+    subjects."""
     rows = list(dict.fromkeys(r for r, _ in groups))
     datasets = list(dict.fromkeys(d for _, d in groups))
     shown, raw = [], []
@@ -98,15 +99,24 @@ def per_subject_section(groups: Groups, subjects: Subjects, scale: float, digits
         shown.append([row.label, *cells])
         raw.append([row.model, row.variant, row.experiment, *nums])
     unit = " (%)" if scale == 100 else ""
-    return Section(f"Per-subject test accuracy{unit}: mean ± std [min, max] over subjects (n subjects); "
-                   "each subject's windows pooled over the runs that tested it",
-                   ["model", *(f"{d}: per-subject acc" for d in datasets)], shown,
-                   ["model", "variant", "experiment",
-                    *(f"{d}/subject_acc/{part}" for d in datasets for part in ("mean", "std", "min", "max", "n"))], raw)
+    return Section(
+        f"Per-subject test accuracy{unit}: mean ± std [min, max] over subjects (n subjects); "
+        "each subject's windows pooled over the runs that tested it",
+        ["model", *(f"{d}: per-subject acc" for d in datasets)],
+        shown,
+        [
+            "model",
+            "variant",
+            "experiment",
+            *(f"{d}/subject_acc/{part}" for d in datasets for part in ("mean", "std", "min", "max", "n")),
+        ],
+        raw,
+    )
 
 
 def anova_subjects_section(groups: Groups, subjects: Subjects, scale: float, digits: int) -> Section:
-    """Table 9 per row x dataset: one-way ANOVA between the subjects' accuracies (are some subjects worse?)."""
+    """Table 9 per row x dataset: one-way ANOVA between the subjects' accuracies (are some subjects
+    worse?)."""
     shown, raw = [], []
     for row, ds in groups:
         outcomes = subjects.outcomes(row, ds)
@@ -117,12 +127,15 @@ def anova_subjects_section(groups: Groups, subjects: Subjects, scale: float, dig
         sp = spread(subjects.accuracy(row, ds, scale))
         shown.append([row.label, ds, f"{sp['mean']:.{digits}f} ± {sp['std']:.{digits}f} (n={int(sp['n'])})",
                       _num(res.f, 3), _p(res.p), f"({res.df_between}, {res.df_within})", unit])
-        raw.append([row.model, row.variant, row.experiment, ds, sp["mean"], sp["std"], int(sp["n"]), res.f, res.p,
+        raw.append([row.model, row.variant, row.experiment, ds, sp["mean"], sp["std"], int(sp["n"]), res.f,
+                    res.p,
                     res.df_between, res.df_within, unit])
     return Section("One-way ANOVA between subjects of each row (signed-graph paper, Table 9): groups are the "
                    "subjects, observations their per-run accuracies (runs) or their windows' 0/1 correctness "
-                   "(windows)", ["model", "dataset", "per-subject acc", "F", "p", "df", "observations"], shown,
-                   ["model", "variant", "experiment", "dataset", "mean", "std", "n_subjects", "F", "p", "df_between",
+                   "(windows)", ["model", "dataset", "per-subject acc", "F", "p", "df", "observations"],
+                   shown,
+                   ["model", "variant", "experiment", "dataset", "mean", "std", "n_subjects", "F", "p",
+                    "df_between",
                     "df_within", "observations"], raw)
 
 
@@ -139,7 +152,8 @@ def anova_rows_section(groups: Groups, subjects: Subjects) -> Section:
         except ValueError as err:
             raise ReportError(f"--anova-rows: {ds}: {err}") from None
         n = sum(len(v) for v in values)
-        shown.append([ds, str(len(rows)), str(n), _num(res.f, 3), _p(res.p), f"({res.df_between}, {res.df_within})"])
+        shown.append([ds, str(len(rows)), str(n), _num(res.f, 3), _p(res.p),
+                      f"({res.df_between}, {res.df_within})"])
         raw.append([ds, len(rows), n, res.f, res.p, res.df_between, res.df_within])
     if not shown:
         raise ReportError("--anova-rows: no dataset has two rows to compare")
@@ -165,7 +179,8 @@ def _ms(values: list[float], digits: int) -> str:
 
 
 def ttest_section(groups: Groups, labels: list[str], metric: str, digits: int) -> Section:
-    """Table 8: paired two-sided t-test of ``metric`` between two rows, runs paired by (split, seed), per dataset."""
+    """Table 8: paired two-sided t-test of ``metric`` between two rows, runs paired by (split, seed), per
+    dataset."""
     a, b, datasets = _two_rows(groups, labels, "--ttest")
     key = metric_key(metric)
     shown, raw = [], []
@@ -177,15 +192,18 @@ def ttest_section(groups: Groups, labels: list[str], metric: str, digits: int) -
         res = paired_t_test(xa, xb)
         shown.append([ds, _ms(xa, digits), _ms(xb, digits), _num(res.mean_difference, digits), _num(res.t, 3),
                       str(res.df), _p(res.p), str(len(xa))])
-        raw.append([ds, float(np.mean(xa)), float(np.mean(xb)), res.mean_difference, res.t, res.df, res.p, len(xa)])
-    return Section(f"Paired t-test of {short_name(metric)}, {a.label} vs {b.label}, runs paired by seed and split "
+        raw.append([ds, float(np.mean(xa)), float(np.mean(xb)), res.mean_difference,
+                    res.t, res.df, res.p, len(xa)])
+    return Section(f"Paired t-test of {short_name(metric)}, {a.label} vs {b.label}, runs paired by seed and "
+                   f"split "
                    "(signed-graph paper, Table 8; two-sided)",
                    ["dataset", a.label, b.label, "mean Δ", "t", "df", "p", "pairs"], shown,
                    ["dataset", "mean_a", "mean_b", "mean_difference", "t", "df", "p", "pairs"], raw)
 
 
 def welch_section(groups: Groups, labels: list[str], metric: str, digits: int) -> Section:
-    """BioFormer Sec. 5.3: Welch's two-sided t-test of ``metric`` between two rows over their seeds, per dataset."""
+    """BioFormer Sec. 5.3: Welch's two-sided t-test of ``metric`` between two rows over their seeds, per
+    dataset."""
     a, b, datasets = _two_rows(groups, labels, "--welch")
     key = metric_key(metric)
     shown, raw = [], []
@@ -194,12 +212,16 @@ def welch_section(groups: Groups, labels: list[str], metric: str, digits: int) -
         try:
             res = welch_t_test(xa, xb)
         except ValueError as err:
-            raise ReportError(f"--welch: {ds}: {err} ({a.label}: {len(xa)} runs, {b.label}: {len(xb)} runs)") from None
+            raise ReportError(
+                f"--welch: {ds}: {err} ({a.label}: {len(xa)} runs, {b.label}: {len(xb)} runs)"
+            ) from None
         diff = float(np.mean(xa) - np.mean(xb))
-        shown.append([ds, _ms(xa, digits), _ms(xb, digits), _num(diff, digits), _num(res.t, 3), _num(res.df, 2),
+        shown.append([ds, _ms(xa, digits), _ms(xb, digits), _num(diff, digits), _num(res.t, 3),
+                      _num(res.df, 2),
                       _p(res.p), f"{len(xa)} + {len(xb)}"])
         raw.append([ds, float(np.mean(xa)), float(np.mean(xb)), diff, res.t, res.df, res.p, len(xa), len(xb)])
-    return Section(f"Welch t-test of {short_name(metric)}, {a.label} vs {b.label}, over seeds (BioFormer Sec. 5.3; "
+    return Section(f"Welch t-test of {short_name(metric)}, {a.label} vs {b.label}, over seeds (BioFormer "
+                   f"Sec. 5.3; "
                    "two-sided, unequal variances)",
                    ["dataset", a.label, b.label, "mean Δ", "t", "df", "p", "runs"], shown,
                    ["dataset", "mean_a", "mean_b", "mean_difference", "t", "df", "p", "n_a", "n_b"], raw)
@@ -210,7 +232,8 @@ def _score_cells(groups: Groups, metrics: list[str]) -> tuple[dict[tuple[str, st
     scores only (ECE, loss and parameter counts are left out). Keyed by label so errors name rows as shown."""
     scores = [m for m in metrics if is_score(m)]
     if not scores:
-        raise ReportError(f"--baseline / --ranks need a higher-is-better metric among {[short_name(m) for m in metrics]}")
+        raise ReportError(f"--baseline / --ranks need a higher-is-better metric among "
+                          f"{[short_name(m) for m in metrics]}")
     stats = summarize(groups, scores)
     return {(row.label, ds, short_name(m)): mean for (row, ds, m), (mean, _, _) in stats.items()}, scores
 
@@ -228,7 +251,8 @@ def gains_section(groups: Groups, metrics: list[str], label: str, digits: int) -
              for r in rows for g in [gains[r.label]]]
     raw = [[r.model, r.variant, r.experiment, g.pos_rate, g.worst_delta, g.n_settings]
            for r in rows for g in [gains[r.label]]]
-    return Section(f"Gain over {base.label} in each dataset x metric setting ({', '.join(short_name(m) for m in scores)}; "
+    return Section(f"Gain over {base.label} in each dataset x metric setting "
+                   f"({', '.join(short_name(m) for m in scores)}; "
                    "BioFormer Table 3): Pos. Rate = % of settings with Δ > 0, Worst Δ = the smallest Δ",
                    ["model", "Pos. Rate (%)", "Worst Δ", "settings"], shown,
                    ["model", "variant", "experiment", "pos_rate", "worst_delta", "settings"], raw)
@@ -242,10 +266,14 @@ def ranks_section(groups: Groups, metrics: list[str]) -> Section:
     except ValueError as err:
         raise ReportError(f"--ranks: {err}; Table 2 ranks complete rows") from None
     rows = list(dict.fromkeys(r for r, _ in groups))
-    shown = [[r.label, _num(k.avg_rank, 3), str(k.wins), str(k.n_cells)] for r in rows for k in [ranks[r.label]]]
-    raw = [[r.model, r.variant, r.experiment, k.avg_rank, k.wins, k.n_cells] for r in rows for k in [ranks[r.label]]]
-    return Section(f"Average rank over dataset x metric cells ({', '.join(short_name(m) for m in scores)}; 1 = best, "
-                   "ties share the mean rank) and wins = datasets where the row has the best mean of those metrics "
+    shown = [[r.label, _num(k.avg_rank, 3),
+              str(k.wins), str(k.n_cells)] for r in rows for k in [ranks[r.label]]]
+    raw = [[r.model, r.variant, r.experiment,
+            k.avg_rank, k.wins, k.n_cells] for r in rows for k in [ranks[r.label]]]
+    return Section(f"Average rank over dataset x metric cells ({', '.join(short_name(m) for m in scores)}; 1 "
+                   f"= best, "
+                   "ties share the mean rank) and wins = datasets where the row has the best mean of those "
+                   "metrics "
                    "(BioFormer Table 2)", ["model", "Avg. Rank", "Wins", "cells"], shown,
                    ["model", "variant", "experiment", "avg_rank", "wins", "cells"], raw)
 

@@ -7,7 +7,8 @@ is a digest of the arrays' bytes, so other data builds another cache and the sam
 :func:`arrays_from_epochs` reads an ``mne.Epochs`` (or a ``-epo.fif`` file): labels from its
 event codes (classes named by ``event_id``), subjects from a metadata column or given ids.
 :func:`arrays_from_file` reads an ``.npz`` file (``x``, ``y``, ``subjects``, optional ``sfreq``,
-``ch_names``, ``classes``). :func:`arrays_from_braindecode` reads a braindecode windows dataset (``BaseConcatDataset`` of
+``ch_names``, ``classes``). :func:`arrays_from_braindecode` reads a braindecode windows dataset
+(``BaseConcatDataset`` of
 ``WindowsDataset``/``EEGWindowsDataset``), subjects from each recording's ``description``.
 """
 
@@ -52,32 +53,41 @@ class ArrayReader:
             raise DataError(f"{name}: x must have shape (windows, channels, times), got {self.x.shape}")
         n = len(self.x)
         if len(self.y) != n or len(self.subjects) != n:
-            raise DataError(f"{name}: {n} windows but {len(self.y)} labels and {len(self.subjects)} subject ids")
+            raise DataError(f"{name}: {n} windows but {len(self.y)} labels and {len(self.subjects)} subject "
+                            f"ids")
         if not np.issubdtype(self.subjects.dtype, np.integer):
             raise DataError(f"{name}: subject ids must be integers, got dtype {self.subjects.dtype}")
         if n and self.y.min() < 0:
             raise DataError(f"{name}: negative label {int(self.y.min())}")
         names = tuple(ch_names) if ch_names is not None else tuple(f"ch{i}" for i in range(self.x.shape[1]))
         k = int(self.y.max()) + 1 if n else 0
-        self.spec = CorpusSpec(name=name, ch_names=names, sfreq=float(sfreq), n_times=int(self.x.shape[2]),
-                               classes=tuple(classes) if classes is not None else tuple(str(i) for i in range(k)),
-                               label_level=label_level)
+        self.spec = CorpusSpec(
+            name=name,
+            ch_names=names,
+            sfreq=float(sfreq),
+            n_times=int(self.x.shape[2]),
+            classes=tuple(classes) if classes is not None else tuple(str(i) for i in range(k)),
+            label_level=label_level,
+        )
         if label_level == "subject":
             for sid in np.unique(self.subjects):
                 if len(np.unique(self.y[self.subjects == sid])) > 1:
-                    raise DataError(f"{name}: label_level='subject' but subject {int(sid)} has windows of several classes")
+                    raise DataError(f"{name}: label_level='subject' but subject {int(sid)} has windows of "
+                                    f"several classes")
 
     def config(self) -> dict[str, Any]:
         digest = hashlib.blake2b(digest_size=16)
         for arr in (self.x, self.y, self.subjects.astype(np.int64)):
             digest.update(str(arr.shape).encode())
             digest.update(memoryview(np.ascontiguousarray(arr)).cast("B"))
-        return {"reader": "arrays", "version": READER_VERSION, "spec": self.spec.to_dict(), "data": digest.hexdigest()}
+        return {"reader": "arrays", "version": READER_VERSION, "spec": self.spec.to_dict(),
+                "data": digest.hexdigest()}
 
     def iter_blocks(self) -> Iterator[WindowBlock]:
         for sid in np.unique(self.subjects):
             rows = np.flatnonzero(self.subjects == sid)
-            block = WindowBlock(subject=int(sid), recording=f"{self.spec.name}-subject{int(sid)}", x=self.x[rows],
+            block = WindowBlock(subject=int(sid), recording=f"{self.spec.name}-subject{int(sid)}",
+                                x=self.x[rows],
                                 y=self.y[rows], start=rows.astype(np.float64) * self.spec.window_seconds)
             block.validate(self.spec, f"{self.spec.name} arrays")
             yield block
@@ -103,7 +113,8 @@ def arrays_from_epochs(epochs: Any, subjects: Sequence[int] | None = None, subje
         meta = epochs.metadata
         if meta is None or subject_column not in meta:
             raise DataError(f"epochs: no subject ids: give subjects, or a metadata column {subject_column!r} "
-                            f"(metadata columns: {', '.join(meta.columns) if meta is not None else 'no metadata'})")
+                            f"(metadata columns: "
+                            f"{', '.join(meta.columns) if meta is not None else 'no metadata'})")
         subjects = meta[subject_column].to_numpy()
     codes = epochs.events[:, 2]
     names = {code: name for name, code in epochs.event_id.items()}
@@ -112,7 +123,8 @@ def arrays_from_epochs(epochs: Any, subjects: Sequence[int] | None = None, subje
         where = f"epochs {path}" if isinstance(epochs_arg, str | Path) else "epochs"
         only = ", ".join(f"{names.get(c, c)} (event code {c})" for c in order) or "no events"
         raise DataError(f"{where}: one class only ({only}); a classifier needs at least two event codes")
-    return {"x": epochs.get_data(copy=True), "y": np.searchsorted(order, codes), "subjects": np.asarray(subjects),
+    return {"x": epochs.get_data(copy=True), "y": np.searchsorted(order, codes),
+            "subjects": np.asarray(subjects),
             "sfreq": float(epochs.info["sfreq"]), "ch_names": list(epochs.ch_names),
             "classes": [names.get(c, str(c)) for c in order]}
 
@@ -130,7 +142,8 @@ def arrays_from_file(path: str | Path, sfreq: float | None = None) -> dict[str, 
     with np.load(file, allow_pickle=False) as npz:
         missing = [k for k in ("x", "y", "subjects") if k not in npz.files]
         if missing:
-            raise DataError(f"arrays: {file} lacks array(s) {', '.join(missing)} (it holds {', '.join(npz.files)})")
+            raise DataError(f"arrays: {file} lacks array(s) {', '.join(missing)} (it holds "
+                            f"{', '.join(npz.files)})")
         if sfreq is None and "sfreq" not in npz.files:
             raise DataError(f"arrays: {file} holds no sfreq; give data.init_args.sfreq")
         out: dict[str, Any] = {k: npz[k] for k in ("x", "y", "subjects")}
@@ -143,7 +156,8 @@ def arrays_from_file(path: str | Path, sfreq: float | None = None) -> dict[str, 
 
 def arrays_from_braindecode(dataset: Any, subject_field: str = "subject") -> dict[str, Any]:
     """``ArrayReader`` arguments from a braindecode windows dataset (0.8 or 1.x): every window of every
-    recording (``dataset.datasets``), its target as the label and ``description[subject_field]`` as the subject."""
+    recording (``dataset.datasets``), its target as the label and ``description[subject_field]`` as the
+    subject."""
     xs, ys, subjects = [], [], []
     sfreq, ch_names = None, None
     for k, recording in enumerate(getattr(dataset, "datasets", [dataset])):

@@ -174,7 +174,8 @@ class BCIIVReader:
         self._files = self._expected_files(self.format)
         missing = [p.name for p in self._files if not p.is_file()]
         if missing:
-            raise DataError(f"{self.root}: missing {', '.join(missing)}; expected {self._expected(self.format)}")
+            raise DataError(f"{self.root}: missing {', '.join(missing)}; expected "
+                            f"{self._expected(self.format)}")
         self._sos = _antialias_sos(self.decimation) if self.decimation > 1 else None
 
     # ----------------------------------------------------------------- files
@@ -188,7 +189,8 @@ class BCIIVReader:
 
     def _expected(self, fmt: str) -> str:
         if fmt == "mat":
-            return (f"the BNCI Horizon .mat files {self.layout.prefix}01T.mat, {self.layout.prefix}01E.mat .. "
+            return (f"the BNCI Horizon .mat files {self.layout.prefix}01T.mat, {self.layout.prefix}01E.mat "
+                    f".. "
                     f"{self.layout.prefix}09E.mat (struct array 'data' of runs)")
         if self.dataset == "2a":
             return "the competition GDF files A01T.gdf, A01E.gdf .. A09E.gdf"
@@ -207,7 +209,8 @@ class BCIIVReader:
                 return "mat"
         if any(p.is_file() for p in self._expected_files("gdf")):
             return "gdf"
-        raise DataError(f"{self.root}: no BCI IV {self.dataset} files found; expected {self._expected('mat')} "
+        raise DataError(f"{self.root}: no BCI IV {self.dataset} files found; expected "
+                        f"{self._expected('mat')} "
                         f"or {self._expected('gdf')}")
 
     # ----------------------------------------------------------------- public API
@@ -295,7 +298,8 @@ class BCIIVReader:
             return
         names = [str(c).lower() for c in np.atleast_1d(np.asarray(run.classes)).reshape(-1)]
         words = self.layout.class_words
-        ok = len(names) == len(words) and all(any(w in n for w in ws) for n, ws in zip(names, words, strict=True))
+        ok = len(names) == len(words) and all(any(w in n for w in ws) for n,
+                                              ws in zip(names, words, strict=True))
         if not ok:
             raise DataError(f"{where}: classes {names} do not match BCI IV {self.dataset}'s "
                             f"{list(self.spec.classes)} (labels would be mapped wrongly)")
@@ -336,7 +340,8 @@ class BCIIVReader:
         cue_mask = np.isin(desc, list(self.layout.cue_codes) + [_UNKNOWN_CUE])
         cues, cue_desc = onset[cue_mask], desc[cue_mask]
         if cues.size == 0:
-            raise DataError(f"{path}: no cue events ({', '.join(list(self.layout.cue_codes) + [_UNKNOWN_CUE])}) "
+            raise DataError(f"{path}: no cue events "
+                            f"({', '.join(list(self.layout.cue_codes) + [_UNKNOWN_CUE])}) "
                             f"in the annotations")
         starts = np.sort(onset[desc == _TRIAL_START])
         if starts.size == 0:
@@ -361,7 +366,8 @@ class BCIIVReader:
         if not unknown.any() and not label_path.is_file():
             return known
         if not label_path.is_file():
-            raise DataError(f"{path}: {int(unknown.sum())} of {known.size} cues are {_UNKNOWN_CUE} (class not "
+            raise DataError(f"{path}: {int(unknown.sum())} of {known.size} cues are {_UNKNOWN_CUE} (class "
+                            f"not "
                             f"in the file); their labels come from the true-label file {label_path.name} "
                             f"(variable 'classlabel'), which is missing from {self.labels_dir} "
                             f"(set labels_dir)")

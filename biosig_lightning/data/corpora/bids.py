@@ -77,7 +77,8 @@ class BIDSReader:
                  channels: list[str] | None = None, name: str = "bids") -> None:
         self.root = Path(root).expanduser().resolve()
         if not (self.root / "dataset_description.json").is_file():
-            raise DataError(f"bids: {self.root} is not a BIDS root (no dataset_description.json) (data.init_args.root)")
+            raise DataError(f"bids: {self.root} is not a BIDS root (no dataset_description.json) "
+                            f"(data.init_args.root)")
         if labels not in ("events", "participants"):
             raise DataError(f"bids: data.init_args.labels must be 'events' or 'participants', got {labels!r}")
         if labels == "participants" and not participants_column:
@@ -95,11 +96,15 @@ class BIDSReader:
         self.subject_ids: dict[int, str] = {(int(s) if numeric else i + 1): s for i, s in enumerate(labels_)}
         self._subject_of = {s: i for i, s in self.subject_ids.items()}
         self._participant_class = self._participants() if labels == "participants" else {}
-        found = sorted(set(self._participant_class.values())) if labels == "participants" else self._event_types()
+        found = (
+            sorted(set(self._participant_class.values())) if labels == "participants" else self._event_types()
+        )
         self.classes = tuple(classes) if classes else tuple(found)
         if len(self.classes) < 2:
-            raise DataError(f"bids: {self.root}: fewer than two classes ({', '.join(self.classes) or 'none'}) in "
-                            f"{'participants.tsv column ' + repr(participants_column) if labels == 'participants' else 'events.tsv trial_type'}")
+            source = (f"participants.tsv column {participants_column!r}" if labels == "participants"
+                      else "events.tsv trial_type")
+            found = ", ".join(self.classes) or "none"
+            raise DataError(f"bids: {self.root}: fewer than two classes ({found}) in {source}")
         with reading(self.paths[0].fpath, "the BIDS recording"):
             first = _mne_bids().read_raw_bids(self.paths[0], verbose="error")
         self.native_sfreq = float(first.info["sfreq"])
@@ -119,7 +124,8 @@ class BIDSReader:
         for p in sorted(paths, key=lambda p: EXTENSIONS.index(p.extension)):
             chosen.setdefault(p.copy().update(extension=None, check=False).basename, p)
         if not chosen:
-            raise DataError(f"bids: no {self.datatype} recordings{' of task ' + self.task if self.task else ''} "
+            raise DataError(f"bids: no {self.datatype} "
+                            f"recordings{' of task ' + self.task if self.task else ''} "
                             f"under {self.root} (looked for sub-*/**/{self.datatype}/*_{self.datatype}"
                             f"{{{','.join(EXTENSIONS)}}})")
         return [chosen[k] for k in sorted(chosen)]
@@ -147,7 +153,9 @@ class BIDSReader:
         for p in self.paths:
             events = self._events_file(p)
             if not events.is_file():
-                raise DataError(f"bids: {events} not found: labels='events' needs an events.tsv per recording")
+                raise DataError(
+                    f"bids: {events} not found: labels='events' needs an events.tsv per recording"
+                )
             for row in _read_tsv(events):
                 value = (row.get("trial_type") or "").strip()
                 if value and value.lower() != "n/a":
@@ -161,7 +169,8 @@ class BIDSReader:
         else:
             files.append(self.root / "participants.tsv")
         return {"reader": "bids", "version": READER_VERSION, "root": str(self.root), "task": self.task,
-                "datatype": self.datatype, "labels": self.labels, "participants_column": self.participants_column,
+                "datatype": self.datatype, "labels": self.labels,
+                "participants_column": self.participants_column,
                 "classes": list(self.classes), "window_seconds": self.window_seconds, "sfreq": self.sfreq,
                 "channels": list(self.channels), "files": files_fingerprint(files, self.root)}
 
@@ -179,13 +188,15 @@ class BIDSReader:
                 raw = mne_bids.read_raw_bids(p, verbose="error")
                 missing = [c for c in self.channels if c not in raw.ch_names]
                 if missing:
-                    raise DataError(f"bids: {where}: channel {missing[0]!r} missing (has {', '.join(raw.ch_names)})")
+                    raise DataError(f"bids: {where}: channel {missing[0]!r} missing (has "
+                                    f"{', '.join(raw.ch_names)})")
                 raw.pick(list(self.channels))
                 raw.load_data(verbose="error")
                 if raw.info["sfreq"] != self.sfreq:
                     raw.resample(self.sfreq, verbose="error")
                 data = raw.get_data().astype(np.float32)
-                present = {c: i + 1 for i, c in enumerate(self.classes) if c in set(raw.annotations.description)}
+                present = {c: i + 1 for i,
+                           c in enumerate(self.classes) if c in set(raw.annotations.description)}
                 events = (mne.events_from_annotations(raw, event_id=present, verbose="error")[0]
                           if present and self.labels == "events" else np.zeros((0, 3), dtype=np.int64))
             if self.labels == "events":
@@ -205,7 +216,8 @@ class BIDSReader:
             if not starts:
                 continue
             x = np.stack([data[:, s:s + n_times] for s in starts])
-            block = WindowBlock(subject=self._subject_of[p.subject], recording=p.basename, x=x, y=np.asarray(ys),
+            block = WindowBlock(subject=self._subject_of[p.subject], recording=p.basename, x=x,
+                                y=np.asarray(ys),
                                 start=np.asarray(starts, dtype=np.float64) / self.sfreq)
             block.validate(self.spec, where)
             yield block

@@ -71,10 +71,12 @@ SUBJECT_GROUPS = [[1, 21]]
 EDF_PATTERN = "chbNN/chbNN_MM.edf with chbNN/chbNN-summary.txt"
 
 #: options of the synthetic stand-in with this corpus's shape (``SyntheticReader``)
-#: ``kind``: evolving, spreading ictal rhythms among eye and muscle artifacts (``data/synthetic_seizure.py``), as
+# : ``kind``: evolving, spreading ictal rhythms among eye and muscle artifacts
+# (``data/synthetic_seizure.py``), as
 #: STDRO's CHB-MIT stand-in; spike-and-wave bursts (``spikes``) were read off theta band power alone, so every
 #: method tied at AUROC 1 on held-out subjects
-#: ``coupling_edges``: a planted directed graph on the channels, the truth ``biosig graphs`` scores SD-Former's
+# : ``coupling_edges``: a planted directed graph on the channels, the truth ``biosig graphs`` scores
+# SD-Former's
 #: learned graph against (``data/synthetic_coupling.py``)
 SYNTHETIC_DEFAULTS: dict[str, Any] = {"kind": "seizure", "n_subjects": 6, "windows_per_subject": 120,
                                       "coupling_edges": 11}
@@ -168,7 +170,8 @@ def parse_summary(path: str | Path) -> dict[str, SummaryEntry]:
             close_entry(current)
             name = m.group(1)
             if name in entries:
-                raise DataError(f"{path}:{lineno}: {name} is listed twice (first at line {entries[name].line})")
+                raise DataError(f"{path}:{lineno}: {name} is listed twice (first at line "
+                                f"{entries[name].line})")
             current = SummaryEntry(name=name, line=lineno, seizures=[], channels=in_force)
             entries[name] = current
         elif kind in ("time", "count", "seizure"):
@@ -185,7 +188,8 @@ def parse_summary(path: str | Path) -> dict[str, SummaryEntry]:
                     open_start, open_line = value, lineno
                 else:
                     if open_start is None:
-                        raise DataError(f"{path}:{lineno}: seizure end time without a start time ({current.name})")
+                        raise DataError(f"{path}:{lineno}: seizure end time without a start time "
+                                        f"({current.name})")
                     if value <= open_start:
                         raise DataError(f"{path}:{lineno}: seizure of {current.name} ends at {value:g} s, "
                                         f"not after its start {open_start:g} s")
@@ -267,7 +271,8 @@ class CHBMIT:
             raise ValueError(f"chbmit: window_seconds and stride_seconds must be > 0, got "
                              f"{window_seconds} and {stride_seconds}")
         if max_files_per_subject is not None and max_files_per_subject < 1:
-            raise ValueError(f"chbmit: max_files_per_subject must be >= 1 or None, got {max_files_per_subject}")
+            raise ValueError(f"chbmit: max_files_per_subject must be >= 1 or None, got "
+                             f"{max_files_per_subject}")
         if background_ratio is not None and background_ratio < 0:
             raise ValueError(f"chbmit: background_ratio must be >= 0 or None, got {background_ratio}")
         self.sfreq = float(resample_to) if resample_to is not None else SFREQ
@@ -288,7 +293,8 @@ class CHBMIT:
     def _channels(montage: Literal["18", "23"] | Sequence[str]) -> tuple[str, ...]:
         if isinstance(montage, str):
             if montage not in MONTAGES:
-                raise ValueError(f"chbmit: montage must be '18', '23' or a list of channel names, got {montage!r}")
+                raise ValueError(f"chbmit: montage must be '18', '23' or a list of channel names, got "
+                                 f"{montage!r}")
             return MONTAGES[montage]
         channels = tuple(str(c).strip().upper() for c in montage)
         if not channels or len(set(channels)) != len(channels):
@@ -302,7 +308,8 @@ class CHBMIT:
         channels = cls._channels(montage)
         n_times = window_seconds * sfreq
         if abs(n_times - round(n_times)) > 1e-9:
-            raise ValueError(f"chbmit: window_seconds={window_seconds} is not a whole number of samples at {sfreq:g} Hz")
+            raise ValueError(f"chbmit: window_seconds={window_seconds} is not a whole number of samples at "
+                             f"{sfreq:g} Hz")
         return CorpusSpec(name="chbmit", ch_names=channels, sfreq=float(sfreq), n_times=int(round(n_times)),
                           classes=CLASSES, label_level="window", modality="eeg")
 
@@ -311,7 +318,8 @@ class CHBMIT:
     def _resolve_root(root: str | Path) -> Path:
         root = Path(root).expanduser().resolve()
         if not root.is_dir():
-            raise DataError(f"chbmit: corpus root {root} does not exist or is not a folder; expected {EDF_PATTERN}")
+            raise DataError(f"chbmit: corpus root {root} does not exist or is not a folder; expected "
+                            f"{EDF_PATTERN}")
         return root
 
     def _subject_dirs(self) -> list[tuple[int, Path]]:
@@ -351,7 +359,8 @@ class CHBMIT:
         }
 
     # ---- planning: which windows, which labels (headers and summaries only) ---------------------
-    def window_labels(self, duration: float, seizures: Sequence[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+    def window_labels(self, duration: float,
+                      seizures: Sequence[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
         """Window starts (s) over ``duration`` seconds and their labels given ``seizures``."""
         n = int(math.floor((duration - self.window_seconds) / self.stride_seconds + 1e-9)) + 1
         starts = np.arange(max(n, 0), dtype=np.float64) * self.stride_seconds
@@ -383,13 +392,15 @@ class CHBMIT:
                     continue
                 for i in indices:
                     if abs(header.sfreqs[i] - SFREQ) > 1e-6:
-                        raise DataError(f"{edf}: channel {header.labels[i]!r} is sampled at {header.sfreqs[i]:g} Hz, "
+                        raise DataError(f"{edf}: channel {header.labels[i]!r} is sampled at "
+                                        f"{header.sfreqs[i]:g} Hz, "
                                         f"expected {SFREQ:g} Hz")
                 duration = header.n_samples[indices[0]] / SFREQ
                 seizures = entry.seizures or []
                 for s, e in seizures:
                     if e > duration + 1.0:
-                        raise DataError(f"{summary_path}:{entry.line}: seizure {s:g}-{e:g} s of {edf.name} ends "
+                        raise DataError(f"{summary_path}:{entry.line}: seizure {s:g}-{e:g} s of {edf.name} "
+                                        f"ends "
                                         f"after the recording ({duration:g} s)")
                 starts, labels = self.window_labels(duration, seizures)
                 subject_plans.append(_FilePlan(edf, subject, indices, starts, labels,

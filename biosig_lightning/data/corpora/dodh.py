@@ -37,7 +37,8 @@ __all__ = ["CHANNELS", "CLASSES", "DODH", "EPOCH_SECONDS", "SFREQ"]
 READER_VERSION = 1
 SFREQ = 250.0
 EPOCH_SECONDS = 30
-CHANNELS = ("C3_M2", "F3_F4", "F3_M2", "F3_O1", "F4_M1", "F4_O2", "FP1_F3", "FP1_M2", "FP1_O1", "FP2_F4", "FP2_M1",
+CHANNELS = ("C3_M2", "F3_F4", "F3_M2", "F3_O1", "F4_M1", "F4_O2", "FP1_F3", "FP1_M2", "FP1_O1", "FP2_F4",
+            "FP2_M1",
             "FP2_O2", "ECG", "EMG", "EOG1", "EOG2")
 """The 16 channels GraphS4mer (and STDRO's Table 5) use, in its order."""
 CLASSES = ("W", "N1", "N2", "N3", "REM")
@@ -57,7 +58,8 @@ class DODH:
         self.spec = self.make_spec(self.channels)
         self.root = Path(root).expanduser().resolve()
         if not self.root.is_dir():
-            raise DataError(f"dodh: corpus root {self.root} does not exist or is not a folder; expected {LAYOUT}")
+            raise DataError(f"dodh: corpus root {self.root} does not exist or is not a folder; expected "
+                            f"{LAYOUT}")
         self.files = sorted(p for p in self.root.iterdir() if p.is_file() and p.suffix == ".h5")
         if not self.files:
             raise DataError(f"dodh: no .h5 records in {self.root}; expected {LAYOUT}")
@@ -65,7 +67,8 @@ class DODH:
 
     @staticmethod
     def make_spec(channels: tuple[str, ...] = CHANNELS) -> CorpusSpec:
-        return CorpusSpec(name="dodh", ch_names=tuple(channels), sfreq=SFREQ, n_times=int(EPOCH_SECONDS * SFREQ),
+        return CorpusSpec(name="dodh", ch_names=tuple(channels), sfreq=SFREQ,
+                          n_times=int(EPOCH_SECONDS * SFREQ),
                           classes=CLASSES, label_level="window", modality="eeg")
 
     def config(self) -> dict[str, Any]:
@@ -116,7 +119,8 @@ class DODH:
                     raise DataError(f"{path}: channel {ch!r} is sampled at {fs:g} Hz, expected {SFREQ:g} Hz")
                 sig = np.asarray(f[where[ch]][()], dtype=np.float32).reshape(-1)
                 if len(sig) != len(hyp) * epoch:
-                    raise DataError(f"{path}: channel {ch!r} has {len(sig)} samples, expected {len(hyp)} epochs x "
+                    raise DataError(f"{path}: channel {ch!r} has {len(sig)} samples, expected {len(hyp)} "
+                                    f"epochs x "
                                     f"{epoch} = {len(hyp) * epoch}")
                 rows.append(sig)
         keep = np.flatnonzero(hyp >= 0)

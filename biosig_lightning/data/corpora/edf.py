@@ -150,7 +150,8 @@ def read_signals(path: str | Path, indices: Sequence[int], expected_sfreq: float
         for i in indices:
             fs = float(reader.getSampleFrequency(i))
             if abs(fs - expected_sfreq) > 1e-6:
-                raise DataError(f"{path}: channel {labels[i]!r} is sampled at {fs:g} Hz, expected {expected_sfreq:g} Hz")
+                raise DataError(f"{path}: channel {labels[i]!r} is sampled at {fs:g} Hz, expected "
+                                f"{expected_sfreq:g} Hz")
         with reading(path, "EDF/EDF+ file"):
             records = _read_records(path, reader, indices) if reader.filetype in (_EDF, _EDF_PLUS) else None
             out = records if records is not None else [reader.readSignal(i) for i in indices]
@@ -195,7 +196,10 @@ def _read_records(path: Path, reader: Any, indices: Sequence[int]) -> list[np.nd
 
     def field(offset: int, width: int) -> list[str]:
         start = offset * ns
-        return [head[start + k * width:start + (k + 1) * width].decode("ascii", "replace").strip() for k in range(ns)]
+        return [
+            head[start + k * width : start + (k + 1) * width].decode("ascii", "replace").strip()
+            for k in range(ns)
+        ]
 
     raw_labels = field(0, 16)
     try:
@@ -238,7 +242,8 @@ def read_annotations(path: str | Path) -> tuple[datetime, list[Annotation]]:
             onsets, durations, texts = reader.readAnnotations()
     finally:
         reader.close()
-    notes = [Annotation(float(o), float(d), str(t).strip()) for o, d, t in zip(onsets, durations, texts, strict=True)]
+    notes = [Annotation(float(o), float(d), str(t).strip()) for o, d,
+             t in zip(onsets, durations, texts, strict=True)]
     notes.sort(key=lambda a: a.onset)
     return start, notes
 
@@ -260,7 +265,11 @@ def files_fingerprint(paths: Iterable[str | Path], root: str | Path) -> dict[str
             what = "a symbolic link to a missing file" if p.is_symlink() else "file not found"
             raise DataError(f"{p}: {what}") from err
         except OSError as err:  # ELOOP: a symbolic link to itself, or a cycle of links
-            what = "a symbolic link that loops" if err.errno == errno.ELOOP else f"cannot read it ({err.strerror})"
+            what = (
+                "a symbolic link that loops"
+                if err.errno == errno.ELOOP
+                else f"cannot read it ({err.strerror})"
+            )
             raise DataError(f"{p}: {what}") from None
         rows.append(f"{p.relative_to(root).as_posix()}\t{st.st_size}\t{st.st_mtime_ns}")
     rows.sort()

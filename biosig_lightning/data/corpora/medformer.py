@@ -132,7 +132,8 @@ SYNTHETIC_DEFAULTS: dict[str, dict[str, Any]] = {
 _FEATURE_RE = re.compile(r"^feature_(\d+)\.npy$")
 
 
-def split_subjects(rule: Mapping[str, Any], subject_labels: Sequence[tuple[int, int]]) -> dict[str, list[int]]:
+def split_subjects(rule: Mapping[str, Any],
+                   subject_labels: Sequence[tuple[int, int]]) -> dict[str, list[int]]:
     """Apply a :data:`SPLIT_RULES` entry to ``(subject, label)`` pairs given in label.npy row order.
 
     Returns ``{"train": [...], "val": [...], "test": [...]}``. A ``fixed`` rule naming a subject

@@ -95,7 +95,11 @@ def _read_csv(path: Path, required: Sequence[str]) -> list[dict[str, str]]:
 def _inside(root: Path, name: str) -> bool:
     """Whether the record path ``name`` (from the database) is relative and stays below ``root``."""
     path = Path(name)
-    return not path.is_absolute() and ".." not in path.parts and (root / path).resolve().is_relative_to(root.resolve())
+    return (
+        not path.is_absolute()
+        and ".." not in path.parts
+        and (root / path).resolve().is_relative_to(root.resolve())
+    )
 
 
 def _int_field(path: Path, row_no: int, row: dict[str, str], key: str) -> int:
@@ -139,7 +143,9 @@ def parse_scp_codes(text: str, where: str) -> dict[str, float]:
     except (ValueError, SyntaxError) as err:
         raise DataError(f"{where}: scp_codes {text!r} is not a dict literal") from err
     if not isinstance(value, dict) or not all(
-            isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool) for k, v in value.items()):
+        isinstance(k, str) and isinstance(v, int | float) and not isinstance(v, bool)
+        for k, v in value.items()
+    ):
         raise DataError(f"{where}: scp_codes {text!r} is not a dict of code -> likelihood")
     return {k: float(v) for k, v in value.items()}
 
@@ -197,10 +203,12 @@ class PTBXL:
         if sampling_rate not in (100, 500):
             raise ValueError(f"ptbxl: sampling_rate must be 100 or 500, got {sampling_rate!r}")
         if sorted(tie_priority) != sorted(CLASSES):
-            raise ValueError(f"ptbxl: tie_priority must order exactly {', '.join(CLASSES)}, got {list(tie_priority)}")
+            raise ValueError(f"ptbxl: tie_priority must order exactly {', '.join(CLASSES)}, got "
+                             f"{list(tie_priority)}")
         self.root = Path(root).expanduser().resolve()
         if not self.root.is_dir():
-            raise DataError(f"ptbxl: corpus root {self.root} does not exist or is not a folder; expected {LAYOUT}")
+            raise DataError(f"ptbxl: corpus root {self.root} does not exist or is not a folder; expected "
+                            f"{LAYOUT}")
         self.sampling_rate = int(sampling_rate)
         self.tie_priority = tuple(tie_priority)
         self.spec = self.make_spec(self.sampling_rate)
@@ -235,14 +243,17 @@ class PTBXL:
             if not filename:
                 raise DataError(f"{where}: empty {column}")
             if not _inside(self.root, filename):
-                raise DataError(f"{where}: {column} {filename!r} leads outside the corpus root {self.root} (records "
+                raise DataError(f"{where}: {column} {filename!r} leads outside the corpus root {self.root} "
+                                f"(records "
                                 "are named relative to it, such as records100/00000/00001_lr)")
-            records.append(PtbxlRecord(ecg_id=ecg_id, patient=_int_field(db, row_no, row, "patient_id"), fold=fold,
+            records.append(PtbxlRecord(ecg_id=ecg_id, patient=_int_field(db, row_no, row, "patient_id"),
+                                       fold=fold,
                                        path=self.root / filename, label=CLASSES.index(cls)))
         if not records:
             raise DataError(f"{db}: no record with a diagnostic superclass ({', '.join(CLASSES)})")
         if dropped:
-            warnings.warn(f"ptbxl: {len(dropped)} of {len(rows)} records have no diagnostic superclass and are "
+            warnings.warn(f"ptbxl: {len(dropped)} of {len(rows)} records have no diagnostic superclass and "
+                          f"are "
                           "dropped", stacklevel=3)
         return records, dropped
 
@@ -268,7 +279,8 @@ class PTBXL:
         import wfdb
 
         if not record.path.with_name(record.path.name + ".hea").is_file():
-            raise DataError(f"{record.path}.hea: WFDB header not found (ecg_id {record.ecg_id}); expected {LAYOUT}")
+            raise DataError(f"{record.path}.hea: WFDB header not found (ecg_id {record.ecg_id}); expected "
+                            f"{LAYOUT}")
         with reading(record.path, "WFDB record"):
             signal, fields = wfdb.rdsamp(str(record.path))
         fs = float(fields["fs"])
@@ -277,7 +289,8 @@ class PTBXL:
         names = [str(n).strip().upper() for n in fields["sig_name"]]
         missing = [lead for lead in LEADS if lead not in names]
         if missing:
-            raise DataError(f"{record.path}: missing lead(s) {', '.join(missing)} (signals: {', '.join(fields['sig_name'])})")
+            raise DataError(f"{record.path}: missing lead(s) {', '.join(missing)} (signals: "
+                            f"{', '.join(fields['sig_name'])})")
         x = np.asarray(signal, dtype=np.float64).T[[names.index(lead) for lead in LEADS]]
         if x.shape[1] != self.spec.n_times:
             raise DataError(f"{record.path}: {x.shape[1]} samples, expected {self.spec.n_times} "

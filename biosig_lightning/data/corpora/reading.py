@@ -42,7 +42,9 @@ def _empty_companions(path: Path) -> str:
     """``; X is empty (0 bytes)`` for the first empty file of ``path``'s recording (same name, any extension:
     a BrainVision ``.vhdr`` keeps its samples in ``.eeg``), the likely cause when a library says little."""
     try:
-        empty = [p for p in sorted(path.parent.glob(f"{path.stem}.*")) if p.is_file() and p.stat().st_size == 0]
+        empty = [
+            p for p in sorted(path.parent.glob(f"{path.stem}.*")) if p.is_file() and p.stat().st_size == 0
+        ]
     except OSError:
         return ""
     return f"; {empty[0].name} is empty (0 bytes)" if empty else ""

@@ -57,7 +57,8 @@ _PSG_RE = re.compile(r"^SC4(\d{2})(\d)[A-Za-z0-9]{2}-PSG\.edf$")
 _HYP_RE = re.compile(r"^SC4(\d{2})(\d)[A-Za-z0-9]{2}-Hypnogram\.edf$")
 
 #: options of the synthetic stand-in with this corpus's shape (``SyntheticReader``)
-#: ``coupling_edges``: Fpz-Cz and Pz-Oz coupled in theta and alpha (one direction), the truth ``biosig graphs`` scores
+# : ``coupling_edges``: Fpz-Cz and Pz-Oz coupled in theta and alpha (one direction), the truth ``biosig
+# graphs`` scores
 #: SD-Former's learned channel-band graph against (``data/synthetic_coupling.py``)
 SYNTHETIC_DEFAULTS: dict[str, Any] = {"kind": "sleep", "n_subjects": 8, "recordings_per_subject": 2,
                                       "windows_per_subject": 120, "coupling_edges": 2}
@@ -77,7 +78,8 @@ def _resolve_root(root: str | Path) -> Path:
     root = Path(root).expanduser().resolve()
     if not root.is_dir():
         raise DataError(f"sleep_edf: corpus root {root} does not exist or is not a folder; expected the "
-                        f"Sleep-EDF Expanded sleep-cassette folder with {PSG_PATTERN} and SC4ssN??-Hypnogram.edf")
+                        f"Sleep-EDF Expanded sleep-cassette folder with {PSG_PATTERN} and "
+                        f"SC4ssN??-Hypnogram.edf")
     if (root / "sleep-cassette").is_dir():
         return root / "sleep-cassette"
     return root
@@ -93,7 +95,8 @@ def find_recordings(root: Path) -> list[SleepRecording]:
         elif _HYP_RE.match(p.name):
             hyps.setdefault(p.name[:6], []).append(p)
     if not psgs:
-        raise DataError(f"sleep_edf: no Sleep Cassette recordings in {root}: expected files named {PSG_PATTERN} "
+        raise DataError(f"sleep_edf: no Sleep Cassette recordings in {root}: expected files named "
+                        f"{PSG_PATTERN} "
                         f"(e.g. SC4001E0-PSG.edf) with their SC4ssN??-Hypnogram.edf")
     out = []
     for key, psg in psgs.items():
@@ -105,7 +108,8 @@ def find_recordings(root: Path) -> list[SleepRecording]:
                             f"{', '.join(h.name for h in found)}")
         m = _PSG_RE.match(psg.name)
         assert m is not None
-        out.append(SleepRecording(psg=psg, hypnogram=found[0], subject=int(m.group(1)), night=int(m.group(2))))
+        out.append(SleepRecording(psg=psg, hypnogram=found[0],
+                                  subject=int(m.group(1)), night=int(m.group(2))))
     return out
 
 
@@ -139,7 +143,8 @@ def hypnogram_epochs(recording: SleepRecording, psg_start: Any, psg_seconds: flo
     t, y = t[order], y[order]
     if len(t) > 1 and np.any(np.diff(t) < EPOCH_SECONDS - 1e-6):
         i = int(np.argmax(np.diff(t) < EPOCH_SECONDS - 1e-6))
-        raise DataError(f"{recording.hypnogram}: overlapping stage annotations at {t[i]:g} s and {t[i + 1]:g} s")
+        raise DataError(f"{recording.hypnogram}: overlapping stage annotations at {t[i]:g} s and "
+                        f"{t[i + 1]:g} s")
     inside = (t >= 0) & (t + EPOCH_SECONDS <= psg_seconds + 1e-6)
     t, y = t[inside], y[inside]
     if crop_wake_minutes is not None and len(t):
@@ -211,7 +216,8 @@ class SleepEDF:
         indices = []
         for name in self.channels:
             if name not in header.labels:
-                raise DataError(f"{recording.psg}: missing channel {name!r} (channels: {', '.join(header.labels)})")
+                raise DataError(f"{recording.psg}: missing channel {name!r} (channels: "
+                                f"{', '.join(header.labels)})")
             indices.append(header.labels.index(name))
         signals = read_signals(recording.psg, indices, SFREQ)
         n_samples = signals.shape[1]

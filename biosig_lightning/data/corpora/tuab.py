@@ -3,7 +3,8 @@
 Layouts read (``root`` is the release folder holding ``edf/``, or ``edf/`` itself):
 
     v3.x   edf/{train,eval}/{normal,abnormal}/01_tcp_ar/<patient>_s<session>_t<token>.edf
-    v2.0   edf/{train,eval}/{normal,abnormal}/01_tcp_ar/<nnn>/<patient>/s<session>_<date>/<patient>_s<session>_t<token>.edf
+    v2.0
+    edf/{train,eval}/{normal,abnormal}/01_tcp_ar/<nnn>/<patient>/s<session>_<date>/<patient>_s<session>_t<token>.edf
 
 * Label: the ``normal`` / ``abnormal`` folder. Split folder: ``train`` / ``eval`` (the official split).
 * Patient (subject): the file name's first ``_`` field: 8 digits (v2, ``00000021`` -> 21) or 8 letters
@@ -65,7 +66,8 @@ class TUAB:
 
     @staticmethod
     def make_spec(window_seconds: float = 24.0, sfreq: float = 250.0) -> CorpusSpec:
-        return CorpusSpec("tuab", tuple(f"EEG {c}" for c in CHANNELS), sfreq, int(round(window_seconds * sfreq)),
+        return CorpusSpec("tuab", tuple(f"EEG {c}" for c in CHANNELS), sfreq,
+                          int(round(window_seconds * sfreq)),
                           CLASSES, label_level="window")
 
     @staticmethod
@@ -141,6 +143,7 @@ class TUAB:
             count = min(self.windows_per_recording, (length - start) // n)
             x = np.stack([sig[:, start + i * n: start + (i + 1) * n] for i in range(count)])
             block = WindowBlock(subject=rec.patient, recording=str(rec.path.relative_to(self.root)), x=x,
-                                y=np.full(count, rec.label), start=(start + np.arange(count) * n) / self.sfreq)
+                                y=np.full(count, rec.label),
+                                start=(start + np.arange(count) * n) / self.sfreq)
             block.validate(self.spec, str(rec.path))
             yield block

@@ -55,7 +55,12 @@ class TurkishEpilepsy:
             raise ValueError(f"turkish_epilepsy: unit must be 'subject' or 'recording', got {unit!r}")
         if trim_start < 0 or trim_end < 0 or window_seconds <= 0:
             raise ValueError("turkish_epilepsy: trims must be >= 0 s and window_seconds > 0")
-        self.window_seconds, self.trim_start, self.trim_end, self.unit = window_seconds, trim_start, trim_end, unit
+        self.window_seconds, self.trim_start, self.trim_end, self.unit = (
+            window_seconds,
+            trim_start,
+            trim_end,
+            unit,
+        )
         self.spec = self.make_spec(window_seconds)
         self.rows = self._manifest()
 
@@ -74,7 +79,8 @@ class TurkishEpilepsy:
             reader = csv.DictReader(fh)
             missing = {"file", "subject", "label"} - set(reader.fieldnames or [])
             if missing:
-                raise DataError(f"{path}: missing column(s) {', '.join(sorted(missing))} (need file, subject, label)")
+                raise DataError(f"{path}: missing column(s) {', '.join(sorted(missing))} (need file, "
+                                f"subject, label)")
             for lineno, row in enumerate(reader, start=2):
                 rel = Path(row["file"].strip())
                 if rel.is_absolute() or ".." in rel.parts:
@@ -82,10 +88,13 @@ class TurkishEpilepsy:
                 try:
                     subject = int(row["subject"])
                 except ValueError:
-                    raise DataError(f"{path}:{lineno}: subject {row['subject']!r} is not an integer id") from None
+                    raise DataError(
+                        f"{path}:{lineno}: subject {row['subject']!r} is not an integer id"
+                    ) from None
                 label = _LABELS.get(row["label"].strip().lower())
                 if label is None:
-                    raise DataError(f"{path}:{lineno}: label {row['label']!r} is not epilepsy/control (or 1/0)")
+                    raise DataError(f"{path}:{lineno}: label {row['label']!r} is not epilepsy/control (or "
+                                    f"1/0)")
                 rows.append((self.root / rel, subject, label))
         if not rows:
             raise DataError(f"{path}: no recordings listed")
@@ -94,12 +103,15 @@ class TurkishEpilepsy:
             per_subject.setdefault(s, set()).add(y)
         mixed = sorted(s for s, ys in per_subject.items() if len(ys) > 1)
         if mixed:
-            raise DataError(f"{path}: subject(s) {mixed} listed with both labels; a diagnosis is per participant")
+            raise DataError(f"{path}: subject(s) {mixed} listed with both labels; a diagnosis is per "
+                            f"participant")
         return rows
 
     def config(self) -> dict[str, Any]:
-        return {"corpus": "turkish_epilepsy", "window_seconds": self.window_seconds, "trim_start": self.trim_start,
-                "trim_end": self.trim_end, "unit": self.unit, "manifest": [(str(p.relative_to(self.root)), s, y)
+        return {"corpus": "turkish_epilepsy", "window_seconds": self.window_seconds,
+                "trim_start": self.trim_start,
+                "trim_end": self.trim_end, "unit": self.unit,
+                "manifest": [(str(p.relative_to(self.root)), s, y)
                                                                            for p, s, y in self.rows],
                 "files": files_fingerprint([p for p, _, _ in self.rows], self.root)}
 
@@ -122,7 +134,8 @@ class TurkishEpilepsy:
             hi = sig.shape[1] - int(round(self.trim_end * SFREQ))
             count = max(0, (hi - lo) // n_win)
             if count == 0:
-                raise DataError(f"{path}: {sig.shape[1] / SFREQ:g} s is too short for one {self.window_seconds:g}-s "
+                raise DataError(f"{path}: {sig.shape[1] / SFREQ:g} s is too short for one "
+                                f"{self.window_seconds:g}-s "
                                 f"window after trimming {self.trim_start:g} s + {self.trim_end:g} s")
             x = np.stack([sig[:, lo + i * n_win: lo + (i + 1) * n_win] for i in range(count)])
             block = WindowBlock(subject=k if self.unit == "recording" else subject,
@@ -140,7 +153,8 @@ def _read_mat(path: Path) -> np.ndarray:
     except (ValueError, OSError, NotImplementedError) as err:
         raise DataError(f"{path}: not a readable MATLAB v5 file ({err})") from err
     if "fs" in content and float(np.asarray(content["fs"]).squeeze()) != SFREQ:
-        raise DataError(f"{path}: fs = {float(np.asarray(content['fs']).squeeze()):g} Hz, expected {SFREQ:g} Hz")
+        raise DataError(f"{path}: fs = {float(np.asarray(content['fs']).squeeze()):g} Hz, expected {SFREQ:g} "
+                        f"Hz")
     arrays = {k: v for k, v in content.items() if not k.startswith("__") and isinstance(v, np.ndarray)
               and v.ndim == 2 and np.issubdtype(v.dtype, np.number) and min(v.shape) > 1}
     if "data" in arrays:

@@ -55,13 +55,16 @@ __all__ = ["CHANNELS", "CLASSIFICATION_CLASSES", "DETECTION_CLASSES", "SEIZURE_T
 
 READER_VERSION = 1
 SFREQ = 200.0
-CHANNELS = ("EEG FP1", "EEG FP2", "EEG F3", "EEG F4", "EEG C3", "EEG C4", "EEG P3", "EEG P4", "EEG O1", "EEG O2",
+CHANNELS = ("EEG FP1", "EEG FP2", "EEG F3", "EEG F4", "EEG C3", "EEG C4", "EEG P3", "EEG P4", "EEG O1",
+            "EEG O2",
             "EEG F7", "EEG F8", "EEG T3", "EEG T4", "EEG T5", "EEG T6", "EEG FZ", "EEG CZ", "EEG PZ")
 DETECTION_CLASSES = ("background", "seizure")
 CLASSIFICATION_CLASSES = ("CF", "GN", "AB", "CT")
-SEIZURE_TYPE_CLASS: dict[str, int] = {"fnsz": 0, "spsz": 0, "cpsz": 0, "gnsz": 1, "absz": 2, "tnsz": 3, "tcsz": 3}
+SEIZURE_TYPE_CLASS: dict[str, int] = {"fnsz": 0, "spsz": 0, "cpsz": 0, "gnsz": 1,
+                                      "absz": 2, "tnsz": 3, "tcsz": 3}
 """Four-class map of TUSZ seizure types; types absent here (mysz, cnsz, atsz, nesz) are dropped."""
-SEIZURE_TYPES = frozenset({"seiz", "fnsz", "gnsz", "spsz", "cpsz", "absz", "tnsz", "cnsz", "tcsz", "atsz", "mysz",
+SEIZURE_TYPES = frozenset({"seiz", "fnsz", "gnsz", "spsz", "cpsz", "absz", "tnsz", "cnsz", "tcsz", "atsz",
+                           "mysz",
                            "nesz"})
 CLASSIFICATION_OFFSET_SECONDS = 2.0
 SPLIT_FOLDERS = ("train", "dev")
@@ -135,7 +138,8 @@ def parse_csv(path: str | Path) -> list[tuple[str, Event]]:
             continue
         parts = [p.strip() for p in line.split(",")]
         if len(parts) != 5:
-            raise DataError(f"{path}:{lineno}: expected 5 comma-separated fields ({_CSV_HEADER}), got {line!r}")
+            raise DataError(f"{path}:{lineno}: expected 5 comma-separated fields ({_CSV_HEADER}), got "
+                            f"{line!r}")
         try:
             start, stop, _ = float(parts[1]), float(parts[2]), float(parts[4])
         except ValueError as err:
@@ -221,7 +225,8 @@ class TUSZ:
         if task not in ("detection", "classification"):
             raise ValueError(f"tusz: task must be 'detection' or 'classification', got {task!r}")
         if int(clip_seconds) != clip_seconds or clip_seconds < 1:
-            raise ValueError(f"tusz: clip_seconds must be a positive whole number of seconds, got {clip_seconds!r}")
+            raise ValueError(f"tusz: clip_seconds must be a positive whole number of seconds, got "
+                             f"{clip_seconds!r}")
         self.task = task
         self.clip_seconds = int(clip_seconds)
         self.folders = tuple(folders)
@@ -231,7 +236,9 @@ class TUSZ:
         self.skipped: list[SkippedFile] = []
 
     @staticmethod
-    def make_spec(task: Literal["detection", "classification"] = "detection", clip_seconds: int = 12) -> CorpusSpec:
+    def make_spec(
+        task: Literal["detection", "classification"] = "detection", clip_seconds: int = 12
+    ) -> CorpusSpec:
         """The shape of the 200 Hz clips for these options; reads no file."""
         classes = DETECTION_CLASSES if task == "detection" else CLASSIFICATION_CLASSES
         return CorpusSpec(name="tusz", ch_names=CHANNELS, sfreq=SFREQ, n_times=int(clip_seconds * SFREQ),
@@ -259,9 +266,11 @@ class TUSZ:
             for edf in sorted(base.rglob("*.edf")):
                 m = _FILE.match(edf.name)
                 if m is None:
-                    raise DataError(f"{edf}: not a TUSZ file name (<patient>_sSSS_tTTT.edf with an 8-digit or "
+                    raise DataError(f"{edf}: not a TUSZ file name (<patient>_sSSS_tTTT.edf with an 8-digit "
+                                    f"or "
                                     "8-letter patient id)")
-                rec = Recording(edf=edf, folder=folder, patient=m.group(1), subject=patient_id(m.group(1), "tusz"))
+                rec = Recording(edf=edf, folder=folder, patient=m.group(1),
+                                subject=patient_id(m.group(1), "tusz"))
                 for fmt, suffixes in _FORMATS.items():
                     for suffix in suffixes:
                         path = edf.with_suffix(suffix)
@@ -270,12 +279,14 @@ class TUSZ:
                             found.setdefault(fmt, path)
                 recordings.append(rec)
         if not recordings:
-            raise DataError(f"tusz: no EDF files under {self.root}/{{{','.join(self.folders)}}}; expected {LAYOUT}")
+            raise DataError(f"tusz: no EDF files under {self.root}/{{{','.join(self.folders)}}}; expected "
+                            f"{LAYOUT}")
         if len(found) > 1:
             raise DataError(f"tusz: {self.root} mixes TUSZ v1.5.2 annotations ({found['tse']}) with TUSZ 2.x "
                             f"annotations ({found['csv']}); use one release")
         if not found:
-            raise DataError(f"tusz: no .tse_bi/.tse (v1.5.2) or .csv_bi/.csv (2.x) annotation beside any EDF, e.g. "
+            raise DataError(f"tusz: no .tse_bi/.tse (v1.5.2) or .csv_bi/.csv (2.x) annotation beside any "
+                            f"EDF, e.g. "
                             f"{recordings[0].edf}")
         fmt = next(iter(found))
         needed = _FORMATS[fmt][1] if self.task == "detection" else _FORMATS[fmt][0]
@@ -301,7 +312,9 @@ class TUSZ:
         return {f: sorted(s) for f, s in out.items()}
 
     def config(self) -> dict[str, Any]:
-        files = [r.edf for r in self.recordings] + [p for r in self.recordings for p in r.annotations.values()]
+        files = [r.edf for r in self.recordings] + [
+            p for r in self.recordings for p in r.annotations.values()
+        ]
         return {
             "corpus": "tusz",
             "reader_version": READER_VERSION,
@@ -324,7 +337,8 @@ class TUSZ:
         for ev in events:
             if ev.label not in ("seiz", "bckg"):
                 path = rec.annotations[".tse_bi" if self.format == "tse" else ".csv_bi"]
-                raise DataError(f"{path}: label {ev.label!r} in a binary annotation file (expected seiz or bckg)")
+                raise DataError(f"{path}: label {ev.label!r} in a binary annotation file (expected seiz or "
+                                f"bckg)")
         return [(ev.start, ev.stop) for ev in events if ev.label == "seiz"]
 
     def seizure_events(self, rec: Recording) -> list[Event]:
@@ -337,7 +351,8 @@ class TUSZ:
             events = merge_channel_events(parse_csv(path))
         for ev in events:
             if ev.label != "bckg" and ev.label not in SEIZURE_TYPES:
-                raise DataError(f"{path}: unknown event label {ev.label!r} (expected bckg or a TUSZ seizure type)")
+                raise DataError(f"{path}: unknown event label {ev.label!r} (expected bckg or a TUSZ seizure "
+                                f"type)")
         return sorted((ev for ev in events if ev.label in SEIZURE_TYPES), key=lambda ev: ev.start)
 
     def detection_labels(self, n_samples: int, seizures: Sequence[tuple[float, float]]) -> np.ndarray:

@@ -21,7 +21,9 @@ from biosig_lightning.data.datamodules.tuab import TUABDataModule
 from biosig_lightning.data.datamodules.turkish_epilepsy import TurkishEpilepsyDataModule
 from biosig_lightning.data.datamodules.tusz import TUSZDataModule
 
-__all__ = ["ADFTDDataModule", "APAVADataModule", "ArrayDataModule", "ArrayFileDataModule", "BCIIVDataModule", "BIDSDataModule", "CHBMITDataModule", "CHBMITSeizureDataModule",
-           "DODHDataModule", "EpochsDataModule", "MASSSS3DataModule", "MedformerDataModule", "PTBDataModule", "PTBXLDataModule",
+__all__ = ["ADFTDDataModule", "APAVADataModule", "ArrayDataModule", "ArrayFileDataModule", "BCIIVDataModule",
+           "BIDSDataModule", "CHBMITDataModule", "CHBMITSeizureDataModule",
+           "DODHDataModule", "EpochsDataModule", "MASSSS3DataModule", "MedformerDataModule", "PTBDataModule",
+           "PTBXLDataModule",
            "PTBXLMedformerDataModule", "SleepEDFDataModule", "SleepEDFSPDDataModule", "SyntheticDataModule",
            "TUABDataModule", "TUSZDataModule", "TurkishEpilepsyDataModule"]

@@ -26,7 +26,8 @@ class ArrayDataModule(BiosignalDataModule):
     """Windows from arrays: ``x (n, channels, times)``, ``y (n,)`` class indices, ``subjects (n,)`` ids.
 
     For Python use (``Trainer.fit(task, datamodule=ArrayDataModule(...))``); from a YAML use
-    :class:`ArrayFileDataModule` with an ``.npz`` file or :class:`EpochsDataModule` with a ``-epo.fif`` file. :meth:`from_epochs` takes an ``mne.Epochs``,
+    :class:`ArrayFileDataModule` with an ``.npz`` file or :class:`EpochsDataModule` with a ``-epo.fif`` file.
+    :meth:`from_epochs` takes an ``mne.Epochs``,
     :meth:`from_braindecode` a braindecode windows dataset.
 
     Args:
@@ -51,7 +52,8 @@ class ArrayDataModule(BiosignalDataModule):
 
     @classmethod
     def from_braindecode(cls, dataset: Any, subject_field: str = "subject", **kwargs: Any) -> ArrayDataModule:
-        """From a braindecode windows dataset: targets as labels, ``description[subject_field]`` as subjects."""
+        """From a braindecode windows dataset: targets as labels, ``description[subject_field]`` as
+        subjects."""
         return cls(**arrays_from_braindecode(dataset, subject_field), **kwargs)
 
     def corpus_spec(self) -> CorpusSpec:
@@ -75,7 +77,8 @@ class EpochsDataModule(BiosignalDataModule):
     def __init__(self, epochs: str, subject_column: str = "subject", label_level: LabelLevel = "window",
                  name: str = "epochs", **kwargs: Any) -> None:
         self.epochs_path = epochs
-        self._arrays = ArrayReader(**arrays_from_epochs(epochs, None, subject_column), label_level=label_level,
+        self._arrays = ArrayReader(**arrays_from_epochs(epochs, None, subject_column),
+                                   label_level=label_level,
                                    name=name)
         kwargs.pop("root", None)
         super().__init__(**kwargs)
@@ -88,7 +91,8 @@ class EpochsDataModule(BiosignalDataModule):
 
 
 class ArrayFileDataModule(BiosignalDataModule):
-    """Windows from an ``.npz`` file: arrays ``x``, ``y``, ``subjects`` (and ``sfreq``, ``ch_names``, ``classes``).
+    """Windows from an ``.npz`` file: arrays ``x``, ``y``, ``subjects`` (and ``sfreq``, ``ch_names``,
+    ``classes``).
 
     Args:
         file: the ``.npz`` (``numpy.savez("mine.npz", x=x, y=y, subjects=subjects, sfreq=250.0)``).

@@ -101,7 +101,8 @@ class CHBMITSeizureDataModule(SpectralDataModule):
 
     def make_reader(self, root: Path) -> CorpusReader:
         return CHBMIT(root, montage="18", window_seconds=STDRO_WINDOW_SECONDS, resample_to=int(STDRO_SFREQ),
-                      background_ratio=self.background_ratio, max_files_per_subject=self.max_files_per_subject)
+                      background_ratio=self.background_ratio,
+                      max_files_per_subject=self.max_files_per_subject)
 
     def default_split(self) -> SplitConfig:
         return SplitConfig(strategy="fixed", train=list(STDRO_SPLIT["train"]), val=list(STDRO_SPLIT["val"]),

@@ -71,7 +71,8 @@ class SleepEDFSPDDataModule(SPDDataModule):
     the stand-in 8 subjects x 2 nights x 450 epochs (the reader's own stand-in has 120 per subject).
     """
 
-    def __init__(self, fold: int = 0, channels: list[str] | None = None, crop_wake_minutes: float | None = 30.0,
+    def __init__(self, fold: int = 0, channels: list[str] | None = None,
+                 crop_wake_minutes: float | None = 30.0,
                  **kwargs: Any) -> None:
         self.fold = fold
         self.channels = list(channels or EEG_CHANNELS)
@@ -85,7 +86,8 @@ class SleepEDFSPDDataModule(SPDDataModule):
         return SleepEDF(root, channels=self.channels, crop_wake_minutes=self.crop_wake_minutes)
 
     def default_split(self) -> SplitConfig:
-        n = int({**self.synthetic_defaults(), **self.synthetic_options}["n_subjects"]) if self.synthetic else 78
+        n = int({**self.synthetic_defaults(),
+                 **self.synthetic_options}["n_subjects"]) if self.synthetic else 78
         k = max(2, min(N_FOLDS, n // 2))
         return SplitConfig(strategy="kfold", n_folds=k, fold=self.fold % k, seed=0, stratify=False)
 

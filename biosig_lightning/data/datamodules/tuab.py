@@ -50,7 +50,8 @@ class TUABDataModule(BiosignalDataModule):
         return super().reader()
 
     def make_reader(self, root: Path) -> CorpusReader:
-        return TUAB(root, self.window_seconds, self.tuab_sfreq, self.windows_per_recording, self.offset_seconds)
+        return TUAB(root, self.window_seconds, self.tuab_sfreq,
+                    self.windows_per_recording, self.offset_seconds)
 
     def default_split(self) -> SplitConfig:
         reader = self.reader()
@@ -58,7 +59,8 @@ class TUABDataModule(BiosignalDataModule):
             folders = reader.patient_folders()
             train = np.random.default_rng(self.split_seed).permutation(folders["train"]).tolist()
             n_val = max(1, int(round(self.val_fraction * len(train))))
-            return SplitConfig(strategy="fixed", val=sorted(train[:n_val]), test=folders["eval"], stratify=False)
+            return SplitConfig(strategy="fixed", val=sorted(train[:n_val]),
+                               test=folders["eval"], stratify=False)
         v = 0.7 * self.val_fraction
         return SplitConfig(strategy="ratio", ratios=(0.7 - v, v, 0.3), seed=self.split_seed, stratify=False)
 

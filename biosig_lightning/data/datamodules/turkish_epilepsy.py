@@ -12,8 +12,10 @@ from biosig_lightning.data.splits import SplitConfig
 from biosig_lightning.data.synthetic_epilepsy import SignedEEGStandIn
 
 #: stand-in scale. Real corpus: 121 participants, 10,356 windows (~86 per participant). Stand-in: 12
-#: participants x 30 windows (86 / 30 < 3x); each 35 x 6000 window is 840 kB, so 360 windows = 300 MB of cache.
-SYNTHETIC_DEFAULTS: dict[str, Any] = {"n_subjects": 12, "windows_per_subject": 30, "class1_fraction": 50 / 121}
+# : participants x 30 windows (86 / 30 < 3x); each 35 x 6000 window is 840 kB, so 360 windows = 300 MB of
+# cache.
+SYNTHETIC_DEFAULTS: dict[str, Any] = {"n_subjects": 12, "windows_per_subject": 30,
+                                      "class1_fraction": 50 / 121}
 
 
 class TurkishEpilepsyDataModule(BiosignalDataModule):
@@ -34,7 +36,12 @@ class TurkishEpilepsyDataModule(BiosignalDataModule):
                  trim_start: float = 2.0, trim_end: float = 1.0, **kwargs: Any) -> None:
         if unit not in ("subject", "recording"):
             raise ValueError(f"data.init_args.unit must be 'subject' or 'recording', got {unit!r}")
-        self.unit, self.window_seconds, self.trim_start, self.trim_end = unit, window_seconds, trim_start, trim_end
+        self.unit, self.window_seconds, self.trim_start, self.trim_end = (
+            unit,
+            window_seconds,
+            trim_start,
+            trim_end,
+        )
         super().__init__(**kwargs)
 
     def corpus_spec(self) -> CorpusSpec:
@@ -47,7 +54,8 @@ class TurkishEpilepsyDataModule(BiosignalDataModule):
 
     def reader(self) -> CorpusReader:
         if self.synthetic:
-            return SignedEEGStandIn(self.spec, unit=self.unit, **{**self.synthetic_defaults(), **self.synthetic_options})
+            return SignedEEGStandIn(self.spec, unit=self.unit,
+                                    **{**self.synthetic_defaults(), **self.synthetic_options})
         return super().reader()
 
     def make_reader(self, root: Path) -> CorpusReader:

@@ -68,7 +68,8 @@ class TUSZDataModule(SpectralDataModule):
     Synthetic stand-in (``synthetic: true``), kind ``seizure`` (evolving, spreading ictal
     rhythms with patient drift, see :mod:`biosig_lightning.data.synthetic`): 36 patients,
     the last 6 playing the ``dev`` folder. Real TUSZ v1.5.2 has ~590 train-folder patients (the
-    reference's 530 train + 61 val) and 45 dev (test) patients. Windows per patient: 60 12-s clips (12 for 60-s clips), 15 %
+    reference's 530 train + 61 val) and 45 dev (test) patients. Windows per patient: 60 12-s clips (12 for
+    60-s clips), 15 %
     seizure; the real dev folder holds ~460 12-s clips per patient (8.7 % seizure), but
     the reference trains on the balanced set, ~51 clips per training patient, which is
     the scale the stand-in matches. Classification: 24 seizure clips per patient, class
@@ -139,7 +140,8 @@ class TUSZDataModule(SpectralDataModule):
         labels = np.asarray(cache.labels[train_idx])
         seizure, background = train_idx[labels == 1], train_idx[labels == 0]
         if len(seizure) == 0:
-            raise DataError(f"{self.dataset_name}: no seizure clip among the training patients; cannot balance "
+            raise DataError(f"{self.dataset_name}: no seizure clip among the training patients; cannot "
+                            f"balance "
                             "(data.init_args.balance_train: false keeps every clip)")
         rng = np.random.default_rng(self.balance_seed)
         kept = rng.permutation(background)[: len(seizure)]

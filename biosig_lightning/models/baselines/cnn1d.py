@@ -38,7 +38,8 @@ Activation = Literal["gelu", "relu"]
 
 
 @register_backbone(
-    # experiments/sdformer/baselines/cnn1d_*.yaml (the class defaults) and experiments/overlays/demo.yaml (a small CNN)
+    # experiments/sdformer/baselines/cnn1d_*.yaml (the class defaults) and experiments/overlays/demo.yaml (a
+    # small CNN)
     shapes=["sleepedf", "chbmit", "ptbxl", "synthetic"],
     kwargs={"synthetic": {"width": 32, "n_blocks": 4, "convs_per_block": 1}},
     # SD-Former Table 5 gives "1.2 M" (rounded; no public code) for its Raw Waveform 1D-CNN; this is

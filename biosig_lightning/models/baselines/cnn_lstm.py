@@ -28,7 +28,8 @@ __all__ = ["CNNLSTM"]
     "CNNLSTM",
     shapes={"tusz": (19, 2, 1200, 200.0), "tusz_classification": (19, 4, 1200, 200.0),
             "chbmit_stdro": (18, 2, 128, 64.0)},
-    kwargs={"chbmit_stdro": {"step_bins": 32}, "tusz": {"step_bins": 100}, "tusz_classification": {"step_bins": 100}},
+    kwargs={"chbmit_stdro": {"step_bins": 32}, "tusz": {"step_bins": 100},
+            "tusz_classification": {"step_bins": 100}},
     # conv1 -> conv2 -> fc1 is linear (no activation, as in the reference), so under the contract's Adam
     # at lr 1e-2 the step embeddings grow roughly cubically (std ~500 after 30 steps) and saturate the
     # LSTM gates (zero gradient below them): a narrow 2-layer LSTM collapses to the majority class
@@ -42,10 +43,12 @@ class CNNLSTM(BiosignalModel):
     def __init__(self, n_chans: int, n_outputs: int, n_times: int, sfreq: float,
                  chs_info: Sequence[dict[str, Any]] | None = None, step_bins: int = 0, embed_dim: int = 512,
                  rnn_units: int = 128, num_rnn_layers: int = 2, single_logit: bool = True) -> None:
-        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq, chs_info=chs_info)
+        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times,
+                         sfreq=sfreq, chs_info=chs_info)
         self.step = step_size(type(self).__name__, n_times, sfreq, step_bins)
         if n_chans < 6 or self.step < 6:
-            raise ValueError(f"CNNLSTM needs at least 6 channels and 6 features per step, got {n_chans} x {self.step}")
+            raise ValueError(f"CNNLSTM needs at least 6 channels and 6 features per step, got {n_chans} x "
+                             f"{self.step}")
         self.conv1 = nn.Conv2d(1, 32, 3)
         self.conv2 = nn.Conv2d(32, 32, 3)
         self.pool = nn.MaxPool2d(2)

@@ -1,4 +1,5 @@
-"""Dense-CNN seizure baseline as eeg-gnn-ssl defines it (Saab et al. 2020, dense inception; ``model/densecnn.py``).
+"""Dense-CNN seizure baseline as eeg-gnn-ssl defines it (Saab et al. 2020, dense inception;
+``model/densecnn.py``).
 
 The clip is a one-channel ``len x C`` image (``len = T * F``, time along the first axis);
 inception blocks with three branches of ``(k, 1)`` convolutions (two of ``k_a``, three of
@@ -62,9 +63,11 @@ class DenseCNN(BiosignalModel):
     """Args: signal metadata; ``base_channels`` (``nc`` = 10); ``dropout`` 0.2; ``single_logit``."""
 
     def __init__(self, n_chans: int, n_outputs: int, n_times: int, sfreq: float,
-                 chs_info: Sequence[dict[str, Any]] | None = None, base_channels: int = 10, dropout: float = 0.2,
+                 chs_info: Sequence[dict[str, Any]] | None = None, base_channels: int = 10,
+                 dropout: float = 0.2,
                  single_logit: bool = True) -> None:
-        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq, chs_info=chs_info)
+        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times,
+                         sfreq=sfreq, chs_info=chs_info)
         if n_times < 700:
             raise ValueError(f"DenseCNN pools time by 7 * 5 * 5 * 4 = 700; n_times={n_times} is shorter")
         nc = base_channels
@@ -91,7 +94,8 @@ class DenseCNN(BiosignalModel):
         self.fc2 = nn.Linear(128, 1 if self.single else n_outputs)
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
-                m.weight.data.normal_(0, math.sqrt(2.0 / (m.kernel_size[0] * m.kernel_size[1] * m.out_channels)))
+                m.weight.data.normal_(0,
+                                      math.sqrt(2.0 / (m.kernel_size[0] * m.kernel_size[1] * m.out_channels)))
             elif isinstance(m, nn.Linear):
                 m.bias.data.zero_()
 

@@ -34,7 +34,8 @@ class DGCNN(BiosignalModel):
     def __init__(self, n_chans: int, n_outputs: int, n_times: int, sfreq: float,
                  chs_info: Sequence[dict[str, Any]] | None = None, hidden: int = 64, cheb_order: int = 2,
                  dropout: float = 0.5) -> None:
-        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq, chs_info=chs_info)
+        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times,
+                         sfreq=sfreq, chs_info=chs_info)
         check_positive_ints("DGCNN", hidden=hidden, cheb_order=cheb_order)
         n_bands = band_power(torch.zeros(1, 1, n_times), sfreq).shape[-1]
         self.adjacency = nn.Parameter(torch.rand(n_chans, n_chans) * 0.1)

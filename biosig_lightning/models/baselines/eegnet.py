@@ -177,7 +177,8 @@ class EEGNet(BiosignalModel):
             _bn(F1, bn_momentum),
         )
         self.spatial = nn.Sequential(
-            _MaxNormConv2d(F1, D * F1, (n_chans, 1), groups=F1, bias=False, max_norm=1.0 if max_norm else None),
+            _MaxNormConv2d(F1, D * F1, (n_chans, 1), groups=F1, bias=False,
+                           max_norm=1.0 if max_norm else None),
             _bn(D * F1, bn_momentum),
             nn.ELU(),
             nn.AvgPool2d((1, pool1)),

@@ -44,7 +44,8 @@ class GIN(BiosignalModel):
     def __init__(self, n_chans: int, n_outputs: int, n_times: int, sfreq: float,
                  chs_info: Sequence[dict[str, Any]] | None = None, hidden: int = 64, n_layers: int = 2,
                  k_neighbours: int = 4, dropout: float = 0.5) -> None:
-        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq, chs_info=chs_info)
+        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times,
+                         sfreq=sfreq, chs_info=chs_info)
         check_positive_ints("GIN", hidden=hidden, n_layers=n_layers, k_neighbours=k_neighbours)
         n_bands = band_power(torch.zeros(1, 1, n_times), sfreq).shape[-1]
         self.k = k_neighbours

@@ -32,7 +32,8 @@ def two_column(logits: torch.Tensor, single: bool) -> torch.Tensor:
     "SeizureLSTM",
     shapes={"tusz": (19, 2, 1200, 200.0), "tusz_classification": (19, 4, 1200, 200.0),
             "chbmit_stdro": (18, 2, 128, 64.0), "dodh": (16, 5, 7500, 250.0)},
-    kwargs={"chbmit_stdro": {"step_bins": 32}, "tusz": {"step_bins": 100}, "tusz_classification": {"step_bins": 100, "dropout": 0.5}},
+    kwargs={"chbmit_stdro": {"step_bins": 32}, "tusz": {"step_bins": 100},
+            "tusz_classification": {"step_bins": 100, "dropout": 0.5}},
     # 8 units memorised 8 random-label windows too slowly (7/8 after 60 Adam steps at 576-4000 inputs
     # per step); 32 units in one layer memorise them in <= 15 steps
     test_kwargs={"rnn_units": 32, "num_rnn_layers": 1},
@@ -44,7 +45,8 @@ class SeizureLSTM(BiosignalModel):
     def __init__(self, n_chans: int, n_outputs: int, n_times: int, sfreq: float,
                  chs_info: Sequence[dict[str, Any]] | None = None, step_bins: int = 0, rnn_units: int = 64,
                  num_rnn_layers: int = 2, dropout: float = 0.0, single_logit: bool = True) -> None:
-        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq, chs_info=chs_info)
+        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times,
+                         sfreq=sfreq, chs_info=chs_info)
         self.step = step_size(type(self).__name__, n_times, sfreq, step_bins)
         self.lstm = nn.LSTM(n_chans * self.step, rnn_units, num_rnn_layers, batch_first=True)
         self.dropout = nn.Dropout(dropout)

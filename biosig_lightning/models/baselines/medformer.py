@@ -97,7 +97,9 @@ class MultiGranularityEmbedding(nn.Module):
         # One weight (k*D, C_in, p) per patch length = k stacked Conv2d(1, D, (C_in, p)) kernels,
         # applied as one matrix product over the flattened patches (a strided conv is much slower
         # on CPU for such short kernels).
-        self.weights = nn.ParameterList(nn.Parameter(torch.empty(k * d_model, in_chans, p)) for p, k in self.groups)
+        self.weights = nn.ParameterList(
+            nn.Parameter(torch.empty(k * d_model, in_chans, p)) for p, k in self.groups
+        )
         for w in self.weights:
             # fan_in = C_in * p, as for the authors' Conv2d(1, D, (C_in, p)) (Kaiming normal, leaky_relu)
             nn.init.kaiming_normal_(w, mode="fan_in", nonlinearity="leaky_relu")
@@ -115,7 +117,10 @@ class MultiGranularityEmbedding(nn.Module):
         choices: list[int | None] = [None] * n_gran
         if self.training and self.augmentations:
             choices = torch.randint(len(self.augmentations), (n_gran,)).tolist()
-        augs = [None if c is None or self.augmentations[c][0] == "identity" else self.augmentations[c] for c in choices]
+        augs = [
+            None if c is None or self.augmentations[c][0] == "identity" else self.augmentations[c]
+            for c in choices
+        ]
 
         out = []
         start = 0
@@ -134,7 +139,8 @@ class MultiGranularityEmbedding(nn.Module):
                 emb = torch.einsum("bknf,kdf->bknd", _patches(inp, p, n), w)
             if self.variant == "paper" and any(a is not None for a in group_augs):
                 emb = torch.stack(
-                    [emb[:, j] if a is None else augment(emb[:, j], *a) for j, a in enumerate(group_augs)], dim=1
+                    [emb[:, j] if a is None else augment(emb[:, j], *a) for j, a in enumerate(group_augs)],
+                    dim=1
                 )
             emb = emb + self.granularity[start : start + k, None, :] + self.positions[:n]
             out.append(emb.reshape(b, k * n, self.d_model))
@@ -210,9 +216,11 @@ _MEDFORMER_LONG = (2, 4, 8, 8, 16, 16, 16, 16, 32, 32, 32, 32, 32, 32, 32, 32)
     kwargs={
         "apava": {"augmentations": ["none", "drop0.35"]},
         "adftd": {"patch_lens": _MEDFORMER_LONG, "augmentations": ["drop0.5"]},
-        "ptbxl_medformer": {"patch_lens": _MEDFORMER_LONG, "augmentations": ["jitter0.2", "scale0.2", "drop0.5"]},
+        "ptbxl_medformer": {"patch_lens": _MEDFORMER_LONG,
+                            "augmentations": ["jitter0.2", "scale0.2", "drop0.5"]},
     },
-    # The authors' count at APAVA for the paper-reproduction commit 446275f (github DL4mHealth/Medformer, its README's reproduction commit);
+    # The authors' count at APAVA for the paper-reproduction commit 446275f (github DL4mHealth/Medformer, its
+    # README's reproduction commit);
     # BioFormer Table 13 lists it as 7.41 M. (Repository HEAD, variant="head": 7,240,834.)
     param_pins={"apava": 7_414_914},
     test_kwargs={"d_model": 16, "n_heads": 2, "e_layers": 1, "d_ff": 32, "patch_lens": [16, 32, 32]},
@@ -317,7 +325,8 @@ class Medformer(BiosignalModel):
                             fbam_bands=fbam_bands)
         patch_lens = list(patch_lens)
         if not patch_lens or any(not isinstance(p, int) or isinstance(p, bool) or p < 1 for p in patch_lens):
-            raise ValueError(f"Medformer: patch_lens must be a non-empty list of positive ints, got {patch_lens!r}")
+            raise ValueError(f"Medformer: patch_lens must be a non-empty list of positive ints, got "
+                             f"{patch_lens!r}")
         check_heads("Medformer", d_model, n_heads)
         check_dropout("Medformer", dropout=dropout)
         if variant not in ("paper", "head"):
@@ -331,12 +340,14 @@ class Medformer(BiosignalModel):
         )
         self.patch_lens = list(self.embedding.patch_lens)
         self.n_tokens = list(self.embedding.n_tokens)
-        router_index = torch.tensor([o + n - 1 for o, n in zip(self.embedding.offsets, self.n_tokens, strict=True)])
+        router_index = torch.tensor([o + n - 1 for o,
+                                     n in zip(self.embedding.offsets, self.n_tokens, strict=True)])
         self.register_buffer("router_index", router_index, persistent=False)
         groups = [(n_times // p + 1, k) for p, k in self.embedding.groups]
         self.fbam = (
             nn.ModuleList(
-                FBAM(d_model, self.n_tokens, n_bands=fbam_bands, **fbam_options("Medformer", fbam_kernel_mode, n_outputs,
+                FBAM(d_model, self.n_tokens, n_bands=fbam_bands,
+                     **fbam_options("Medformer", fbam_kernel_mode, n_outputs,
                                                                                  fbam_kwargs))
                 for _ in range(e_layers)
             )
@@ -373,7 +384,8 @@ class Medformer(BiosignalModel):
         length like :attr:`n_tokens`. Not defined with ``single_channel`` (rows are channels).
         """
         if self.single_channel:
-            raise ValueError("Medformer.forward_tokens: with single_channel=True the rows are single channels, "
+            raise ValueError("Medformer.forward_tokens: with single_channel=True the rows are single "
+                             "channels, "
                              "not samples; there is no per-sample temporal embedding")
         return [part[:, :-1] for part in self.encode(x).split(self.n_tokens, dim=1)]
 

@@ -77,7 +77,8 @@ class _PatchTSTLayer(nn.Module):
 
 
 @register_backbone(
-    # experiments/sdformer/baselines/patchtst_*.yaml (patch 16, stride 8, 3 layers, 4 heads, width 128: the defaults)
+    # experiments/sdformer/baselines/patchtst_*.yaml (patch 16, stride 8, 3 layers, 4 heads, width 128: the
+    # defaults)
     shapes=["sleepedf", "chbmit", "ptbxl"],
     # Exact count of this implementation at Sleep-EDF (module docstring); SD-Former Table 5 gives
     # "0.9 M" (rounded; no public code).
@@ -111,7 +112,8 @@ class PatchTST(BiosignalModel):
         dropout: float = 0.1, head_dropout: float = 0.0, head_type: HeadType = "flatten", revin: bool = True,
     ) -> None:
         super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq)
-        check_positive_ints("PatchTST", patch_len=patch_len, stride=stride, d_model=d_model, n_layers=n_layers,
+        check_positive_ints("PatchTST", patch_len=patch_len, stride=stride, d_model=d_model,
+                            n_layers=n_layers,
                             n_heads=n_heads, d_ff=d_ff)
         if patch_len > n_times:
             raise ValueError(f"PatchTST: patch_len ({patch_len}) exceeds n_times ({n_times})")

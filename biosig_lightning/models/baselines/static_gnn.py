@@ -36,7 +36,10 @@ from biosig_lightning.models.base import BiosignalModel, check_positive_ints
 from biosig_lightning.models.catalog import register_backbone
 from biosig_lightning.models.modules.learned_graphs import normalized_adjacency
 
-__all__ = ["StaticGNN", "normalized_adjacency"]  # normalized_adjacency: re-exported from models.modules.learned_graphs
+__all__ = [
+    "StaticGNN",
+    "normalized_adjacency",
+]  # normalized_adjacency: re-exported from models.modules.learned_graphs
 
 
 def _conv_block(in_channels: int, out_channels: int, kernel: int) -> nn.Sequential:
@@ -52,8 +55,10 @@ def _conv_block(in_channels: int, out_channels: int, kernel: int) -> nn.Sequenti
     shapes=["sleepedf", "chbmit", "ptbxl"],
     kwargs={
         "sleepedf": {"ch_names": ["EEG Fpz-Cz", "EEG Pz-Oz"]},
-        "chbmit": {"ch_names": ["FP1-F7", "F7-T7", "T7-P7", "P7-O1", "FP1-F3", "F3-C3", "C3-P3", "P3-O1", "FP2-F4",
-                                "F4-C4", "C4-P4", "P4-O2", "FP2-F8", "F8-T8", "T8-P8", "P8-O2", "FZ-CZ", "CZ-PZ",
+        "chbmit": {"ch_names": ["FP1-F7", "F7-T7", "T7-P7", "P7-O1", "FP1-F3", "F3-C3", "C3-P3", "P3-O1",
+                                "FP2-F4",
+                                "F4-C4", "C4-P4", "P4-O2", "FP2-F8", "F8-T8", "T8-P8", "P8-O2", "FZ-CZ",
+                                "CZ-PZ",
                                 "P7-T7", "T7-FT9", "FT9-FT10", "FT10-T8", "T8-P8-1"]},
         "ptbxl": {"ch_names": ["I", "II", "III", "AVR", "AVL", "AVF", "V1", "V2", "V3", "V4", "V5", "V6"]},
     },
@@ -88,7 +93,8 @@ class StaticGNN(BiosignalModel):
         threshold: float = 0.5, fallback_full: bool = False,
     ) -> None:
         chs_info = [{"ch_name": str(name)} for name in ch_names] if ch_names is not None else None
-        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq, chs_info=chs_info)
+        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times,
+                         sfreq=sfreq, chs_info=chs_info)
         check_positive_ints("StaticGNN", width=width, n_layers=n_layers)
         graph = channel_adjacency(ch_names, n_chans=n_chans, threshold=threshold, fallback_full=fallback_full)
         self.register_buffer("adjacency", normalized_adjacency(torch.as_tensor(graph, dtype=torch.float32)))

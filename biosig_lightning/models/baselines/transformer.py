@@ -56,7 +56,8 @@ _SDFORMER = {"patch_len": 16, "norm_first": True}
     kwargs={"apava": _TSLIB, "adftd": _TSLIB, "ptbxl_medformer": _TSLIB,
             "sleepedf": _SDFORMER, "chbmit": _SDFORMER, "ptbxl": _SDFORMER},
     param_pins={
-        # BioFormer's authors' code (github NKU-EmbeddedSystem/BioFormer) reports 867,330 at APAVA; 512 of those are
+        # BioFormer's authors' code (github NKU-EmbeddedSystem/BioFormer) reports 867,330 at APAVA; 512 of
+        # those are
         # an unused 4 x 128 calendar-feature embedding, which this class does not build.
         "apava": 867_330 - 512,
         # SD-Former Table 5 gives "1.4 M" (rounded; no public code). Exact count of this class at the
@@ -88,7 +89,8 @@ class TransformerClassifier(BiosignalModel):
     every encoder layer ("FreqBandDrift blocks are inserted between successive encoder
     layers"), replacing its input as in BioFormer; ``fbam_bands`` uniform bands over the
     non-DC bins of the token axis (paper: 6) and ``fbam_kernel_mode`` ``"sample"`` (binary
-    tasks) or ``"batch"`` (multi-class tasks, Appendix C.3); ``"auto"`` (default) picks by ``n_outputs``. The default ``fbam=False`` builds
+    tasks) or ``"batch"`` (multi-class tasks, Appendix C.3); ``"auto"`` (default) picks by ``n_outputs``. The
+    default ``fbam=False`` builds
     exactly the plain network. ``fbam_kwargs`` are further FBAM options (e.g. the authors'
     operator set, ``AUTHORS_FBAM``). ``tsam=True`` inserts BioFormer's time-domain control TSAM
     (Appendix B.2) at the same places instead, with the same bands, kernel mode and options: the
@@ -160,7 +162,8 @@ class TransformerClassifier(BiosignalModel):
         fbam_kwargs: dict[str, Any] | None = None, tsam: bool = False,
     ) -> None:
         super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq)
-        check_positive_ints("TransformerClassifier", d_model=d_model, n_layers=n_layers, n_heads=n_heads, d_ff=d_ff)
+        check_positive_ints("TransformerClassifier", d_model=d_model, n_layers=n_layers,
+                            n_heads=n_heads, d_ff=d_ff)
         if patch_len is not None:
             check_positive_ints("TransformerClassifier", patch_len=patch_len)
             if patch_len > n_times:
@@ -213,12 +216,15 @@ class TransformerClassifier(BiosignalModel):
             check_positive_ints("TransformerClassifier", fbam_bands=fbam_bands)
             opts = fbam_options("TransformerClassifier", fbam_kernel_mode, n_outputs, fbam_kwargs)
             aligner = FBAM if fbam else TSAM
-            modules = nn.ModuleList(aligner(d_model, self.n_tokens, fbam_bands, **opts) for _ in range(n_layers))
+            modules = nn.ModuleList(aligner(d_model,
+                                            self.n_tokens, fbam_bands, **opts) for _ in range(n_layers))
             if fbam:
                 self.fbam = modules
             else:
                 self.tsam = modules
-        self.batch_independent_eval = eval_is_batch_independent(self.fbam if self.fbam is not None else self.tsam)
+        self.batch_independent_eval = eval_is_batch_independent(
+            self.fbam if self.fbam is not None else self.tsam
+        )
         self.flatten_act = nn.GELU() if activation == "gelu" else nn.ReLU()
         self.feature_dropout = nn.Dropout(dropout)
         self.feature_dim = d_model if pooling == "mean" else self.n_tokens * d_model

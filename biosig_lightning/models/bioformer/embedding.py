@@ -43,7 +43,8 @@ class PyramidConvEmbedding(nn.Module):
         super().__init__()
         if any(f < 2 or f & (f - 1) for f in factors):
             raise ValueError(f"pyramid factors must be powers of two >= 2, got {list(factors)}")
-        self.token = nn.Conv1d(n_chans, d_model, kernel_size=3, padding=1, padding_mode="circular", bias=False)
+        self.token = nn.Conv1d(n_chans, d_model, kernel_size=3, padding=1,
+                               padding_mode="circular", bias=False)
         nn.init.kaiming_normal_(self.token.weight, mode="fan_in", nonlinearity="leaky_relu")
         self.positions = SinusoidalPositionalEncoding(d_model, max_len=n_times)
         self.branches = nn.ModuleList(
@@ -51,7 +52,8 @@ class PyramidConvEmbedding(nn.Module):
                 *[
                     layer
                     for _ in range(int(math.log2(f)))
-                    for layer in (nn.Conv1d(d_model, d_model, 3, stride=2, padding=1), nn.BatchNorm1d(d_model), nn.GELU())
+                    for layer in (nn.Conv1d(d_model, d_model, 3, stride=2, padding=1),
+                                  nn.BatchNorm1d(d_model), nn.GELU())
                 ]
             )
             for f in factors
@@ -67,7 +69,8 @@ class PyramidConvEmbedding(nn.Module):
             inputs = augment_each(e, len(self.branches), self.augmentations).unbind(0)
         else:
             inputs = (e,) * len(self.branches)
-        return torch.cat([branch(inp) for branch, inp in zip(self.branches, inputs, strict=True)], dim=2).transpose(1, 2)
+        return torch.cat([branch(inp) for branch,
+                          inp in zip(self.branches, inputs, strict=True)], dim=2).transpose(1, 2)
 
 
 def _downsampled(n: int, factor: int) -> int:

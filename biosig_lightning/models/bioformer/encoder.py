@@ -60,7 +60,8 @@ class SegmentedEncoderLayer(PostNormLayer):
         q, k, v = split_heads(self.qkv(x), self.n_heads)
         parts = [
             softmax_attention(qs, ks, vs, self.attn_dropout)
-            for qs, ks, vs in zip(q.split(self.seq_lens, 2), k.split(self.seq_lens, 2), v.split(self.seq_lens, 2),
+            for qs, ks,
+            vs in zip(q.split(self.seq_lens, 2), k.split(self.seq_lens, 2), v.split(self.seq_lens, 2),
                                   strict=True)
         ]
         return self.out(merge_heads(torch.cat(parts, dim=2)))

@@ -48,18 +48,21 @@ BIT_PARITY_ONLY: tuple[str, ...] = ()
 
 
 @register_backbone(
-    # experiments/bioformer_<corpus>.yaml: per-corpus settings of the authors' runs (NKU-EmbeddedSystem/BioFormer, ``experiments.ipynb``)
+    # experiments/bioformer_<corpus>.yaml: per-corpus settings of the authors' runs
+    # (NKU-EmbeddedSystem/BioFormer, ``experiments.ipynb``)
     shapes=["apava", "adftd", "ptb", "ptbxl_medformer", "bci2a", "bci2b"],
     kwargs={
         "apava": {"kernel_mode": "sample", "augmentations": ["scale0.1", "drop0.25"]},
         "adftd": {"kernel_mode": "batch", "augmentations": ["drop0.5"]},
-        "ptb": {"kernel_mode": "sample", "use_magnitude": False, "alpha": 0.2, "augmentations": ["none", "drop0.5"]},
+        "ptb": {"kernel_mode": "sample", "use_magnitude": False, "alpha": 0.2,
+                "augmentations": ["none", "drop0.5"]},
         "ptbxl_medformer": {"kernel_mode": "batch", "use_scln": False,
                             "augmentations": ["jitter0.2", "scale0.2", "drop0.5"]},
         "bci2a": {"kernel_mode": "batch", "augmentations": ["scale0.1", "drop0.25"]},
         "bci2b": {"kernel_mode": "sample", "augmentations": ["scale0.1", "drop0.25"]},
     },
-    # The authors' code has 1,364,454 trainable parameters at APAVA (NKU-EmbeddedSystem/BioFormer with its APAVA flags;
+    # The authors' code has 1,364,454 trainable parameters at APAVA (NKU-EmbeddedSystem/BioFormer with its
+    # APAVA flags;
     # BioFormer Table 13: 1.36 M); ours has 6 fewer, the authors' per-FBAM gain scalars gamma, which
     # exist here only with gain_mode="offset" (tests/models/bioformer/test_bioformer.py pins that count too).
     param_pins={"apava": 1_364_454 - 6},
@@ -156,7 +159,8 @@ class BioFormer(BiosignalModel):
         if mixer == "fbam":
             self.mixers = nn.ModuleList(
                 FBAM(
-                    d_model, self.seq_lens, n_bands, band_edges, use_magnitude=use_magnitude, use_phase=use_phase,
+                    d_model, self.seq_lens, n_bands, band_edges, use_magnitude=use_magnitude,
+                    use_phase=use_phase,
                     phase_mode=phase_mode, gain_mode=gain_mode, magnitude_clamp=magnitude_clamp,
                     magnitude_residual=magnitude_residual, learnable_dc=learnable_dc, descriptors=descriptors,
                     eps_mode=eps_mode, **common,
@@ -164,14 +168,18 @@ class BioFormer(BiosignalModel):
                 for _ in range(n_layers)
             )
         elif mixer == "tsam":
-            self.mixers = nn.ModuleList(TSAM(d_model, self.seq_lens, n_bands, band_edges, **common) for _ in range(n_layers))
+            self.mixers = nn.ModuleList(TSAM(d_model, self.seq_lens,
+                                             n_bands, band_edges, **common) for _ in range(n_layers))
         else:
             self.mixers = None
         self.batch_independent_eval = eval_is_batch_independent(self.mixers)
         self.layers = nn.ModuleList(
-            SegmentedEncoderLayer(d_model, n_heads, d_ff, dropout, self.seq_lens, ffn_residual) for _ in range(n_layers)
+            SegmentedEncoderLayer(d_model, n_heads, d_ff, dropout,
+                                  self.seq_lens, ffn_residual) for _ in range(n_layers)
         )
-        self.norm: nn.Module = SampleConditionalLayerNorm(d_model, alpha) if use_scln else nn.LayerNorm(d_model)
+        self.norm: nn.Module = (
+            SampleConditionalLayerNorm(d_model, alpha) if use_scln else nn.LayerNorm(d_model)
+        )
         self.feature_dropout = MaskDropout(dropout)
         self.feature_dim = self.n_tokens * d_model
         self.head = nn.Linear(self.feature_dim, n_outputs)

@@ -96,7 +96,8 @@ def diffusion_terms(supports: Sequence[torch.Tensor], x0: torch.Tensor, k_max: i
 class DCGRUCell(nn.Module):
     """One DCGRU layer's parameters; weights laid out as the reference's ``(F * M, out)`` (feature-major)."""
 
-    def __init__(self, input_dim: int, units: int, n_matrices: int, activation: Literal["tanh", "relu"] = "tanh",
+    def __init__(self, input_dim: int, units: int, n_matrices: int,
+                 activation: Literal["tanh", "relu"] = "tanh",
                  ) -> None:
         super().__init__()
         self.input_dim, self.units, self.n_matrices = input_dim, units, n_matrices
@@ -115,7 +116,8 @@ class DCGRUCell(nn.Module):
         return weight[:cut], weight[cut:]
 
     def weights(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The weights regrouped: input part of gate+candidate matrix-major (rows ``m * F + f``) ``(M * F_in, 3U)``;
+        """The weights regrouped: input part of gate+candidate matrix-major (rows ``m * F + f``) ``(M * F_in,
+        3U)``;
         state part of the gate ``(U, M * 2U)`` and of the candidate ``(U, M * U)``, the ``M`` matrices' blocks
         side by side (a view of the reference layout); biases."""
         m = self.n_matrices
@@ -131,7 +133,8 @@ class DCGRUCell(nn.Module):
         w_in = torch.cat([by_matrix(wg_in), by_matrix(wc_in)], dim=1)
         return w_in, side_by_side(wg_h), side_by_side(wc_h), torch.cat([self.gate_bias, self.cand_bias])
 
-    def input_part(self, op: torch.Tensor, x: torch.Tensor, w_in: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    def input_part(self, op: torch.Tensor, x: torch.Tensor,
+                   w_in: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """Gate and candidate pre-activations from the input of every step, ``(T, B, N, 3 * units)``.
 
         ``x`` is ``(T, B, N, F)``; ``op`` the stacked diffusion matrices :func:`diffusion_operator`
@@ -147,7 +150,8 @@ class DCGRUCell(nn.Module):
 
     def step(self, rows: torch.Tensor, pre_gate: torch.Tensor, pre_cand: torch.Tensor, h: torch.Tensor,
              wg_h: torch.Tensor, wc_h: torch.Tensor) -> torch.Tensor:
-        """One recurrence step from the precomputed input parts (``(B, N, 2U)``, ``(B, N, U)``) and state ``h``.
+        """One recurrence step from the precomputed input parts (``(B, N, 2U)``, ``(B, N, U)``) and state
+        ``h``.
 
         The state's diffusion convolution ``sum_m P_m z W_m`` is two products: ``z [W_1 ... W_M]`` (one
         matmul for all ``M`` matrices, :meth:`weights`), then ``rows`` ``(B, N, N * M)``, the ``P_m`` side by
@@ -168,7 +172,11 @@ def diffusion_rows(op: torch.Tensor, n_matrices: int, batch: int) -> torch.Tenso
     """The stacked diffusion matrices of :func:`diffusion_operator` side by side, ``(B, N, N * M)``:
     entry ``[b, n, k * M + m]`` is ``P_m[n, k]`` (for sample ``b``; a fixed graph is expanded, not copied)."""
     n = op.shape[-1]
-    rows = op.reshape(*op.shape[:-2], n_matrices, n, n).movedim(-3, -1).reshape(*op.shape[:-2], n, n * n_matrices)
+    rows = (
+        op.reshape(*op.shape[:-2], n_matrices, n, n)
+        .movedim(-3, -1)
+        .reshape(*op.shape[:-2], n, n * n_matrices)
+    )
     return rows.expand(batch, n, n * n_matrices) if rows.ndim == 2 else rows
 
 
@@ -189,7 +197,8 @@ def diffusion_operator(supports: Sequence[torch.Tensor], k_max: int) -> torch.Te
 
 def dcgru_encode(cells: Sequence[DCGRUCell], supports: list[torch.Tensor], seq: torch.Tensor,
                  initial: Sequence[torch.Tensor] | None = None) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """Run stacked DCGRU layers over ``seq`` ``(T, B, N, F)``: (last state of every layer, top layer's outputs).
+    """Run stacked DCGRU layers over ``seq`` ``(T, B, N, F)``: (last state of every layer, top layer's
+    outputs).
 
     Each layer's input part is computed for all steps at once (:meth:`DCGRUCell.input_part`).
     """
@@ -289,12 +298,18 @@ class DCRNN(BiosignalModel):
         dist_threshold: float = 0.9,
         pretrained: str | None = None,
     ) -> None:
-        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq, chs_info=chs_info)
+        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times,
+                         sfreq=sfreq, chs_info=chs_info)
         if graph not in ("distance", "correlation"):
             raise ValueError(f"DCRNN: graph must be 'distance' or 'correlation', got {graph!r}")
         step = step_size(type(self).__name__, n_times, sfreq, step_bins)
         self.graph, self.step, self.n_steps = graph, step, n_times // step
-        self.units, self.num_layers, self.k_max, self.top_k = rnn_units, num_rnn_layers, max_diffusion_step, top_k
+        self.units, self.num_layers, self.k_max, self.top_k = (
+            rnn_units,
+            num_rnn_layers,
+            max_diffusion_step,
+            top_k,
+        )
         self.n_supports = 1 if graph == "distance" else 2
         n_matrices = self.n_supports * max_diffusion_step + 1
         cells = []
@@ -336,7 +351,8 @@ class DCRNN(BiosignalModel):
         missing = sorted(set(own) - set(found))
         if missing:
             raise ValueError(f"DCRNN: {file} has no encoder weights for {', '.join(missing[:4])}"
-                             f"{' ...' if len(missing) > 4 else ''} (a DCRNNNextClip checkpoint with at least "
+                             f"{' ...' if len(missing) > 4 else ''} (a DCRNNNextClip checkpoint with at "
+                             f"least "
                              f"{len(self.cells)} layers and the same graph and sizes is needed)")
         for key, value in own.items():
             if found[key].shape != value.shape:

@@ -40,15 +40,18 @@ class DCRNNNextClip(BiosignalModel):
     outputs_logits = False  # a pretext model: not a classification backbone, so not in the catalog
 
     def __init__(self, n_chans: int, n_outputs: int, n_times: int, sfreq: float,
-                 chs_info: Sequence[dict[str, Any]] | None = None, graph: Literal["distance", "correlation"] = "distance",
+                 chs_info: Sequence[dict[str, Any]] | None = None,
+                 graph: Literal["distance", "correlation"] = "distance",
                  step_bins: int = 0, ch_names: Sequence[str] | None = None,
                  adj: Sequence[Sequence[float]] | None = None, rnn_units: int = 64, num_rnn_layers: int = 3,
                  max_diffusion_step: int = 2, top_k: int = 3, dropout: float = 0.0,
                  activation: Literal["tanh", "relu"] = "tanh") -> None:
-        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq, chs_info=chs_info)
+        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times,
+                         sfreq=sfreq, chs_info=chs_info)
         if n_times % 2:
             raise ValueError(f"DCRNNNextClip: the window ({n_times}) must be two clips of equal length")
-        self.encoder = DCRNN(n_chans, 2, n_times // 2, sfreq, graph=graph, step_bins=step_bins, ch_names=ch_names,
+        self.encoder = DCRNN(n_chans, 2, n_times // 2, sfreq, graph=graph, step_bins=step_bins,
+                             ch_names=ch_names,
                              adj=adj, rnn_units=rnn_units, num_rnn_layers=num_rnn_layers,
                              max_diffusion_step=max_diffusion_step, top_k=top_k, activation=activation)
         self.encoder.head = None  # the encoder's classifier is not part of pre-training

@@ -8,8 +8,10 @@
 * :mod:`.dropout`: :class:`MaskDropout`, the fast inverted dropout.
 * :mod:`.augment`: BioFormer's / Medformer's in-model augmentations.
 * :mod:`.learned_graphs`: GCN normalisation, NOTEARS acyclicity, random DAGs.
-* :mod:`.channel_graphs`: DCRNN's diffusion supports (scaled Laplacian, dual random walk) and graph convolution.
-* :mod:`.time_steps`: cutting ``(batch, channels, steps * bins)`` inputs into 1-s steps for the recurrent seizure models.
+* :mod:`.channel_graphs`: DCRNN's diffusion supports (scaled Laplacian, dual random walk) and graph
+convolution.
+* :mod:`.time_steps`: cutting ``(batch, channels, steps * bins)`` inputs into 1-s steps for the recurrent
+seizure models.
 * :mod:`.domain`: the domain-generalisation blocks every backbone can host (MixStyle, DSU,
   gradient reversal, subject discriminator, MMD, CORAL).
 """

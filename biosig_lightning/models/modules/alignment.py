@@ -18,7 +18,8 @@ tasks in the paper). ``"batch"``: the kernels are averaged over the batch and sh
 (multi-class tasks). ``eval_kernel`` says what the batch-shared kernel is at inference:
 ``"batch"`` (default) is what the paper states and the authors' code does, the average over
 the batch being evaluated, in eval mode too, so a test sample's logits depend on its
-batch-mates (github NKU-EmbeddedSystem/BioFormer, ``layers/BioFormer_EncDec.py``, ``FreqBandAlign``, for more than two classes).
+batch-mates (github NKU-EmbeddedSystem/BioFormer, ``layers/BioFormer_EncDec.py``, ``FreqBandAlign``, for more
+than two classes).
 ``"running"`` is our option, not in the paper or the code: a BatchNorm-like inference rule,
 with an exponential running average of the batch-shared kernel per sequence and band kept in
 training (``running_kernel``, momentum ``kernel_momentum``; ``None`` = cumulative average)
@@ -43,7 +44,8 @@ from biosig_lightning.models.base import check_dropout
 from biosig_lightning.models.modules.bands import BandLayout, EdgesSpec, resolve_edges
 
 __all__ = [
-    "AUTHORS_FBAM", "DESCRIPTORS", "eval_is_batch_independent", "FBAM", "TSAM", "BandController", "aligned_layers", "fbam_options", "resolve_kernel_mode",
+    "AUTHORS_FBAM", "DESCRIPTORS", "eval_is_batch_independent", "FBAM", "TSAM", "BandController",
+    "aligned_layers", "fbam_options", "resolve_kernel_mode",
 ]
 
 KernelMode = Literal["sample", "batch"]
@@ -66,7 +68,8 @@ BandAttention = Literal["cross", "self", "static"]
 DESCRIPTORS = ("mean", "std", "max", "energy", "argmax")
 
 #: Every FBAM setting in which the authors' public code departs from the paper's equations
-#: (github NKU-EmbeddedSystem/BioFormer, ``FreqBandAlign``): phase angle scaled ``theta -> (1 + beta) theta``; gain
+# : (github NKU-EmbeddedSystem/BioFormer, ``FreqBandAlign``): phase angle scaled ``theta -> (1 + beta)
+# theta``; gain
 #: ``clamp(1 + gamma 0.5 tanh(.), 0.5, 1.5)`` with learnable ``gamma``; magnitude update clamped
 #: to ``+-0.5 A``; band tokens initialised to zero; batch-averaged kernel at eval (K > 2); and
 #: their ``eps`` placement (``A = |Z| + eps``, :data:`EpsMode`), a 1e-6-level difference that
@@ -100,7 +103,8 @@ def fbam_options(host: str, kernel_mode: str, n_outputs: int, extra: dict[str, A
     """
     opts = dict(extra or {})
     if "kernel_mode" in opts:
-        raise ValueError(f"{host}: set the FBAM kernel mode with fbam_kernel_mode, not fbam_kwargs.kernel_mode")
+        raise ValueError(f"{host}: set the FBAM kernel mode with fbam_kernel_mode, not "
+                         f"fbam_kwargs.kernel_mode")
     opts["kernel_mode"] = resolve_kernel_mode(kernel_mode, n_outputs)
     return opts
 
@@ -118,8 +122,10 @@ def eval_is_batch_independent(modules: Sequence[nn.Module] | None) -> bool:
     )
 
 
-def aligned_layers(z: torch.Tensor, layers: Sequence[nn.Module], aligners: Sequence[nn.Module] | None) -> torch.Tensor:
-    """Run encoder ``layers`` in order on tokens ``z``, each preceded by its aligner when ``aligners`` is given.
+def aligned_layers(z: torch.Tensor, layers: Sequence[nn.Module],
+                   aligners: Sequence[nn.Module] | None) -> torch.Tensor:
+    """Run encoder ``layers`` in order on tokens ``z``, each preceded by its aligner when ``aligners`` is
+    given.
 
     BioFormer's hybrid layer is FBAM (or TSAM) then attention + FFN (Sec. 4.1, Fig. 3); Table 3's
     "+FBAM" inserts one FBAM before every encoder layer of a host backbone (Appendix C.4). The
@@ -169,7 +175,8 @@ class BandController(nn.Module):
     """
 
     def __init__(
-        self, n_stats: int, d_token: int, n_bands: int, heads: dict[str, int], dropout: float, token_init: TokenInit,
+        self, n_stats: int, d_token: int, n_bands: int, heads: dict[str, int], dropout: float,
+        token_init: TokenInit,
         attention: BandAttention = "cross", n_segments: int = 1,
     ) -> None:
         super().__init__()
@@ -241,7 +248,8 @@ class _Alignment(nn.Module):
         self.d_token = d_token if d_token is not None else max(1, d_model // 2)
         edges = resolve_edges(band_edges, n_bins, n_bands)
         self.layout = BandLayout(n_bins, edges, n_bands, kernel_size)
-        self.controller = BandController(n_stats, self.d_token, n_bands, heads, dropout, token_init, band_attention,
+        self.controller = BandController(n_stats, self.d_token, n_bands, heads, dropout, token_init,
+                                         band_attention,
                                          len(self.seq_lens))
         if "kernel" in heads and kernel_mode == "batch" and eval_kernel == "running":
             self.register_buffer(
@@ -257,7 +265,8 @@ class _Alignment(nn.Module):
     def _check(self, x: torch.Tensor) -> None:
         if x.ndim != 3 or x.shape[1] != self.n_tokens or x.shape[2] != self.d_model:
             raise ValueError(
-                f"{type(self).__name__} expects tokens (batch, {self.n_tokens}, {self.d_model}), got {tuple(x.shape)}"
+                f"{type(self).__name__} expects tokens (batch, {self.n_tokens}, {self.d_model}), got "
+                f"{tuple(x.shape)}"
             )
 
     def _kernel(self, raw: torch.Tensor) -> torch.Tensor:
@@ -356,9 +365,11 @@ class FBAM(_Alignment):
     ) -> None:
         unknown = [d for d in descriptors if d not in DESCRIPTORS]
         if unknown or not descriptors or len(set(descriptors)) != len(descriptors):
-            raise ValueError(f"descriptors must be distinct names from {list(DESCRIPTORS)}, got {list(descriptors)}")
+            raise ValueError(f"descriptors must be distinct names from {list(DESCRIPTORS)}, got "
+                             f"{list(descriptors)}")
         if not (use_magnitude or use_phase):
-            raise ValueError("FBAM with use_magnitude=False and use_phase=False does nothing; remove the module instead")
+            raise ValueError("FBAM with use_magnitude=False and use_phase=False does nothing; remove the "
+                             "module instead")
         if phase_mode not in ("rotate", "scale"):
             raise ValueError(f"phase_mode must be 'rotate' or 'scale', got {phase_mode!r}")
         if gain_mode not in ("tanh", "offset"):
@@ -378,8 +389,10 @@ class FBAM(_Alignment):
         # spectrum: floor(P / 2) non-DC bins per sequence; five band descriptors (Eq. 2)
         super().__init__(
             d_model=d_model, n_tokens=lengths, n_bins=[p // 2 for p in lengths], n_bands=n_bands,
-            band_edges=band_edges, n_stats=len(descriptors), heads=heads, d_token=d_token, kernel_size=kernel_size,
-            dropout=dropout, kernel_mode=kernel_mode, kernel_momentum=kernel_momentum, token_init=token_init, eps=eps,
+            band_edges=band_edges, n_stats=len(descriptors), heads=heads, d_token=d_token,
+            kernel_size=kernel_size,
+            dropout=dropout, kernel_mode=kernel_mode, kernel_momentum=kernel_momentum, token_init=token_init,
+            eps=eps,
             eval_kernel=eval_kernel, band_attention=band_attention,
         )
         self.descriptors = [str(d) for d in descriptors]
@@ -393,7 +406,11 @@ class FBAM(_Alignment):
         self.eps_mode = eps_mode
         self.magnitude_clamp = magnitude_clamp
         self.magnitude_residual = magnitude_residual
-        self.gain_scale = nn.Parameter(torch.tensor(0.5)) if use_magnitude and magnitude_residual and gain_mode == "offset" else None
+        self.gain_scale = (
+            nn.Parameter(torch.tensor(0.5))
+            if use_magnitude and magnitude_residual and gain_mode == "offset"
+            else None
+        )
         self.dc_weight = nn.Parameter(torch.ones(d_model)) if learnable_dc else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -479,8 +496,10 @@ class TSAM(_Alignment):
         lengths = _as_lengths(n_tokens)
         # the token axis itself is cut into segments; four descriptors, kernel and gain heads (B.2)
         super().__init__(
-            d_model=d_model, n_tokens=lengths, n_bins=lengths, n_bands=n_bands, band_edges=band_edges, n_stats=4,
-            heads={"kernel": kernel_size, "gain": 1}, d_token=d_token, kernel_size=kernel_size, dropout=dropout,
+            d_model=d_model, n_tokens=lengths, n_bins=lengths, n_bands=n_bands, band_edges=band_edges,
+            n_stats=4,
+            heads={"kernel": kernel_size, "gain": 1}, d_token=d_token, kernel_size=kernel_size,
+            dropout=dropout,
             kernel_mode=kernel_mode, kernel_momentum=kernel_momentum, token_init=token_init, eps=eps,
             eval_kernel=eval_kernel, band_attention=band_attention,
         )
@@ -499,5 +518,6 @@ class TSAM(_Alignment):
 def _as_lengths(n_tokens: int | Sequence[int]) -> list[int]:
     lengths = [int(n_tokens)] if isinstance(n_tokens, int) else [int(n) for n in n_tokens]
     if not lengths or any(n < 1 for n in lengths):
-        raise ValueError(f"n_tokens must be a positive int or a non-empty list of positive ints, got {n_tokens!r}")
+        raise ValueError(f"n_tokens must be a positive int or a non-empty list of positive ints, got "
+                         f"{n_tokens!r}")
     return lengths

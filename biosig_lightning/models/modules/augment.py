@@ -59,7 +59,8 @@ def augment(e: torch.Tensor, kind: str, strength: float, lead: int = 2) -> torch
 
 
 def augment_each(e: torch.Tensor, n_copies: int, ops: Sequence[tuple[str, float]]) -> torch.Tensor:
-    """``n_copies`` copies ``(J, B, S, ...)`` of ``e`` ``(B, S, ...)``, each augmented by its own operator drawn
+    """``n_copies`` copies ``(J, B, S, ...)`` of ``e`` ``(B, S, ...)``, each augmented by its own operator
+    drawn
     uniformly from ``ops``.
 
     The same distribution as ``stack([augment(e, *ops[c]) for c in randint(len(ops), (J,))])``, draws

@@ -78,19 +78,24 @@ def resolve_edges(spec: EdgesSpec, n_bins: Sequence[int], n_bands: int) -> list[
                 f"band_edges has {len(spec)} per-segment edge lists but there are {len(n_bins)} segments "
                 f"with {list(n_bins)} bins"
             )
-        out = [_check_edges(e, n, f"band_edges[{i}]") for i, (e, n) in enumerate(zip(spec, n_bins, strict=True))]
+        out = [_check_edges(e, n, f"band_edges[{i}]") for i,
+               (e, n) in enumerate(zip(spec, n_bins, strict=True))]
         too_many = [i for i, e in enumerate(out) if len(e) - 1 > n_bands]
         if too_many:
             raise ValueError(
-                f"band_edges[{too_many[0]}] defines {len(out[too_many[0]]) - 1} bands, more than n_bands={n_bands}"
+                f"band_edges[{too_many[0]}] defines {len(out[too_many[0]]) - 1} bands, more than "
+                f"n_bands={n_bands}"
             )
         return out
     if any(nested):
         raise ValueError("band_edges must be either a flat list of fractions or a list of per-segment lists")
     fractions = [float(f) for f in spec]
     if len(fractions) != n_bands + 1:
-        raise ValueError(f"band_edges as fractions needs n_bands + 1 = {n_bands + 1} values, got {len(fractions)}")
-    if fractions[0] != 0.0 or fractions[-1] != 1.0 or any(b <= a for a, b in zip(fractions[:-1], fractions[1:], strict=True)):
+        raise ValueError(f"band_edges as fractions needs n_bands + 1 = {n_bands + 1} values, got "
+                         f"{len(fractions)}")
+    if fractions[0] != 0.0 or fractions[-1] != 1.0 or any(b <= a for a,
+                                                          b in zip(fractions[:-1],
+                                                                   fractions[1:], strict=True)):
         raise ValueError(f"band_edges fractions must increase strictly from 0.0 to 1.0, got {fractions}")
     # The small tolerance keeps exact fractions such as 0.5 * 64 from truncating to 31.
     return [[int(f * n + 1e-9) for f in fractions] for n in n_bins]
@@ -118,7 +123,8 @@ class BandLayout(nn.Module):
       that sums to one.
     """
 
-    def __init__(self, n_bins: Sequence[int], edges: Sequence[Sequence[int]], n_bands: int, kernel_size: int) -> None:
+    def __init__(self, n_bins: Sequence[int], edges: Sequence[Sequence[int]],
+                 n_bands: int, kernel_size: int) -> None:
         super().__init__()
         if kernel_size < 1 or kernel_size % 2 == 0:
             raise ValueError(f"kernel_size must be a positive odd integer, got {kernel_size}")
@@ -163,7 +169,9 @@ class BandLayout(nn.Module):
         self.register_buffer("bin_band", bin_band, persistent=False)
         self.register_buffer("neighbours", neighbours, persistent=False)
         membership = torch.zeros(n_flat, self.total_bins)
-        membership[torch.arange(n_flat).unsqueeze(1).expand_as(band_bins)[band_mask], band_bins[band_mask]] = 1.0
+        membership[
+            torch.arange(n_flat).unsqueeze(1).expand_as(band_bins)[band_mask], band_bins[band_mask]
+        ] = 1.0
         self.register_buffer("membership", membership, persistent=False)
 
     def to_bins(self, per_band: torch.Tensor) -> torch.Tensor:
@@ -204,7 +212,9 @@ class BandLayout(nn.Module):
         with torch.no_grad():
             rows = values[..., self.band_bins].masked_fill(~self.band_mask, -1.0)  # (B, D, SM, W)
             where = rows.argmax(-1)  # values >= 0, so the -1 padding never wins; ties -> first bin
-            peak_bin = self.band_bins.expand(batch, channels, -1, -1).gather(3, where.unsqueeze(-1)).squeeze(-1)
+            peak_bin = (
+                self.band_bins.expand(batch, channels, -1, -1).gather(3, where.unsqueeze(-1)).squeeze(-1)
+            )
         peak = values.gather(2, peak_bin)  # (B, D, SM), differentiable
         # An empty band (custom edges beyond a branch's bins) has mean and peak 0: it keeps the
         # eps guard even in the authors' mode, where log(0) would turn every logit into NaN.

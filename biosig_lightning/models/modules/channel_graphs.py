@@ -79,7 +79,8 @@ _POSITIONS = _positions()
 
 
 def electrode_position(name: str) -> tuple[float, float, float]:
-    """Unit-sphere position of a 10-20 electrode (``"EEG FP1-REF"``, ``"Fp1"``) or bipolar pair (``"FP1-F7"``)."""
+    """Unit-sphere position of a 10-20 electrode (``"EEG FP1-REF"``, ``"Fp1"``) or bipolar pair
+    (``"FP1-F7"``)."""
     label = name.upper().removeprefix("EEG ").strip()
     for suffix in ("-REF", "-LE", "-AVG"):
         label = label.removesuffix(suffix)

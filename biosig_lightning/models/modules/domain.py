@@ -92,7 +92,8 @@ class SubjectDiscriminator(nn.Module):
     """
 
     def __init__(
-        self, in_features: int, n_subjects: int, hidden: int = 256, n_hidden_layers: int = 2, dropout: float = 0.1
+        self, in_features: int, n_subjects: int, hidden: int = 256, n_hidden_layers: int = 2,
+        dropout: float = 0.1
     ) -> None:
         super().__init__()
         check_positive_ints("SubjectDiscriminator",
@@ -122,11 +123,13 @@ def _stat_dims(x: torch.Tensor, channel_dim: int) -> tuple[int, ...]:
     """Axes of the per-sample, per-channel statistics: every non-batch axis but the channel axis."""
     if x.ndim < 3:
         raise ValueError(
-            f"style statistics need x with a batch, a channel and at least one more axis, got shape {tuple(x.shape)}"
+            f"style statistics need x with a batch, a channel and at least one more axis, got shape "
+            f"{tuple(x.shape)}"
         )
     ch = channel_dim % x.ndim
     if ch == 0:
-        raise ValueError(f"channel_dim={channel_dim} points at the batch axis of x with shape {tuple(x.shape)}")
+        raise ValueError(f"channel_dim={channel_dim} points at the batch axis of x with shape "
+                         f"{tuple(x.shape)}")
     return tuple(d for d in range(1, x.ndim) if d != ch)
 
 
@@ -236,12 +239,14 @@ DEFAULT_MMD_SCALES = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 def _check_pair(a: torch.Tensor, b: torch.Tensor, name: str) -> None:
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
-        raise ValueError(f"{name} expects two (n, d) feature sets of equal width, got {tuple(a.shape)} and {tuple(b.shape)}")
+        raise ValueError(f"{name} expects two (n, d) feature sets of equal width, got {tuple(a.shape)} and "
+                         f"{tuple(b.shape)}")
     if a.shape[0] < 1 or b.shape[0] < 1:
         raise ValueError(f"{name} needs at least one sample per set, got {a.shape[0]} and {b.shape[0]}")
 
 
-def mmd_loss(a: torch.Tensor, b: torch.Tensor, scales: tuple[float, ...] = DEFAULT_MMD_SCALES) -> torch.Tensor:
+def mmd_loss(a: torch.Tensor, b: torch.Tensor,
+             scales: tuple[float, ...] = DEFAULT_MMD_SCALES) -> torch.Tensor:
     """Squared multi-kernel MMD between feature sets ``a`` ``(n, d)`` and ``b`` ``(m, d)``.
 
     The kernel is the mean of Gaussian kernels ``exp(-||u - v||^2 / (s * h))`` for

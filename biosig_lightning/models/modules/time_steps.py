@@ -11,7 +11,8 @@ def step_size(owner: str, n_times: int, sfreq: float, step_bins: int) -> int:
         raise ValueError(f"{owner}: step_bins must be >= 0, got {step_bins}")
     step = step_bins if step_bins > 0 else int(round(sfreq))
     if step_bins == 0 and abs(step - sfreq) > 1e-9:
-        raise ValueError(f"{owner}: raw input is cut into 1-s steps, which needs an integer sfreq, got {sfreq}")
+        raise ValueError(f"{owner}: raw input is cut into 1-s steps, which needs an integer sfreq, got "
+                         f"{sfreq}")
     if n_times % step:
         raise ValueError(f"{owner}: n_times={n_times} is not a whole number of steps of {step}")
     return step

@@ -73,7 +73,8 @@ def straight_through_threshold(scores: torch.Tensor) -> tuple[torch.Tensor, torc
 
 
 def _explained(cross: torch.Tensor, power: torch.Tensor) -> torch.Tensor:
-    """``<z, m>^2 / ||m||^2`` (the part of ``||z||^2`` a least-squares multiple of ``m`` explains); 0 for ``m = 0``."""
+    """``<z, m>^2 / ||m||^2`` (the part of ``||z||^2`` a least-squares multiple of ``m`` explains); 0 for ``m
+    = 0``."""
     fitted = power > 1e-6
     return torch.where(fitted, cross.square() / power.clamp(min=1e-6), torch.zeros_like(cross))
 
@@ -124,7 +125,9 @@ def dependency_loss(adjacency: torch.Tensor, features: torch.Tensor) -> torch.Te
         flipped_power = power.unsqueeze(-1) + 2.0 * sign * with_parents + own.unsqueeze(-2)
         flipped = 0.5 * (own.unsqueeze(-1) - _explained(flipped_cross, flipped_power)).clamp(min=0.0)
         flip_gain = sign * (flipped - residual.unsqueeze(-1))  # L(a_ij = 1) - L(a_ij = 0)
-        flip_gain = flip_gain * (1.0 - torch.eye(a.shape[-1], device=a.device))  # a node is not its own parent
+        flip_gain = flip_gain * (
+            1.0 - torch.eye(a.shape[-1], device=a.device)
+        )  # a node is not its own parent
         bridge = ((edges - a) * flip_gain).sum(dim=(-2, -1))  # zero-valued, gradient flip_gain
         return (residual.sum(-1) + bridge).mean()
 
@@ -272,7 +275,8 @@ class SpectralTokenizer(nn.Module):
       power of a window says (ictal power, slow-wave amplitude) is not seen by the tokens; with
       one window there is no way to tell it from a subject's gain.
     * ``"trajectory"`` (the earlier code's reading, kept as an option,
-      ``experiments/sdformer/variants/trajectory_tokenizer.yaml``): the pair's whole ``n_frames``-frame log-power
+      ``experiments/sdformer/variants/trajectory_tokenizer.yaml``): the pair's whole ``n_frames``-frame
+      log-power
       trajectory, standardised per token by a parameter-free BatchNorm over batch and frames
       (``F -> token_hidden -> d_model``). That BatchNorm is a per-token affine map with
       dataset-wide statistics, so it undoes a global per-channel z-scoring exactly (the log of a
@@ -305,8 +309,9 @@ class SpectralTokenizer(nn.Module):
         self.n_tokens = n_chans * self.n_bands
         self.n_frames = n_frames
         self.in_features = n_frames if mode == "trajectory" else SUMMARY_FEATURES
-        self.norm = nn.BatchNorm1d(self.n_tokens if mode == "trajectory" else self.n_tokens * SUMMARY_FEATURES,
-                                   affine=False)
+        self.norm = nn.BatchNorm1d(
+            self.n_tokens if mode == "trajectory" else self.n_tokens * SUMMARY_FEATURES, affine=False
+        )
         self.w1 = nn.Parameter(torch.empty(self.n_tokens, self.in_features, hidden))
         self.b1 = nn.Parameter(torch.empty(self.n_tokens, hidden))
         self.w2 = nn.Parameter(torch.empty(self.n_tokens, hidden, d_model))
@@ -408,7 +413,8 @@ _PER_TOKEN = 2 * 64 + 64 + 64 * 128 + 128
 @register_backbone(
     # experiments/sdformer_<corpus>.yaml: band pooling off on Sleep-EDF, on for CHB-MIT and PTB-XL (Sec. 4)
     shapes=["sleepedf", "chbmit", "ptbxl"],
-    kwargs={"sleepedf": {"band_pooling": False}, "chbmit": {"band_pooling": True}, "ptbxl": {"band_pooling": True}},
+    kwargs={"sleepedf": {"band_pooling": False}, "chbmit": {"band_pooling": True},
+            "ptbxl": {"band_pooling": True}},
     # SD-Former Sec. 7.5 / Table 5 give ~1.8 M (Sleep-EDF), ~2.4 M (PTB-XL), ~3.1 M (CHB-MIT), rounded;
     # the paper has no public code. The exact counts are the module docstring's breakdown ("Size"): the
     # shared part plus 8,512 per channel-band token (5 per channel) plus the head 129 n_outputs, with the

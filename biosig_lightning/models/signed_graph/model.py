@@ -54,7 +54,8 @@ class BalancedGraphLearning(nn.Module):
                  selection_temperature: float = 0.1) -> None:
         super().__init__()
         check_positive_ints(type(self).__name__, conv_layers=conv_layers, conv_width=conv_width,
-                            feature_dim=feature_dim, n_metric_candidates=n_metric_candidates, metric_rank=metric_rank)
+                            feature_dim=feature_dim,
+                            n_metric_candidates=n_metric_candidates, metric_rank=metric_rank)
         if metric not in ("mahalanobis", "euclidean", "cosine", "manhattan"):
             raise ValueError(f"metric must be mahalanobis, euclidean, cosine or manhattan, got {metric!r}")
         layers: list[nn.Module] = []
@@ -101,9 +102,12 @@ class BalancedGraphLearning(nn.Module):
             return pg.normalise_edge_distances(*pg.edge_distances(f, self.metric, self.q), spatial_mask)
         m = spatial_mask.to(f.dtype)
         with torch.no_grad():
-            n_edges = 2 * (h - 1) * c + h * m.sum()  # ordered pairs, as a sum over the N x N edge mask counts them
+            n_edges = (
+                2 * (h - 1) * c + h * m.sum()
+            )  # ordered pairs, as a sum over the N x N edge mask counts them
             mean_gap = ((gap_s * m).sum((1, 2, 3)) + 2 * gap_t.sum((1, 2))) / n_edges  # (B,)
-        # every candidate k at once: raw distances (B, n, H, C, C) / (B, n, H - 1, C), normalised per candidate
+        # every candidate k at once: raw distances (B, n, H, C, C) / (B, n, H - 1, C), normalised per
+        # candidate
         raw_s, raw_t = pg.edge_distances(f, "mahalanobis", self.q, per_candidate=True)
         ds, dt = pg.normalise_edge_distances(raw_s, raw_t, spatial_mask)
         aff_s, aff_t = torch.exp(-ds) * m, torch.exp(-dt)
@@ -118,7 +122,8 @@ class BalancedGraphLearning(nn.Module):
     def distances(self, nodes: torch.Tensor, gap: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """:meth:`edge_distances` on the dense ``(N, N)`` edge set: ``(B, N, N)`` normalised distances.
 
-        ``nodes`` ``(B, N, D)``; ``gap`` ``(B, N, N)`` the block input's signal gaps; ``mask`` the float edge set.
+        ``nodes`` ``(B, N, D)``; ``gap`` ``(B, N, N)`` the block input's signal gaps; ``mask`` the float edge
+        set.
         """
         f = self.features(nodes).float()
         with _float32(f):
@@ -129,9 +134,13 @@ class BalancedGraphLearning(nn.Module):
             return sg.normalise_distance(sg.pairwise_distance(f, self.metric, self.q), mask)
         with torch.no_grad():
             mean_gap = (gap * mask).sum((1, 2)) / mask.sum()  # (B,)
-        raw = sg.pairwise_distance(f, "mahalanobis", self.q, per_candidate=True)  # (B, n, N, N), every candidate
+        raw = sg.pairwise_distance(
+            f, "mahalanobis", self.q, per_candidate=True
+        )  # (B, n, N, N), every candidate
         aff = torch.exp(-sg.normalise_distance(raw, mask)) * mask
-        scores = torch.einsum("bnij,bij->bn", aff, gap) / (aff.sum((2, 3)) * mean_gap.clamp_min(1e-12).unsqueeze(1))
+        scores = torch.einsum("bnij,bij->bn", aff, gap) / (
+            aff.sum((2, 3)) * mean_gap.clamp_min(1e-12).unsqueeze(1)
+        )
         mix = torch.softmax(-scores / self.selection_temperature, dim=1)
         return sg.normalise_distance(torch.einsum("bn,bnij->bij", mix, raw), mask)
 
@@ -223,12 +232,14 @@ class SignedGraphDenoiser(nn.Module):
         self.reorth_passes = reorth_passes
         self.polarity_ref, self.d_star = polarity_ref, d_star
         spatial_mask = ~torch.eye(n_chans, dtype=torch.bool) if spatial_mask is None else spatial_mask
-        self.register_buffer("spatial_mask", spatial_mask & ~torch.eye(n_chans, dtype=torch.bool), persistent=False)
+        self.register_buffer("spatial_mask",
+                             spatial_mask & ~torch.eye(n_chans, dtype=torch.bool), persistent=False)
         # the (N, N) edge set as weights, for the dense blocks of filter_method="exact"
         self.register_buffer("node_mask", sg.product_graph_mask(n_chans, n_chunks, self.spatial_mask).float(),
                              persistent=False)
         self.blocks = nn.ModuleList(
-            BalancedGraphLearning(conv_layers, conv_width, feature_dim, metric, n_metric_candidates, metric_rank,
+            BalancedGraphLearning(conv_layers, conv_width, feature_dim, metric, n_metric_candidates,
+                                  metric_rank,
                                   selection_temperature) for _ in range(n_blocks))
         self.cutoffs = nn.Parameter(torch.full((n_blocks,), float(cutoff_init)))
         # per-block channel polarities estimated from the class's training windows (fit_polarity)
@@ -236,7 +247,8 @@ class SignedGraphDenoiser(nn.Module):
         self.register_buffer("polarity_fitted", torch.zeros((), dtype=torch.bool))
         self._polarity_fitted = False  # the buffer's value on the host: forward reads this, never the buffer
 
-    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any) -> None:
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str,
+                              *args: Any, **kwargs: Any) -> None:
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
         self._polarity_fitted = bool(self.polarity_fitted)
 
@@ -255,11 +267,13 @@ class SignedGraphDenoiser(nn.Module):
         ds, dt = self.blocks[block].edge_distances(nodes4, gap_s, gap_t, self.spatial_mask)
         if self.graph != "balanced":
             ws, wt = pg.edge_weights(ds, dt, self.spatial_mask, self.graph, d_star=self.d_star)
-            return pg.edge_laplacian(*pg.normalize_edge_weights(ws, wt), signed=self.graph == "unbalanced"), None
+            return pg.edge_laplacian(*pg.normalize_edge_weights(ws, wt),
+                                     signed=self.graph == "unbalanced"), None
         assert beta is not None
         if refine:
             beta = pg.refine_polarity_edges(beta, ds.detach(), gap_s, sum_gap_s, self.spatial_mask, pool=pool)
-        ws, wt = pg.edge_weights(ds, dt, self.spatial_mask, "balanced", beta, mirror=self.negative_weight == "mirror")
+        ws, wt = pg.edge_weights(ds, dt, self.spatial_mask, "balanced", beta,
+                                 mirror=self.negative_weight == "mirror")
         lap_b, _ = pg.edge_laplacian(*pg.normalize_edge_weights(ws, wt)).gershgorin_shift()
         return lap_b.similarity_transform(beta), beta
 
@@ -267,7 +281,8 @@ class SignedGraphDenoiser(nn.Module):
                         ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """:meth:`edge_laplacian` built on the dense ``(B, N, N)`` edge set (the ``exact`` filter's path).
 
-        The same equations (6-9, 3, 5) one dense tensor each, instead of a spatial and a temporal one: the dense
+        The same equations (6-9, 3, 5) one dense tensor each, instead of a spatial and a temporal one: the
+        dense
         filter forms the ``N x N`` matrix anyway, and every step is one operation per block.
         """
         mask = self.node_mask
@@ -276,7 +291,9 @@ class SignedGraphDenoiser(nn.Module):
         dist = self.blocks[block].distances(nodes, gap, mask)
         if self.graph != "balanced":
             w = sg.normalize_weights(sg.signed_weights(dist, mask, self.graph, d_star=self.d_star))
-            return (sg.signed_laplacian(w) if self.graph == "unbalanced" else sg.combinatorial_laplacian(w)), None
+            return (
+                sg.signed_laplacian(w) if self.graph == "unbalanced" else sg.combinatorial_laplacian(w)
+            ), None
         assert beta is not None
         if refine:
             beta = sg.refine_polarity(beta, dist.detach(), gap, sum_gap, mask)
@@ -296,10 +313,12 @@ class SignedGraphDenoiser(nn.Module):
         return lap.dense(), node_beta, beta
 
     def node_polarity(self, beta: torch.Tensor, batch: int) -> torch.Tensor:
-        """Channel polarities ``(B or 1, C)`` -> node polarities ``(B, N)`` (node ``h*C + c`` takes channel ``c``'s)."""
+        """Channel polarities ``(B or 1, C)`` -> node polarities ``(B, N)`` (node ``h*C + c`` takes channel
+        ``c``'s)."""
         return beta.expand(batch, -1).repeat(1, self.n_chunks)
 
-    def lowpass(self, block: int, lap: pg.ProductLaplacian | torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
+    def lowpass(self, block: int,
+                lap: pg.ProductLaplacian | torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
         """``g(L) y`` with block ``block``'s cutoff: Lanczos on the edges (eq. 25) or dense eigh (eq. 12)."""
         omega = self.cutoffs[block]
         with _float32(nodes):
@@ -308,14 +327,16 @@ class SignedGraphDenoiser(nn.Module):
     def _lowpass(self, omega: torch.Tensor, lap: pg.ProductLaplacian | torch.Tensor, nodes: torch.Tensor
                  ) -> torch.Tensor:
         if self.filter_method == "exact":
-            return sg.exact_filter(lap if isinstance(lap, torch.Tensor) else lap.dense(), nodes, omega, "sigmoid",
+            return sg.exact_filter(lap if isinstance(lap, torch.Tensor) else lap.dense(), nodes, omega,
+                                   "sigmoid",
                                    self.steepness)
         return sg.lanczos_filter(lap, nodes, omega, self.krylov_dim, "sigmoid", self.steepness,
                                  reorth_passes=self.reorth_passes)
 
     @property
     def mask(self) -> torch.Tensor:
-        """The ``(N, N)`` edge set (for inspection; the blocks work on :attr:`spatial_mask` and the chunk chain)."""
+        """The ``(N, N)`` edge set (for inspection; the blocks work on :attr:`spatial_mask` and the chunk
+        chain)."""
         return sg.product_graph_mask(self.n_chans, self.n_chunks, self.spatial_mask.cpu())
 
     def uses_class_polarity(self) -> bool:
@@ -416,9 +437,11 @@ class SignedGraphClassifier(BiosignalModel):
       classified: with per-window polarities both denoisers put every input on graphs of the same signs and,
       for one block, the one with the higher cutoff has the smaller error on every input (``||y - g(L)y||^2``
       falls as ``omega`` grows), so eq. 22 could not tell the classes apart. Class polarities are what makes
-      the pair discriminative (tests/e2e/test_signed_graph_learns.py); they are buffers, saved with the weights.
+      the pair discriminative (tests/e2e/test_signed_graph_learns.py); they are buffers, saved with the
+      weights.
     * Eq. 5's GLR is measured on the positive twin, ``sum |w_ij| (beta_i x_i - beta_j x_j)^2``; the literal
-      signed GLR is minimised by a max-cut (see :func:`~biosig_lightning.features.signed_graph.refine_polarity`).
+      signed GLR is minimised by a max-cut (see
+      :func:`~biosig_lightning.features.signed_graph.refine_polarity`).
     * The Krylov dimension ``m`` is not given; ``krylov_dim = 20`` (``m << N = 210``). Nor is
       re-orthogonalisation: the plain three-term recurrence (``reorth_passes = 0``) keeps the filter at
       ``O(m |E| D)`` time and ``O(m N D)`` memory per window, and eq. 25 stays accurate without it.
@@ -454,19 +477,23 @@ class SignedGraphClassifier(BiosignalModel):
                  steepness: float = 10.0, cutoff_init: float = 1.0, polarity_ref: int = 0,
                  d_star: float = 0.5, polarity: Literal["class", "input"] = "class",
                  reorth_passes: int = 0) -> None:
-        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq, chs_info=chs_info)
+        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times,
+                         sfreq=sfreq, chs_info=chs_info)
         if not noise_std > 0:
             raise ValueError(f"{type(self).__name__}: noise_std must be positive, got {noise_std!r}")
         self.noise_std = float(noise_std)
         self.denoisers = nn.ModuleList(
-            SignedGraphDenoiser(n_chans, n_times, n_chunks, n_blocks, conv_layers, conv_width, feature_dim, metric,
-                                n_metric_candidates, metric_rank, selection_temperature, graph, negative_weight,
+            SignedGraphDenoiser(n_chans, n_times, n_chunks, n_blocks, conv_layers, conv_width, feature_dim,
+                                metric,
+                                n_metric_candidates, metric_rank, selection_temperature, graph,
+                                negative_weight,
                                 spatial, self.ch_names, krylov_dim, filter_method, steepness, cutoff_init,
                                 polarity_ref, d_star, polarity, reorth_passes=reorth_passes)
             for _ in range(n_outputs))
 
     def fit_polarity(self, windows: torch.Tensor, labels: torch.Tensor) -> None:
-        """Each denoiser's polarities from the windows of its class (see :meth:`SignedGraphDenoiser.fit_polarity`)."""
+        """Each denoiser's polarities from the windows of its class (see
+        :meth:`SignedGraphDenoiser.fit_polarity`)."""
         for c, den in enumerate(self.denoisers):
             own = windows[labels == c]
             if own.shape[0]:

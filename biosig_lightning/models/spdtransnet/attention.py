@@ -16,11 +16,13 @@ __all__ = ["Factors", "HeadWeights", "Impl", "SPEncoderLayer", "SPMultiheadAtten
 
 HeadWeights = Literal["softmax", "free"]
 Impl = Literal["auto", "sdpa", "fused", "recompute"]
-#: ``(u, A, c)``: a layer input ``x = u A^T + c`` given through narrower tokens ``u`` (:meth:`SPMultiheadAttention.forward`)
+# : ``(u, A, c)``: a layer input ``x = u A^T + c`` given through narrower tokens ``u``
+# (:meth:`SPMultiheadAttention.forward`)
 Factors = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
-def _project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, factors: Factors | None) -> torch.Tensor:
+def _project(x: torch.Tensor, weight: torch.Tensor,
+             bias: torch.Tensor, factors: Factors | None) -> torch.Tensor:
     """``x W^T + b``, or ``u (W A)^T + (c W^T + b)`` from ``factors = (u, A, c)`` with ``x = u A^T + c``."""
     if factors is None:
         return F.linear(x, weight, bias)
@@ -29,7 +31,8 @@ def _project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, factors:
 
 
 class SPMultiheadAttention(nn.Module):
-    """``MHA_SP(X) = C(sm(L_Q(X) L_K(X)^T / sqrt(d/h))) X`` (eq. 2): h attention maps, one combination, no V map.
+    """``MHA_SP(X) = C(sm(L_Q(X) L_K(X)^T / sqrt(d/h))) X`` (eq. 2): h attention maps, one combination, no V
+    map.
 
     ``L_Q`` and ``L_K`` are banks of h linear maps ``R^d -> R^{d/h}`` (one ``d x d`` matrix plus bias
     each, split into heads); ``C`` combines the h post-softmax maps with learned weights ``w``; V is the
@@ -70,7 +73,8 @@ class SPMultiheadAttention(nn.Module):
                  impl: Impl = "auto") -> None:
         super().__init__()
         if d_model % heads:
-            raise ValueError(f"SP-MHA: d_model={d_model} is not divisible by heads={heads} (d(m)/h must be an integer)")
+            raise ValueError(f"SP-MHA: d_model={d_model} is not divisible by heads={heads} (d(m)/h must be "
+                             f"an integer)")
         if head_weights not in ("softmax", "free"):
             raise ValueError(f"SP-MHA: head_weights must be 'softmax' or 'free', got {head_weights!r}")
         if impl not in ("auto", "sdpa", "fused", "recompute"):
@@ -88,8 +92,10 @@ class SPMultiheadAttention(nn.Module):
 
     def _qk(self, x: torch.Tensor, factors: Factors | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         b, t, d = x.shape
-        q = _project(x, self.q.weight, self.q.bias, factors).view(b, t, self.heads, d // self.heads).transpose(1, 2)
-        k = _project(x, self.k.weight, self.k.bias, factors).view(b, t, self.heads, d // self.heads).transpose(1, 2)
+        q = _project(x, self.q.weight, self.q.bias, factors).view(b, t,
+                                                                  self.heads, d // self.heads).transpose(1, 2)
+        k = _project(x, self.k.weight, self.k.bias, factors).view(b, t,
+                                                                  self.heads, d // self.heads).transpose(1, 2)
         return q, k
 
     def attention_map(self, x: torch.Tensor) -> torch.Tensor:
@@ -115,7 +121,9 @@ class SPMultiheadAttention(nn.Module):
         weight = torch.cat([self.q.weight * scale, self.k.weight])
         bias = torch.cat([self.q.bias * scale, self.k.bias])
         if width != dh:
-            weight = F.pad(weight.view(2 * self.heads, dh, d), (0, 0, 0, width - dh)).reshape(2 * self.heads * width, d)
+            weight = F.pad(weight.view(2 * self.heads, dh, d), (0, 0, 0, width - dh)).reshape(
+                2 * self.heads * width, d
+            )
             bias = F.pad(bias.view(2 * self.heads, dh), (0, width - dh)).reshape(-1)
         qk = _project(x, weight, bias, factors).view(b, t, 2, self.heads, width)
         # unbind (not two index ops): its backward stacks dq and dk into one tensor
@@ -160,20 +168,23 @@ class SPEncoderLayer(nn.Module):
     ``x = LN(x + Drop(SP-MHA(x)))``, ``x = LN(x + Drop(FF(x)))`` with
     ``FF = Linear(d, d_ff) -> ReLU -> Drop -> Linear(d_ff, d)``; ``d_ff`` is a triangular number, so
     both maps are triangular maps between Sym spaces (Sec. 2.2). Our own layer, not a subclass of
-    ``nn.TransformerEncoderLayer``: torch's fused inference path would bypass SP-MHA (eval, no_grad, even head count).
+    ``nn.TransformerEncoderLayer``: torch's fused inference path would bypass SP-MHA (eval, no_grad, even head
+    count).
     """
 
     def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float = 0.1,
                  head_weights: HeadWeights = "softmax", impl: Impl = "auto") -> None:
         super().__init__()
         self.attn = SPMultiheadAttention(d_model, heads, dropout, head_weights, impl)
-        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model))
+        self.ff = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout),
+                                nn.Linear(d_ff, d_model))
         self.norm1 = nn.LayerNorm(d_model)
         self.norm2 = nn.LayerNorm(d_model)
         self.drop1 = nn.Dropout(dropout)
         self.drop2 = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, factors: Factors | None = None) -> torch.Tensor:
-        """The layer on ``x``; ``factors``: ``x`` as ``u A^T + c`` for SP-MHA's q and k (see its ``forward``)."""
+        """The layer on ``x``; ``factors``: ``x`` as ``u A^T + c`` for SP-MHA's q and k (see its
+        ``forward``)."""
         x = self.norm1(x + self.drop1(self.attn(x, factors)))
         return self.norm2(x + self.drop2(self.ff(x)))

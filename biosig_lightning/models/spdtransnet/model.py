@@ -50,12 +50,14 @@ PE = Literal["sinusoidal", "learnable", "learnable_tokens"]
 #: the authors' triangular feed-forward width for each token width d(m) (d_ff = d(m'))
 D_FF = {325: 990, 351: 1035, 378: 1128, 406: 1225, 435: 1326}
 
-_PUBLISHED_BEST = {"d_model": 351, "tokens_per_epoch": 10, "intra_heads": 9, "intra_layers": 5, "inter_heads": 3,
+_PUBLISHED_BEST = {"d_model": 351, "tokens_per_epoch": 10, "intra_heads": 9, "intra_layers": 5,
+                   "inter_heads": 3,
                    "inter_layers": 4, "d_ff": 1035, "fc_width": 1035, "dropout": 0.1, "pe": "learnable"}
 
 
 def sinusoidal_table(length: int, d: int) -> torch.Tensor:
-    """``(length, d)`` sine/cosine table of Vaswani et al.; odd ``d``: computed for ``d + 1``, last column dropped."""
+    """``(length, d)`` sine/cosine table of Vaswani et al.; odd ``d``: computed for ``d + 1``, last column
+    dropped."""
     width = d + (d % 2)
     pos = torch.arange(length, dtype=torch.float32)[:, None]
     div = torch.exp(torch.arange(0, width, 2, dtype=torch.float32) * (-math.log(10000.0) / width))
@@ -77,7 +79,8 @@ class PositionalEncoding(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, d)) if pe != "sinusoidal" else None
 
     def offset(self) -> torch.Tensor | None:
-        """The ``(length, d)`` term added to the tokens; ``None`` for ``learnable_tokens``, which is not additive."""
+        """The ``(length, d)`` term added to the tokens; ``None`` for ``learnable_tokens``, which is not
+        additive."""
         if self.mlp is None:
             return self.table
         return self.mlp(self.table) if self.pe == "learnable" else None
@@ -131,18 +134,23 @@ class SPDTransNet(BiosignalModel):
                  n_subwindows: int = 30, d_model: int = 351, tokens_per_epoch: int = 10, intra_heads: int = 9,
                  intra_layers: int = 5, inter_heads: int = 3, inter_layers: int = 4, d_ff: int | None = None,
                  fc_width: int = 1035, dropout: float = 0.1, pe: PE = "sinusoidal",
-                 head_weights: HeadWeights = "softmax", attention_impl: Impl = "auto", checkpoint_layers: bool = False,
+                 head_weights: HeadWeights = "softmax", attention_impl: Impl = "auto",
+                 checkpoint_layers: bool = False,
                  chs_info: Any = None) -> None:
-        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times, sfreq=sfreq, chs_info=chs_info)
+        super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times,
+                         sfreq=sfreq, chs_info=chs_info)
         check_positive_ints("SPDTransNet", n_bands=n_bands, n_subwindows=n_subwindows, d_model=d_model,
-                            tokens_per_epoch=tokens_per_epoch, intra_layers=intra_layers, inter_layers=inter_layers,
+                            tokens_per_epoch=tokens_per_epoch, intra_layers=intra_layers,
+                            inter_layers=inter_layers,
                             fc_width=fc_width)
         grid = n_bands * n_subwindows
         if n_chans % grid or (n_chans // grid) % 2 == 0:
-            raise ValueError(f"SPDTransNet: n_chans={n_chans} must be L * n_bands * n_subwindows = L * {grid} "
+            raise ValueError(f"SPDTransNet: n_chans={n_chans} must be L * n_bands * n_subwindows = L * "
+                             f"{grid} "
                              f"tokens with L odd")
         if grid % tokens_per_epoch:
-            raise ValueError(f"SPDTransNet: tokens_per_epoch={tokens_per_epoch} must divide n_bands * n_subwindows = {grid}")
+            raise ValueError(f"SPDTransNet: tokens_per_epoch={tokens_per_epoch} must divide n_bands * "
+                             f"n_subwindows = {grid}")
         for name, d in (("n_times", n_times), ("d_model", d_model)):
             m = (math.isqrt(8 * d + 1) - 1) // 2
             if m * (m + 1) // 2 != d:
@@ -156,10 +164,12 @@ class SPDTransNet(BiosignalModel):
         self.grid, self.t, self.d_model = grid, tokens_per_epoch, d_model
         self.embed = nn.Linear(n_times, d_model)
         self.intra_pe = PositionalEncoding(grid, d_model, pe)
-        self.intra = nn.Sequential(*[SPEncoderLayer(d_model, intra_heads, d_ff, dropout, head_weights, attention_impl)
+        self.intra = nn.Sequential(*[SPEncoderLayer(d_model, intra_heads, d_ff, dropout,
+                                                    head_weights, attention_impl)
                                      for _ in range(intra_layers)])
         self.inter_pe = PositionalEncoding(self.seq_len * tokens_per_epoch, d_model, pe)
-        self.inter = nn.Sequential(*[SPEncoderLayer(d_model, inter_heads, d_ff, dropout, head_weights, attention_impl)
+        self.inter = nn.Sequential(*[SPEncoderLayer(d_model, inter_heads, d_ff, dropout,
+                                                    head_weights, attention_impl)
                                      for _ in range(inter_layers)])
         self.feature_dim = tokens_per_epoch * d_model
         self.head = nn.Sequential(nn.Linear(self.feature_dim, fc_width), nn.ReLU(), nn.Dropout(dropout),

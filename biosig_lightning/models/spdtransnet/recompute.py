@@ -53,7 +53,8 @@ def _bmm(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     return out.copy_(torch.bmm(a.to(b.dtype), b))
 
 
-def _kept_maps(q: torch.Tensor, k: torch.Tensor, p: float, seed: int, stream: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _kept_maps(q: torch.Tensor, k: torch.Tensor,
+               p: float, seed: int, stream: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The softmax maps ``P_h`` of one chunk and ``M_h P_h`` (``P_h`` itself without dropout). The mask
     multiplies, as ``F.dropout`` does, so a NaN stays NaN where it is dropped."""
     probs = torch.softmax(q @ k.transpose(-1, -2), dim=-1)

@@ -62,7 +62,8 @@ def period_bounds(n_times: int, n_periods: int, step_bins: int = 0) -> list[tupl
     """
     unit = step_bins if step_bins > 0 else 1
     if n_times % unit:
-        raise ValueError(f"STDRO: the time axis has {n_times} positions, not a multiple of step_bins={step_bins}")
+        raise ValueError(f"STDRO: the time axis has {n_times} positions, not a multiple of "
+                         f"step_bins={step_bins}")
     n_steps = n_times // unit
     if not 1 <= n_periods <= n_steps:
         raise ValueError(f"STDRO: n_periods={n_periods} needs 1 <= N <= {n_steps} (steps in the input)")
@@ -152,7 +153,8 @@ def correlation_graphs(windows: Iterable[torch.Tensor], bounds: list[tuple[int, 
     return clip_spd(w, floor).float()
 
 
-def project_m(m: torch.Tensor, w: torch.Tensor, kind: Projection = "psd", floor: float = 1e-3) -> torch.Tensor:
+def project_m(m: torch.Tensor, w: torch.Tensor,
+              kind: Projection = "psd", floor: float = 1e-3) -> torch.Tensor:
     """``Proj_M`` of Algorithm 1 for ``M`` and ``W`` of shape ``(N, C, C)``; returns the projected ``M``.
 
     * ``"diag"``: the exact Euclidean projection onto the paper's set (eq. 3)

@@ -219,9 +219,11 @@ class STDROTask(DGTask):
         if hvp not in ("finite_difference", "exact"):
             raise ValueError(f"model.init_args.hvp must be 'finite_difference' or 'exact', got {hvp!r}")
         if not isinstance(ascent_backtracks, int) or ascent_backtracks < 0:
-            raise ValueError(f"model.init_args.ascent_backtracks must be an integer >= 0, got {ascent_backtracks!r}")
+            raise ValueError(f"model.init_args.ascent_backtracks must be an integer >= 0, got "
+                             f"{ascent_backtracks!r}")
         if environments not in ("kmeans", "subject"):
-            raise ValueError(f"model.init_args.environments must be 'kmeans' or 'subject', got {environments!r}")
+            raise ValueError(f"model.init_args.environments must be 'kmeans' or 'subject', got "
+                             f"{environments!r}")
         if projection not in ("psd", "diag"):
             raise ValueError(f"model.init_args.projection must be 'psd' or 'diag', got {projection!r}")
         super().__init__(backbone, **kwargs)
@@ -259,7 +261,9 @@ class STDROTask(DGTask):
     def covariate_weight(self) -> torch.Tensor:
         """``A_t = W_t M_t`` for every period, ``(N, C, C)``."""
         if self.w_graph.numel() == 0:
-            raise RuntimeError("STDROTask: the period graphs are not built yet (setup('fit') or a checkpoint)")
+            raise RuntimeError(
+                "STDROTask: the period graphs are not built yet (setup('fit') or a checkpoint)"
+            )
         return self.w_graph @ self.m_weight
 
     def init_cost(self, w: torch.Tensor, bounds: list[tuple[int, int]]) -> None:
@@ -268,7 +272,8 @@ class STDROTask(DGTask):
             raise ValueError(f"STDROTask: W must be (N={len(bounds)}, C, C), got {tuple(w.shape)}")
         self.bounds = list(bounds)
         self.w_graph = w.detach().clone().to(self.device)
-        self.m_weight = torch.eye(w.shape[1], device=self.device, dtype=w.dtype).expand_as(self.w_graph).clone()
+        self.m_weight = torch.eye(w.shape[1],
+                                  device=self.device, dtype=w.dtype).expand_as(self.w_graph).clone()
         self._m_opt = torch.optim.Adam([self.m_weight], lr=self.hparams.m_lr)
         self.m_history = [{"epoch": 0, "step": 0, "a": self.covariate_weight().detach().cpu()}]
 
@@ -391,7 +396,8 @@ class STDROTask(DGTask):
                 x_adv = (x_adv + hp.ascent_lr * grad).detach()
         return x_adv.detach(), d_sum
 
-    def _backtrack(self, evaluate: Any, prev: tuple[torch.Tensor, torch.Tensor, torch.Tensor], x_new: torch.Tensor,
+    def _backtrack(self, evaluate: Any, prev: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+                   x_new: torch.Tensor,
                    phi: torch.Tensor, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Halve the step of every sample whose ``phi`` fell (see :meth:`inner_maximisation`)."""
         x_old, phi_old, direction = prev
@@ -433,7 +439,8 @@ class STDROTask(DGTask):
         with torch.no_grad():
             cost = transport_cost(x_adv, x, self.covariate_weight(), self._bounds_for(x)).mean()
         self.log("train/loss", loss.detach(), prog_bar=True, on_step=True, on_epoch=True, batch_size=n)
-        self.log("train/acc", (logits.argmax(-1) == y).float().mean(), on_step=False, on_epoch=True, batch_size=n)
+        self.log("train/acc", (logits.argmax(-1) == y).float().mean(), on_step=False,
+                 on_epoch=True, batch_size=n)
         self.log("train/adv_cost", cost, on_step=False, on_epoch=True, batch_size=n)
         for key, value in extra.items():
             self.log(f"train/{key}", value, on_step=False, on_epoch=True, batch_size=n)
@@ -455,7 +462,8 @@ class STDROTask(DGTask):
         ids = self.env_subjects
         pos = torch.searchsorted(ids, subjects).clamp_max(ids.numel() - 1)
         if bool((ids[pos] != subjects).any()):
-            raise ValueError(f"STDROTask: batch subjects {sorted(set(subjects[ids[pos] != subjects].tolist()))} "
+            raise ValueError(f"STDROTask: batch subjects "
+                             f"{sorted(set(subjects[ids[pos] != subjects].tolist()))} "
                              "have no environment (not training patients?)")
         return self.env_ids[pos]
 
@@ -492,14 +500,17 @@ class STDROTask(DGTask):
             weights = weights + self.hparams.alpha * (F.one_hot(hi, n_env) - F.one_hot(lo, n_env)).float()
         else:
             gap = losses[hi] - losses[present].mean()
-            weights = weights + self.hparams.alpha * (F.one_hot(hi, n_env).float() - present.float() / present.sum())
+            weights = weights + self.hparams.alpha * (
+                F.one_hot(hi, n_env).float() - present.float() / present.sum()
+            )
         scale = weights / counts.clamp_min(1)
         grads = [torch.zeros_like(p) for p in params]
         with torch.enable_grad():
             for rec in records:
                 per = F.cross_entropy(self.backbone(rec["x"]), rec["y"], reduction="none")
                 part = (scale[self._environment_of(rec["subject"])] * per).sum()
-                for total, gi in zip(grads, torch.autograd.grad(part, params, allow_unused=True), strict=True):
+                for total, gi in zip(grads,
+                                     torch.autograd.grad(part, params, allow_unused=True), strict=True):
                     if gi is not None:
                         total += gi
         stats = {"env_mean": float(losses[present].mean()), "env_gap": float(gap)}
@@ -586,8 +597,11 @@ class STDROTask(DGTask):
         self._m_opt.step()
         self.m_weight.grad = None
         with torch.no_grad():
-            self.m_weight.copy_(project_m(self.m_weight, self.w_graph, self.hparams.projection, self.hparams.eig_floor))
-        stats["m_change"] = float((self.m_weight - torch.eye(self.m_weight.shape[-1], device=self.device)).abs().mean())
+            self.m_weight.copy_(project_m(self.m_weight, self.w_graph,
+                                          self.hparams.projection, self.hparams.eig_floor))
+        stats["m_change"] = float(
+            (self.m_weight - torch.eye(self.m_weight.shape[-1], device=self.device)).abs().mean()
+        )
         if self._trainer is not None:
             for key, value in stats.items():
                 self.log(f"stdro/{key}", value, on_step=False, on_epoch=True, sync_dist=False)
@@ -611,7 +625,8 @@ class STDROTask(DGTask):
             self._m_opt = torch.optim.Adam([self.m_weight], lr=self.hparams.m_lr)
             self._m_opt.load_state_dict(state)
 
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True, assign: bool = False) -> Any:
+    def load_state_dict(self, state_dict: Mapping[str, Any],
+                        strict: bool = True, assign: bool = False) -> Any:
         """Load weights; the lazily-shaped STDRO buffers take the checkpoint's shapes."""
         for name in ("w_graph", "m_weight", "env_subjects", "env_ids"):
             if name in state_dict and getattr(self, name).shape != state_dict[name].shape:

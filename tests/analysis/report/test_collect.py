@@ -1,4 +1,5 @@
-"""Which runs a report covers: unreadable ``results.json`` files are skipped by name, unfinished runs listed apart."""
+"""Which runs a report covers: unreadable ``results.json`` files are skipped by name, unfinished runs listed
+apart."""
 
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ def _report(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[str, str]:
     return captured.out, captured.err
 
 
-def test_unreadable_results_are_skipped_by_name_and_the_rest_reported(tmp_path: Path,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_unreadable_results_are_skipped_by_name_and_the_rest_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = tmp_path / "runs"
     _run(root, "good_1", 0.5)
     _run(root, "good_2", 0.7)
@@ -40,11 +42,14 @@ def test_unreadable_results_are_skipped_by_name_and_the_rest_reported(tmp_path: 
     # the two good runs make the cell: mean 0.6 over n=2
     assert "| CNN1D | 0.600 ± 0.141 (n=2) |" in out
     lines = err.splitlines()
-    assert any(f"skipping {as_list}: not a results.json (its JSON is a list, not an object)" in ln for ln in lines)
+    assert any(
+        f"skipping {as_list}: not a results.json (its JSON is a list, not an object)" in ln for ln in lines
+    )
     assert any(f"skipping {truncated}: not a readable results.json" in ln for ln in lines)
 
 
-def test_only_unreadable_results_is_still_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_only_unreadable_results_is_still_an_error(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "runs" / "r" / "results.json"
     bad.parent.mkdir(parents=True)
     bad.write_text("[]")
@@ -53,8 +58,9 @@ def test_only_unreadable_results_is_still_an_error(tmp_path: Path, capsys: pytes
     assert f"skipping {bad}" in capsys.readouterr().err
 
 
-def test_unfinished_runs_are_listed_apart_with_their_resume_command(tmp_path: Path,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_unfinished_runs_are_listed_apart_with_their_resume_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = tmp_path / "runs"
     finished = _run(root, "done", 0.5)
     (finished / "checkpoints").mkdir()
@@ -64,7 +70,9 @@ def test_unfinished_runs_are_listed_apart_with_their_resume_command(tmp_path: Pa
     (stopped / "config.yaml").write_text("trainer: {}\n")
     (stopped / "checkpoints" / "best-epoch000.ckpt").write_bytes(b"x")
     (stopped / "checkpoints" / "last.ckpt").write_bytes(b"x")
-    trial = root / "tune" / "s" / "trial_0" / "version_0"  # a tune trial: scored on validation, no results.json
+    trial = (
+        root / "tune" / "s" / "trial_0" / "version_0"
+    )  # a tune trial: scored on validation, no results.json
     (trial / "checkpoints").mkdir(parents=True)
     (trial / "checkpoints" / "last.ckpt").write_bytes(b"x")
     (trial / "tune_trial.json").write_text('{"study": "s", "trial": 0}')
@@ -74,6 +82,8 @@ def test_unfinished_runs_are_listed_apart_with_their_resume_command(tmp_path: Pa
     out, err = _report(root, capsys)
     assert "| CNN1D | 0.500 (n=1) |" in out and "stopped" not in out
     assert "1 unfinished run (a checkpoint, no results.json), not in the table" in err
-    resume = f"biosig fit --config {stopped / 'config.yaml'} --ckpt_path {stopped / 'checkpoints' / 'last.ckpt'}"
+    resume = (
+        f"biosig fit --config {stopped / 'config.yaml'} --ckpt_path {stopped / 'checkpoints' / 'last.ckpt'}"
+    )
     assert f"  {resume}\n" in err
     assert str(finished) not in err and str(early) not in err and str(trial) not in err

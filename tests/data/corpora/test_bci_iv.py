@@ -79,7 +79,8 @@ def trial_starts(n_trials: int) -> np.ndarray:
 def run_struct(X: np.ndarray, starts0: np.ndarray, y: np.ndarray, classes: np.ndarray,
                artifacts: np.ndarray | None = None) -> dict:
     return {"X": X, "trial": (starts0 + 1).reshape(-1, 1), "y": np.asarray(y).reshape(-1, 1), "fs": FS,
-            "classes": classes, "artifacts": (np.zeros(len(y)) if artifacts is None else artifacts).reshape(-1, 1),
+            "classes": classes,
+            "artifacts": (np.zeros(len(y)) if artifacts is None else artifacts).reshape(-1, 1),
             "gender": "f", "age": 30}
 
 
@@ -110,10 +111,20 @@ def write_gdf(path: Path, data_uv: np.ndarray, ch_names: list[str], events: list
     def text(s: str, n: int) -> bytes:
         return s.encode("latin-1")[:n].ljust(n, b" ")
 
-    fixed = b"".join([
-        b"GDF 1.25", text("X X", 80), text("fixture", 80), text("2005010100000000", 16),
-        np.int64(256 * (n_ch + 1)).tobytes(), bytes(24), bytes(20),  # header size, equipment/hospital/technician
-        np.int64(n_rec).tobytes(), np.array([1, 1], "<u4").tobytes(), np.uint32(n_ch).tobytes()])
+    fixed = b"".join(
+        [
+            b"GDF 1.25",
+            text("X X", 80),
+            text("fixture", 80),
+            text("2005010100000000", 16),
+            np.int64(256 * (n_ch + 1)).tobytes(),
+            bytes(24),
+            bytes(20),  # header size, equipment/hospital/technician
+            np.int64(n_rec).tobytes(),
+            np.array([1, 1], "<u4").tobytes(),
+            np.uint32(n_ch).tobytes(),
+        ]
+    )
     variable = b"".join([
         b"".join(text(c, 16) for c in ch_names), text("", 80) * n_ch, text("uV", 8) * n_ch,
         np.full(n_ch, pmin, "<f8").tobytes(), np.full(n_ch, pmax, "<f8").tobytes(),
@@ -124,7 +135,13 @@ def write_gdf(path: Path, data_uv: np.ndarray, ch_names: list[str], events: list
     records = dig.reshape(n_rec, FS, n_ch).transpose(0, 2, 1).tobytes()
     pos = np.array([e[0] + 1 for e in events], "<u4")
     typ = np.array([e[1] for e in events], "<u2")
-    table = bytes([1]) + FS.to_bytes(3, "little") + np.uint32(len(events)).tobytes() + pos.tobytes() + typ.tobytes()
+    table = (
+        bytes([1])
+        + FS.to_bytes(3, "little")
+        + np.uint32(len(events)).tobytes()
+        + pos.tobytes()
+        + typ.tobytes()
+    )
     path.write_bytes(fixed + variable + records + table)
 
 
@@ -283,14 +300,16 @@ def test_mat_missing_field_and_nan(tmp_path: Path) -> None:
 
     X[trial_starts(2)[1] + 2 * FS + 10, 9] = np.nan  # Cz, inside trial 2's window
     write_bnci(tmp_path / "A01T.mat", [run_struct(X, trial_starts(2), np.array([1, 2]), CLASSES_2A)])
-    with pytest.raises(DataError, match=r"A01T.mat \(run 1\): NaN/Inf in channel 'Cz' in trial 2 \(t=11.04 s\)"):
+    with pytest.raises(DataError,
+                       match=r"A01T.mat \(run 1\): NaN/Inf in channel 'Cz' in trial 2 \(t=11.04 s\)"):
         list(BCIIVReader(tmp_path, "2a", subjects=[1]).iter_blocks())
 
 
 def test_mat_without_data_variable_hints_at_label_file(tmp_path: Path) -> None:
     sio.savemat(tmp_path / "A01T.mat", {"classlabel": np.array([1, 2])})
     sio.savemat(tmp_path / "A01E.mat", {"classlabel": np.array([1, 2])})
-    with pytest.raises(DataError, match=r"A01T.mat: no variable 'data' \(found \['classlabel'\]\).*true-label file"):
+    with pytest.raises(DataError,
+                       match=r"A01T.mat: no variable 'data' \(found \['classlabel'\]\).*true-label file"):
         list(BCIIVReader(tmp_path, "2a", subjects=[1], format="mat").iter_blocks())
     (tmp_path / "A01T.mat").write_bytes(b"not a mat file")
     with pytest.raises(DataError, match=r"A01T.mat: cannot read as a MATLAB v5 file"):
@@ -304,7 +323,8 @@ def test_drop_rejected_needs_artifacts(tmp_path: Path) -> None:
     write_bnci(tmp_path / "A01T.mat", [run])
     write_bnci(tmp_path / "A01E.mat", [run])
     assert len(list(BCIIVReader(tmp_path, "2a", subjects=[1]).iter_blocks())) == 2
-    with pytest.raises(DataError, match=r"A01T.mat \(run 1\): drop_rejected=True but the run has no 'artifacts'"):
+    with pytest.raises(DataError,
+                       match=r"A01T.mat \(run 1\): drop_rejected=True but the run has no 'artifacts'"):
         list(BCIIVReader(tmp_path, "2a", subjects=[1], drop_rejected=True).iter_blocks())
 
 
@@ -315,7 +335,8 @@ def gdf_2a(tmp_path: Path) -> tuple[Path, np.ndarray]:
     true-label files A01T.mat / A01E.mat (classlabel) in a separate labels directory."""
     X = make_signal(4, 25, A_PICK)
     starts = trial_starts(4)
-    write_gdf(tmp_path / "A01T.gdf", X, A_CHANNELS, gdf_events(starts, [769, 770, 771, 772], 2.0, rejected=(1,)))
+    write_gdf(tmp_path / "A01T.gdf", X, A_CHANNELS,
+              gdf_events(starts, [769, 770, 771, 772], 2.0, rejected=(1,)))
     write_gdf(tmp_path / "A01E.gdf", X, A_CHANNELS, gdf_events(starts[:3], [783] * 3, 2.0))
     labels = tmp_path / "true_labels"
     labels.mkdir()
@@ -384,7 +405,8 @@ def test_gdf_channel_events_and_file_errors(tmp_path: Path) -> None:
     names[9] = "EEG-9x"
     write_gdf(tmp_path / "A01T.gdf", X, names, gdf_events(starts, [769, 770], 2.0))
     write_gdf(tmp_path / "A01E.gdf", X, A_CHANNELS, gdf_events(starts, [769, 770], 2.0))
-    with pytest.raises(DataError, match=r"A01T.gdf: no channel Cz \(looked for EEG-Cz / EEG:Cz\); channels: EEG-Fz"):
+    with pytest.raises(DataError,
+                       match=r"A01T.gdf: no channel Cz \(looked for EEG-Cz / EEG:Cz\); channels: EEG-Fz"):
         list(BCIIVReader(tmp_path, "2a", subjects=[1]).iter_blocks())
 
     write_gdf(tmp_path / "A01T.gdf", X, A_CHANNELS, [(int(s + 2 * FS), 769) for s in starts])
@@ -405,7 +427,8 @@ def test_gdf_2b_five_sessions(tmp_path: Path) -> None:
     starts = trial_starts(2)
     for k in range(1, 6):
         codes = [769, 770] if k <= 3 else [783, 783]
-        write_gdf(tmp_path / f"B01{k:02d}{'T' if k <= 3 else 'E'}.gdf", X, B_CHANNELS, gdf_events(starts, codes, 3.0))
+        write_gdf(tmp_path / f"B01{k:02d}{'T' if k <= 3 else 'E'}.gdf", X, B_CHANNELS,
+                  gdf_events(starts, codes, 3.0))
     for k in (4, 5):
         sio.savemat(tmp_path / f"B01{k:02d}E.mat", {"classlabel": np.array([2, 1])})
     reader = BCIIVReader(tmp_path, "2b", subjects=[1], format="gdf")

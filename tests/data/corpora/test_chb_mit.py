@@ -113,7 +113,8 @@ def by_name(reader: CHBMIT) -> dict[str, object]:
 
 def test_spec_constants_and_synthetic_defaults() -> None:
     spec = CHBMIT.make_spec()
-    assert (spec.n_chans, spec.sfreq, spec.n_times, spec.classes) == (23, 256.0, 512, ("background", "seizure"))
+    assert (spec.n_chans, spec.sfreq, spec.n_times, spec.classes) == (23, 256.0, 512,
+                                                                      ("background", "seizure"))
     assert spec.ch_names == CHANNELS_23 and len(set(spec.ch_names)) == 23
     assert CHBMIT.make_spec("18", 4.0, 64).n_times == 256
     assert SUBJECT_GROUPS == [[1, 21]]
@@ -160,7 +161,8 @@ def test_windows_labels_and_skips(corpus: Path) -> None:
     assert c.subject == 21
     assert np.flatnonzero(c.y).tolist() == [1, 10, 11, 12]
     file_pos = {name: i for i, name in enumerate(reversed(FILE_23[:-1]))}
-    expected = [100.0 * file_pos[name] for name in CHANNELS_18 + ("P7-T7", "T7-FT9", "FT9-FT10", "FT10-T8")] + [2200.0]
+    expected = [100.0 * file_pos[name] for name in CHANNELS_18 + ("P7-T7",
+                                                                  "T7-FT9", "FT9-FT10", "FT10-T8")] + [2200.0]
     np.testing.assert_allclose(c.x[0, :, 0], expected, atol=0.1)
 
 
@@ -259,14 +261,16 @@ def _one_file_corpus(tmp_path: Path, summary: str, fs: int = FS) -> Path:
 
 def test_wrong_sampling_rate(tmp_path: Path) -> None:
     root = _one_file_corpus(tmp_path, "File Name: chb05_01.edf\nNumber of Seizures in File: 0\n", fs=128)
-    with pytest.raises(DataError, match=r"chb05_01\.edf: channel 'FP1-F7' is sampled at 128 Hz, expected 256 Hz"):
+    with pytest.raises(DataError,
+                       match=r"chb05_01\.edf: channel 'FP1-F7' is sampled at 128 Hz, expected 256 Hz"):
         list(CHBMIT(root).iter_blocks())
 
 
 def test_seizure_after_the_recording(tmp_path: Path) -> None:
     root = _one_file_corpus(tmp_path, "File Name: chb05_01.edf\nNumber of Seizures in File: 1\n"
                                       "Seizure 1 Start Time: 5 seconds\nSeizure 1 End Time: 60 seconds\n")
-    with pytest.raises(DataError, match=r"chb05-summary\.txt:1: seizure 5-60 s of chb05_01\.edf ends after the "
+    with pytest.raises(DataError,
+                       match=r"chb05-summary\.txt:1: seizure 5-60 s of chb05_01\.edf ends after the "
                                         r"recording \(10 s\)"):
         list(CHBMIT(root).iter_blocks())
 
@@ -286,7 +290,8 @@ SPLITS = [dict(strategy="ratio", seed=seed) for seed in range(6)] + [
     dict(strategy="loso", fold=fold, seed=1) for fold in (0, 5, 17)]
 
 
-@pytest.mark.parametrize("user_groups", [None, [[2, 3]], [[21, 5], [7, 8]]], ids=["none", "disjoint", "overlapping"])
+@pytest.mark.parametrize("user_groups", [None, [[2, 3]], [[21, 5], [7, 8]]],
+                         ids=["none", "disjoint", "overlapping"])
 def test_datamodule_keeps_one_child_in_one_split(tmp_path: Path, user_groups: list[list[int]] | None) -> None:
     # 21 stand-in subjects, so ids 1 and 21 both exist. A user's own split groups used to *replace* the
     # corpus's [[1, 21]] (one child recorded twice), putting chb01 and chb21 in different partitions.

@@ -25,8 +25,9 @@ def test_a_self_referencing_symlink_is_named(tmp_path: Path) -> None:
         read_header(loop)
 
 
-def test_a_truncated_edf_is_one_line_and_the_library_prints_nothing(tmp_path: Path,
-                                                                    capfd: pytest.CaptureFixture[str]) -> None:
+def test_a_truncated_edf_is_one_line_and_the_library_prints_nothing(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     whole = tmp_path / "whole.edf"
     headers = highlevel.make_signal_headers(["C3", "C4"], sample_frequency=64)
     assert highlevel.write_edf(str(whole), [np.zeros(640), np.ones(640)], headers)
@@ -39,7 +40,9 @@ def test_a_truncated_edf_is_one_line_and_the_library_prints_nothing(tmp_path: Pa
     assert printed.out == "" and printed.err == "", printed
 
 
-def test_the_record_reader_equals_pyedflib_bit_for_bit_and_steps_aside_for_other_files(tmp_path: Path) -> None:
+def test_the_record_reader_equals_pyedflib_bit_for_bit_and_steps_aside_for_other_files(
+    tmp_path: Path,
+) -> None:
     # an EDF+ file with an annotation signal between records, two rates, asymmetric physical/digital ranges
     path = tmp_path / "mixed.edf"
     rng = np.random.default_rng(0)
@@ -58,7 +61,8 @@ def test_the_record_reader_equals_pyedflib_bit_for_bit_and_steps_aside_for_other
             assert got.dtype == np.float64 and np.array_equal(got, theirs[i]), i
     finally:
         reader.close()
-    assert np.array_equal(read_signals(path, [1, 0], 100.0), np.stack([theirs[1], theirs[0]]).astype(np.float32))
+    assert np.array_equal(read_signals(path, [1, 0], 100.0),
+                          np.stack([theirs[1], theirs[0]]).astype(np.float32))
     # a header that does not describe the bytes (one byte more) goes back to pyedflib's reader
     longer = tmp_path / "longer.edf"
     longer.write_bytes(path.read_bytes() + b"\0")

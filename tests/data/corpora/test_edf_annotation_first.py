@@ -28,13 +28,30 @@ def _field(values: list[str], width: int) -> bytes:
 def _write(path: Path, digital: dict[str, np.ndarray]) -> None:
     labels = ["EDF Annotations", "A", "B"]
     per_record = [ANNOT_BYTES // 2, PER_RECORD["A"], PER_RECORD["B"]]
-    fixed = (b"0".ljust(8) + b"X X X X".ljust(80) + b"Startdate 01-JAN-2020 X X X".ljust(80) + b"01.01.20" + b"10.00.00"
-             + str(256 * (len(labels) + 1)).encode().ljust(8) + b"EDF+C".ljust(44) + str(N_RECORDS).encode().ljust(8)
-             + b"1".ljust(8) + str(len(labels)).encode().ljust(4))
-    signals = (_field(labels, 16) + _field(["", "AgAgCl", "AgAgCl"], 80) + _field(["", "uV", "uV"], 8)
-               + _field(["-1", "-200", "-50"], 8) + _field(["1", "200", "350"], 8)  # physical min / max
-               + _field(["-32768", "-2048", "-1000"], 8) + _field(["32767", "2047", "3000"], 8)  # digital min / max
-               + _field(["", "", ""], 80) + _field([str(n) for n in per_record], 8) + _field(["", "", ""], 32))
+    fixed = (
+        b"0".ljust(8)
+        + b"X X X X".ljust(80)
+        + b"Startdate 01-JAN-2020 X X X".ljust(80)
+        + b"01.01.20"
+        + b"10.00.00"
+        + str(256 * (len(labels) + 1)).encode().ljust(8)
+        + b"EDF+C".ljust(44)
+        + str(N_RECORDS).encode().ljust(8)
+        + b"1".ljust(8)
+        + str(len(labels)).encode().ljust(4)
+    )
+    signals = (
+        _field(labels, 16)
+        + _field(["", "AgAgCl", "AgAgCl"], 80)
+        + _field(["", "uV", "uV"], 8)
+        + _field(["-1", "-200", "-50"], 8)
+        + _field(["1", "200", "350"], 8)  # physical min / max
+        + _field(["-32768", "-2048", "-1000"], 8)
+        + _field(["32767", "2047", "3000"], 8)  # digital min / max
+        + _field(["", "", ""], 80)
+        + _field([str(n) for n in per_record], 8)
+        + _field(["", "", ""], 32)
+    )
     assert len(fixed) == 256 and len(signals) == 256 * len(labels)
     records = []
     for r in range(N_RECORDS):

@@ -70,7 +70,9 @@ def test_specs_match_the_paper_and_the_released_arrays() -> None:
     for d in SYNTHETIC_DEFAULTS.values():
         assert d["signal"] in ("bands", "motif") and d["n_subjects"] >= 5
     # APAVA's fixed split names IDs up to 20, so its stand-in must keep them.
-    assert SYNTHETIC_DEFAULTS["apava"]["n_subjects"] >= max(SPLIT_RULES["apava"]["val"] + SPLIT_RULES["apava"]["test"])
+    assert SYNTHETIC_DEFAULTS["apava"]["n_subjects"] >= max(
+        SPLIT_RULES["apava"]["val"] + SPLIT_RULES["apava"]["test"]
+    )
 
 
 def test_apava_fixed_split() -> None:
@@ -193,11 +195,13 @@ def test_empty_feature_dir(tmp_path: Path) -> None:
 @pytest.mark.parametrize("rows, pattern", [
     (np.zeros((3, 3)), r"label.npy: expected shape \(subjects, 2\).*got \(3, 3\)"),
     (np.zeros(3), r"label.npy: expected shape \(subjects, 2\).*got \(3,\)"),
-    (np.array([[0, 1], [1.5, 2]]), r"label.npy: row 1 holds \[1.5, 2.0\]; labels and subject IDs must be whole"),
+    (np.array([[0, 1], [1.5, 2]]),
+     r"label.npy: row 1 holds \[1.5, 2.0\]; labels and subject IDs must be whole"),
     (np.array([[0, 1], [np.nan, 2]]), r"label.npy: row 1 holds"),
     (np.array([[0, 1], [2, 2]]), r"label.npy: row 1 \(subject 2\) has label 2, outside 0..1 \(HC, AD\)"),
     (np.array([[0, 1], [-1, 2]]), r"label.npy: row 1 \(subject 2\) has label -1"),
-    (np.array([[0, 2], [1, 1]]), r"label.npy: subject IDs must appear in increasing order.*row 1 has subject 1"),
+    (np.array([[0, 2], [1, 1]]),
+     r"label.npy: subject IDs must appear in increasing order.*row 1 has subject 1"),
     (np.array(["a", "b"]).reshape(1, 2), r"label.npy: expected a numeric array"),
 ])
 def test_bad_label_file(tmp_path: Path, rows: np.ndarray, pattern: str) -> None:
@@ -215,7 +219,8 @@ def test_pickled_label_file_is_refused(tmp_path: Path) -> None:
 
 def test_label_row_without_feature_file(tmp_path: Path) -> None:
     write_corpus(tmp_path, APAVA, {1: 1, 2: 1}, {1: 0, 2: 1, 3: 0})
-    with pytest.raises(DataError, match=r"label.npy: lists subject 3, but Feature/feature_03.npy does not exist"):
+    with pytest.raises(DataError,
+                       match=r"label.npy: lists subject 3, but Feature/feature_03.npy does not exist"):
         MedformerReader(tmp_path, APAVA)
 
 
@@ -247,7 +252,8 @@ def test_per_window_rows_must_match_window_counts(tmp_path: Path) -> None:
     rows = np.array([[1, 1], [1, 1], [0, 2], [0, 2]], dtype=np.float64)
     write_corpus(tmp_path, APAVA, {1: 3, 2: 2}, {}, label_rows=rows)
     reader = MedformerReader(tmp_path, APAVA)
-    with pytest.raises(DataError, match=r"feature_01.npy: 3 windows, but .*label.npy has 2 rows for subject 1"):
+    with pytest.raises(DataError,
+                       match=r"feature_01.npy: 3 windows, but .*label.npy has 2 rows for subject 1"):
         list(reader.iter_blocks())
 
 
@@ -268,11 +274,13 @@ def _corrupt(tmp_path: Path, arr: np.ndarray) -> MedformerReader:
 
 
 @pytest.mark.parametrize("arr, pattern", [
-    (np.zeros((256, 16), np.float32), r"feature_02.npy: expected a 3-D array \(windows, 256 samples, 16 channels\)"
+    (np.zeros((256, 16), np.float32),
+     r"feature_02.npy: expected a 3-D array \(windows, 256 samples, 16 channels\)"
                                       r", got shape \(256, 16\)"),
     (np.zeros((2, 256, 15), np.float32), r"feature_02.npy: expected \(windows, 256, 16\) for apava "
                                          r"\(T=256 samples, C=16 channels\), got \(2, 256, 15\)$"),
-    (np.zeros((2, 250, 16), np.float32), r"feature_02.npy: expected \(windows, 256, 16\).*got \(2, 250, 16\)$"),
+    (np.zeros((2, 250, 16), np.float32),
+     r"feature_02.npy: expected \(windows, 256, 16\).*got \(2, 250, 16\)$"),
     (np.zeros((2, 16, 256), np.float32), r"got \(2, 16, 256\) \(the file looks transposed"),
     (np.zeros((0, 256, 16), np.float32), r"feature_02.npy: subject 2 has no windows"),
     (np.zeros((1, 256, 16), dtype="U1"), r"feature_02.npy: expected a numeric array"),

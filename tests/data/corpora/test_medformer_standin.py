@@ -34,7 +34,8 @@ def test_standin_keeps_windows_per_subject_within_3x_of_the_real_corpus(corpus: 
 
 def _subject_theta_alpha(seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Per subject of the APAVA stand-in: mean log theta/alpha band-power ratio (channel mean), class."""
-    reader = SyntheticReader(APAVA, **{**synthetic_options(SYNTHETIC_DEFAULTS["apava"]), **SMALL, "seed": seed})
+    reader = SyntheticReader(APAVA,
+                             **{**synthetic_options(SYNTHETIC_DEFAULTS["apava"]), **SMALL, "seed": seed})
     ratios, labels = [], []
     for block in reader.iter_blocks():
         bands = log_band_powers(block.x, APAVA.sfreq).reshape(len(block.x), APAVA.n_chans, -1)

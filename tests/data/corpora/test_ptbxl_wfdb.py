@@ -55,13 +55,15 @@ def write_record(root: Path, ecg_id: int, fs: int, names: list[str] | None = Non
 def write_csvs(root: Path, rows: list[tuple] = ROWS) -> None:
     with open(root / "ptbxl_database.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["ecg_id", "patient_id", "age", "sex", "scp_codes", "strat_fold", "filename_lr", "filename_hr"])
+        w.writerow(["ecg_id", "patient_id", "age", "sex", "scp_codes", "strat_fold",
+                    "filename_lr", "filename_hr"])
         for ecg_id, patient, codes, fold, *_ in rows:
             w.writerow([ecg_id, f"{patient}.0", 56.0, 1, codes, fold, f"records100/00000/{ecg_id:05d}_lr",
                         f"records500/00000/{ecg_id:05d}_hr"])
     with open(root / "scp_statements.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["", "description", "diagnostic", "form", "rhythm", "diagnostic_class", "diagnostic_subclass"])
+        w.writerow(["", "description", "diagnostic", "form", "rhythm",
+                    "diagnostic_class", "diagnostic_subclass"])
         for code, diag, cls in STATEMENTS:
             w.writerow([code, f"{code} statement", diag, "", "", cls, cls])
 
@@ -80,7 +82,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_spec_and_synthetic_defaults() -> None:
     spec = PTBXL.make_spec(100)
     assert (spec.n_chans, spec.sfreq, spec.n_times, spec.classes) == (12, 100.0, 1000, CLASSES)
-    assert spec.ch_names == LEADS and spec.modality == "ecg" and CLASSES == ("NORM", "MI", "STTC", "CD", "HYP")
+    assert spec.ch_names == LEADS and spec.modality == "ecg" and CLASSES == ("NORM",
+                                                                             "MI", "STTC", "CD", "HYP")
     assert PTBXL.make_spec(500).n_times == 5000
     assert SYNTHETIC_DEFAULTS["kind"] == "bands" and SYNTHETIC_DEFAULTS["n_subjects"] == 20
 
@@ -143,7 +146,9 @@ def test_strat_fold_split(corpus: Path) -> None:
 def test_straddling_patient_is_an_error(tmp_path: Path) -> None:
     rows = ROWS[:2] + [(9, 101, "{'NORM': 100.0}", 9, "NORM")]
     write_csvs(tmp_path, rows)
-    with pytest.raises(DataError, match=r"patient 101 has records in both 'train' and 'val' folds \(row 4, strat_fold 9\)"):
+    with pytest.raises(DataError,
+                       match=r"patient 101 has records in both 'train' and 'val' folds \(row 4, strat_fold "
+                             r"9\)"):
         strat_fold_split(tmp_path / "ptbxl_database.csv")
 
 
@@ -174,7 +179,8 @@ def test_csv_errors(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="is not a dict of code -> likelihood"):
         PTBXL(tmp_path)
     write_csvs(tmp_path, [(1, 101, "{'XYZ': 100.0}", 1, "NORM")])
-    with pytest.raises(DataError, match=r"row 2 \(ecg_id 1\): unknown SCP code 'XYZ' \(not in scp_statements\.csv\)"):
+    with pytest.raises(DataError,
+                       match=r"row 2 \(ecg_id 1\): unknown SCP code 'XYZ' \(not in scp_statements\.csv\)"):
         PTBXL(tmp_path)
     write_csvs(tmp_path, [(1, "x", "{'NORM': 100.0}", 1, "NORM")])
     with pytest.raises(DataError, match=r"row 2: patient_id = 'x.0' is not an integer"):

@@ -72,7 +72,13 @@ def blocks(reader: SleepEDF) -> dict[str, object]:
 def test_spec_and_synthetic_defaults() -> None:
     spec = SleepEDF.make_spec()
     assert (spec.n_chans, spec.sfreq, spec.n_times, spec.n_outputs) == (2, 100.0, 3000, 5)
-    assert spec.ch_names == ("EEG Fpz-Cz", "EEG Pz-Oz") and spec.classes == CLASSES == ("W", "N1", "N2", "N3", "REM")
+    assert spec.ch_names == ("EEG Fpz-Cz", "EEG Pz-Oz") and spec.classes == CLASSES == (
+        "W",
+        "N1",
+        "N2",
+        "N3",
+        "REM",
+    )
     assert spec.label_level == "window"
     assert SYNTHETIC_DEFAULTS["kind"] == "sleep" and SYNTHETIC_DEFAULTS["n_subjects"] == 8
     assert SYNTHETIC_DEFAULTS["recordings_per_subject"] == 2
@@ -157,34 +163,40 @@ def test_missing_and_empty_root(tmp_path: Path) -> None:
 
 def test_psg_without_hypnogram(tmp_path: Path) -> None:
     write_psg(tmp_path / "SC4001E0-PSG.edf", 60)
-    with pytest.raises(DataError, match=r"SC4001E0-PSG\.edf: no hypnogram: expected SC4001\?\?-Hypnogram\.edf"):
+    with pytest.raises(DataError,
+                       match=r"SC4001E0-PSG\.edf: no hypnogram: expected SC4001\?\?-Hypnogram\.edf"):
         SleepEDF(tmp_path)
 
 
 def test_missing_channel(tmp_path: Path) -> None:
     write_psg(tmp_path / "SC4001E0-PSG.edf", 60, channels={"EEG Fpz-Cz": FS, "EOG horizontal": FS})
     write_hypnogram(tmp_path / "SC4001EC-Hypnogram.edf", [(0, 60, "Sleep stage 2")])
-    with pytest.raises(DataError, match=r"SC4001E0-PSG\.edf: missing channel 'EEG Pz-Oz' \(channels: EEG Fpz-Cz"):
+    with pytest.raises(DataError,
+                       match=r"SC4001E0-PSG\.edf: missing channel 'EEG Pz-Oz' \(channels: EEG Fpz-Cz"):
         list(SleepEDF(tmp_path).iter_blocks())
 
 
 def test_wrong_sampling_rate(tmp_path: Path) -> None:
     write_psg(tmp_path / "SC4001E0-PSG.edf", 60, channels={"EEG Fpz-Cz": FS, "EEG Pz-Oz": 200})
     write_hypnogram(tmp_path / "SC4001EC-Hypnogram.edf", [(0, 60, "Sleep stage 2")])
-    with pytest.raises(DataError, match=r"SC4001E0-PSG\.edf: channel 'EEG Pz-Oz' is sampled at 200 Hz, expected 100 Hz"):
+    with pytest.raises(DataError,
+                       match=r"SC4001E0-PSG\.edf: channel 'EEG Pz-Oz' is sampled at 200 Hz, expected 100 Hz"):
         list(SleepEDF(tmp_path).iter_blocks())
 
 
 def test_unknown_annotation(tmp_path: Path) -> None:
     write_psg(tmp_path / "SC4001E0-PSG.edf", 60)
-    write_hypnogram(tmp_path / "SC4001EC-Hypnogram.edf", [(0, 30, "Sleep stage 2"), (30, 30, "Sleep stage X")])
-    with pytest.raises(DataError, match=r"SC4001EC-Hypnogram\.edf: unknown annotation 'Sleep stage X' at 30 s"):
+    write_hypnogram(tmp_path / "SC4001EC-Hypnogram.edf",
+                    [(0, 30, "Sleep stage 2"), (30, 30, "Sleep stage X")])
+    with pytest.raises(DataError,
+                       match=r"SC4001EC-Hypnogram\.edf: unknown annotation 'Sleep stage X' at 30 s"):
         list(SleepEDF(tmp_path).iter_blocks())
 
 
 def test_overlapping_stages_and_no_sleep(tmp_path: Path) -> None:
     write_psg(tmp_path / "SC4001E0-PSG.edf", 120)
-    write_hypnogram(tmp_path / "SC4001EC-Hypnogram.edf", [(0, 60, "Sleep stage 2"), (45, 30, "Sleep stage 3")])
+    write_hypnogram(tmp_path / "SC4001EC-Hypnogram.edf",
+                    [(0, 60, "Sleep stage 2"), (45, 30, "Sleep stage 3")])
     with pytest.raises(DataError, match=r"overlapping stage annotations at 30 s and 45 s"):
         list(SleepEDF(tmp_path).iter_blocks())
     write_hypnogram(tmp_path / "SC4001EC-Hypnogram.edf", [(0, 120, "Sleep stage W")])

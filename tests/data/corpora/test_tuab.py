@@ -28,7 +28,8 @@ def test_tuab_v3_reader(tmp_path: Path) -> None:
     assert [int(b.y[0]) for b in blocks] == [0, 1, 0]  # train: normal, abnormal; eval: normal
     for b in blocks:
         assert b.x.shape == (1, 21, 6000)
-        # channel order is CHANNELS' (the file stores them reversed after an EKG): channel k holds 10 (21 - k) + t
+        # channel order is CHANNELS' (the file stores them reversed after an EKG): channel k holds 10 (21 - k)
+        # + t
         # recordings of 30 s start their 24-s window at 6 s (offset clipped to fit)
         np.testing.assert_allclose(b.x[0, :, 0], 10.0 * (21 - np.arange(21)) + 6.0, atol=0.2)
 

@@ -37,7 +37,9 @@ def test_turkish_reader_trims_and_windows(tmp_path: Path) -> None:
     for b in blocks:
         assert b.x.shape == (1, 35, 6000)
         # first sample is t = 2 s (2 s trimmed), last t = 14 s - 1 sample (1 s trimmed at the end)
-        np.testing.assert_allclose(b.x[0, 4, [0, -1]], [402.0, 400.0 + 14.0 - 1 / 500], atol=0.1)  # EDF: 16-bit steps
+        np.testing.assert_allclose(
+            b.x[0, 4, [0, -1]], [402.0, 400.0 + 14.0 - 1 / 500], atol=0.1
+        )  # EDF: 16-bit steps
     per_rec = list(TurkishEpilepsy(tmp_path, unit="recording").iter_blocks())
     assert [b.subject for b in per_rec] == [1, 2, 3]
 
@@ -68,7 +70,8 @@ def test_turkish_datamodule_recording_split_and_loso(tmp_path: Path) -> None:
     assert (dm.n_chans, dm.n_times, dm.sfreq) == (35, 6000, 500.0)
     from biosig_lightning.data.splits import SplitConfig
 
-    loso = TurkishEpilepsyDataModule(synthetic=True, unit="subject", synthetic_options=opts, cache_dir=str(tmp_path),
+    loso = TurkishEpilepsyDataModule(synthetic=True, unit="subject", synthetic_options=opts,
+                                     cache_dir=str(tmp_path),
                                      split=SplitConfig(strategy="loso", fold=2, val_ratio=0.2))
     loso.setup()
     assert len(loso.subjects["test"]) == 1

@@ -1,4 +1,5 @@
-"""TUSZ reader and DataModule on tiny trees written in the real layouts (pyedflib EDFs, .tse/.tse_bi, .csv/.csv_bi)."""
+"""TUSZ reader and DataModule on tiny trees written in the real layouts (pyedflib EDFs, .tse/.tse_bi,
+.csv/.csv_bi)."""
 
 from __future__ import annotations
 
@@ -98,7 +99,8 @@ def test_detection_clips_channels_and_resampling(corpus: Path) -> None:
     with pytest.warns(UserWarning, match="00000258"):
         reader = TUSZ(corpus, task="detection", clip_seconds=12)
     blocks = {b.recording: b for b in reader.iter_blocks()}
-    assert set(blocks) == {"00000258_s002_t000", "00000300_s001_t001", "00000301_s001_t000", "00000302_s003_t002",
+    assert set(blocks) == {"00000258_s002_t000", "00000300_s001_t001", "00000301_s001_t000",
+                           "00000302_s003_t002",
                            "00000500_s001_t000"}  # the dev recording of train patient 258 is left out
     # clips [0,12) [12,24) [24,36): the seizure 14-20 s is in the second one only
     assert blocks["00000258_s002_t000"].y.tolist() == [0, 1, 0]
@@ -139,7 +141,8 @@ def test_classification_clips(corpus: Path) -> None:
     b = blocks["00000258_s002_t000"]
     assert b.start.tolist() == [12.0]
     t = 12.0 + np.arange(1600) / 200.0
-    np.testing.assert_allclose(b.x[0, :, :1600], AMPS[:, None] * np.sin(2 * np.pi * FREQS[:, None] * t), atol=0.05)
+    np.testing.assert_allclose(b.x[0, :, :1600],
+                               AMPS[:, None] * np.sin(2 * np.pi * FREQS[:, None] * t), atol=0.05)
     assert np.all(b.x[0, :, 1600:] == 0)
     # gnsz 1-5 s: the start is clipped to sample 1 (the reference's "previous end + 1" with no previous
     # seizure), so samples 1..999 remain: 4 whole 1-s steps, then zeros
@@ -159,7 +162,10 @@ def test_v2_csv_layout_matches(tmp_path: Path) -> None:
     labels = {b.subject: b.y.tolist() for b in reader.iter_blocks()}
     assert labels == {patient_id("aaaaaajy"): [0, 1, 0], patient_id("aaaaaajz"): [0, 0, 0],
                       patient_id("aaaaaakb"): [1, 1, 0]}
-    cls = {b.subject: (b.y.tolist(), b.start.tolist()) for b in TUSZ(tmp_path, task="classification").iter_blocks()}
+    cls = {
+        b.subject: (b.y.tolist(), b.start.tolist())
+        for b in TUSZ(tmp_path, task="classification").iter_blocks()
+    }
     # per-channel .csv rows merged: fnsz on two channels -> one CF seizure from 14 s (clip from 12 s)
     assert cls == {patient_id("aaaaaajy"): ([0], [12.0]), patient_id("aaaaaakb"): ([1], [1 / 200.0])}
     rows = parse_csv(tmp_path / "edf/train/aaaaaajy/s001_2002/01_tcp_ar/aaaaaajy_s001_t000.csv_bi")
@@ -182,7 +188,8 @@ def test_bad_input_errors(tmp_path: Path, corpus: Path) -> None:
     with pytest.raises(DataError, match=r"00000259_s002_t000\.edf: missing its annotation file .*\.tse_bi"):
         TUSZ(mixed)
     write_csv(edf2.with_suffix(""), [])
-    with pytest.raises(DataError, match="mixes TUSZ v1.5.2 annotations .*tse.* with TUSZ 2.x annotations .*csv"):
+    with pytest.raises(DataError,
+                       match="mixes TUSZ v1.5.2 annotations .*tse.* with TUSZ 2.x annotations .*csv"):
         TUSZ(mixed)
     # malformed annotation lines name the file and line
     bad = tmp_path / "bad.tse_bi"
@@ -218,7 +225,9 @@ def test_log_fft_matches_reference_formula() -> None:
     out = log_fft_steps(x, 200)
     assert out.shape == (2, 3, 300)
     for t in range(3):
-        amp = np.abs(scipy.fftpack.fft(x[..., t * 200:(t + 1) * 200].astype(np.float64), n=200, axis=-1)[..., :100])
+        amp = np.abs(
+            scipy.fftpack.fft(x[..., t * 200 : (t + 1) * 200].astype(np.float64), n=200, axis=-1)[..., :100]
+        )
         amp[amp == 0.0] = 1e-8
         np.testing.assert_allclose(out[..., t * 100:(t + 1) * 100], np.log(amp), rtol=1e-5, atol=1e-5)
     assert np.all(out[0, 1, :100] == np.float32(PAD_LOG))

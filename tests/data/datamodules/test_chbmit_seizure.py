@@ -14,7 +14,8 @@ from tests.data.corpora.test_chb_mit import corpus  # noqa: F401  (the real-form
 
 def test_reader_options_on_real_format(corpus: Path, tmp_path: Path) -> None:  # noqa: F811
     dm = CHBMITSeizureDataModule(root=str(corpus), cache_dir=str(tmp_path))
-    assert (dm.n_chans, dm.n_times, dm.sfreq, dm.step_bins, dm.ch_names) == (18, 256, 64.0, 0, list(CHANNELS_18))
+    assert (dm.n_chans, dm.n_times, dm.sfreq, dm.step_bins, dm.ch_names) == (18, 256,
+                                                                             64.0, 0, list(CHANNELS_18))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         blocks = {b.recording: b for b in dm.reader().iter_blocks()}
@@ -36,6 +37,7 @@ def test_fixed_split_keeps_one_child_together(tmp_path: Path) -> None:
     assert sorted(split.train + split.val + split.test) == list(range(1, 25))
     assert {1, 21} <= set(split.train) and 12 in split.train
     assert split.val == STDRO_SPLIT["val"] and split.test == STDRO_SPLIT["test"]
-    dm = CHBMITSeizureDataModule(synthetic=True, cache_dir=str(tmp_path), synthetic_options={"windows_per_subject": 4})
+    dm = CHBMITSeizureDataModule(synthetic=True, cache_dir=str(tmp_path),
+                                 synthetic_options={"windows_per_subject": 4})
     dm.setup()
     assert dm.subjects == {k: sorted(v) for k, v in STDRO_SPLIT.items()}

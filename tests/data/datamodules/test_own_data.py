@@ -48,7 +48,9 @@ def bids_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
         data = np.zeros((len(CHANNELS), int(2 * SFREQ * EVENTS_PER_SUBJECT)))
         for i, w in enumerate(windows):  # the labelled second, then a second of noise
             data[:, int(2 * i * SFREQ):int((2 * i + 1) * SFREQ)] = w
-            data[:, int((2 * i + 1) * SFREQ):int((2 * i + 2) * SFREQ)] = rng.normal(0, 1e-5, (len(CHANNELS), int(SFREQ)))
+            data[:, int((2 * i + 1) * SFREQ) : int((2 * i + 2) * SFREQ)] = rng.normal(
+                0, 1e-5, (len(CHANNELS), int(SFREQ))
+            )
         raw = mne.io.RawArray(data, mne.create_info(CHANNELS, SFREQ, "eeg"), verbose="error")
         raw.set_annotations(mne.Annotations(onset=[2.0 * i for i in range(EVENTS_PER_SUBJECT)],
                                             duration=[1.0] * EVENTS_PER_SUBJECT,
@@ -74,7 +76,8 @@ def _epochs(seed: int = 1) -> mne.EpochsArray:
     rng = np.random.default_rng(seed)
     labels = [i % 2 for i in range(EVENTS_PER_SUBJECT)] * N_SUBJECTS
     subjects = np.repeat(np.arange(1, N_SUBJECTS + 1), EVENTS_PER_SUBJECT)
-    events = np.column_stack([np.arange(len(labels)) * 200, np.zeros(len(labels), int), np.asarray(labels) + 1])
+    events = np.column_stack([np.arange(len(labels)) * 200,
+                              np.zeros(len(labels), int), np.asarray(labels) + 1])
     return mne.EpochsArray(_signals(rng, labels), mne.create_info(CHANNELS, SFREQ, "eeg"), events=events,
                            event_id={"left": 1, "right": 2}, metadata=pd.DataFrame({"subject": subjects}),
                            verbose="error")
@@ -83,7 +86,8 @@ def _epochs(seed: int = 1) -> mne.EpochsArray:
 def _fit(tmp: Path, data: dict, capsys: pytest.CaptureFixture[str], name: str) -> dict:
     config = {
         "seed_everything": 0,
-        "trainer": {"max_epochs": 5, "log_every_n_steps": 1, "accelerator": "cpu", "devices": 1, "enable_model_summary": False,
+        "trainer": {"max_epochs": 5, "log_every_n_steps": 1, "accelerator": "cpu", "devices": 1,
+                    "enable_model_summary": False,
                     "enable_progress_bar": False,
                     "logger": {"class_path": "lightning.pytorch.loggers.CSVLogger",
                                "init_args": {"save_dir": str(tmp / "runs"), "name": name}}},
@@ -122,15 +126,20 @@ def test_bids_events_trains_through_biosig_fit(bids_root: Path, tmp_path: Path,
                                         "batch_size": 16, "cache_dir": str(tmp_path / "cache")}},
                capsys, "bids")
     assert res["dataset"] == "bids"
-    assert res["windows"]["train"] + res["windows"]["val"] + res["windows"]["test"] == N_SUBJECTS * EVENTS_PER_SUBJECT
+    assert (
+        res["windows"]["train"] + res["windows"]["val"] + res["windows"]["test"]
+        == N_SUBJECTS * EVENTS_PER_SUBJECT
+    )
     _assert_disjoint_and_learned(res, set(range(1, N_SUBJECTS + 1)))
 
 
-def test_epochs_file_trains_through_biosig_fit_with_kfold(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_epochs_file_trains_through_biosig_fit_with_kfold(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "mine-epo.fif"
     _epochs().save(path, verbose="error")
     res = _fit(tmp_path, {"class_path": "EpochsDataModule",
-                          "init_args": {"epochs": str(path), "batch_size": 16, "cache_dir": str(tmp_path / "cache"),
+                          "init_args": {"epochs": str(path), "batch_size": 16,
+                                        "cache_dir": str(tmp_path / "cache"),
                                         "split": {"strategy": "kfold", "n_folds": 3, "fold": 1}}},
                capsys, "epochs")
     assert res["dataset"] == "epochs"
@@ -139,7 +148,9 @@ def test_epochs_file_trains_through_biosig_fit_with_kfold(tmp_path: Path, capsys
 
 def test_bids_reader_shape_subjects_and_event_labels(bids_root: Path) -> None:
     reader = BIDSReader(bids_root, task="mi", window_seconds=1.0)
-    assert reader.spec.ch_names == tuple(CHANNELS) and reader.spec.sfreq == SFREQ and reader.spec.n_times == 100
+    assert (
+        reader.spec.ch_names == tuple(CHANNELS) and reader.spec.sfreq == SFREQ and reader.spec.n_times == 100
+    )
     assert reader.classes == CLASSES and reader.spec.label_level == "window"
     blocks = list(reader.iter_blocks())
     assert [b.subject for b in blocks] == list(range(1, N_SUBJECTS + 1))
@@ -181,7 +192,8 @@ def test_in_memory_epochs_same_splits_cache_and_normalisation(tmp_path: Path) ->
     assert batch["x"].shape[1:] == (4, 100) and set(batch["subject"].tolist()) <= set(dm.subjects["train"])
     # channel statistics come from the training subjects only
     train = np.asarray(dm.cache.signals[dm.datasets["train"].indices], dtype=np.float64)
-    np.testing.assert_allclose(dm.datasets["train"].stats["mean"], train.mean(axis=(0, 2)), rtol=1e-4, atol=1e-12)
+    np.testing.assert_allclose(dm.datasets["train"].stats["mean"],
+                               train.mean(axis=(0, 2)), rtol=1e-4, atol=1e-12)
     # the same arrays reuse their cache; other arrays get their own
     again = ArrayDataModule.from_epochs(epochs, cache_dir=str(tmp_path))
     assert again.cache.dir == dm.cache.dir
@@ -201,7 +213,8 @@ def test_braindecode_windows_dataset_keeps_subjects_and_targets(tmp_path: Path) 
     assert braindecode.__version__
     rng = np.random.default_rng(0)
     x = rng.normal(size=(6, 3, 200)).astype(np.float32)  # 6 recordings of 2 s at 100 Hz
-    dataset = create_from_X_y(x, [0, 1, 0, 1, 1, 0], drop_last_window=False, sfreq=100.0, ch_names=["a", "b", "c"],
+    dataset = create_from_X_y(x, [0, 1, 0, 1, 1, 0], drop_last_window=False, sfreq=100.0,
+                              ch_names=["a", "b", "c"],
                               window_size_samples=100, window_stride_samples=100)
     dataset.set_description({"subject": [1, 1, 2, 2, 3, 3]}, overwrite=True)
     dm = ArrayDataModule.from_braindecode(dataset, cache_dir=str(tmp_path))

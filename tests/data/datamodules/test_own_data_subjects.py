@@ -41,7 +41,8 @@ def _windows(rng: np.random.Generator, subjects: np.ndarray) -> np.ndarray:
 def _splits() -> list[SplitConfig]:
     """A ratio split and every leave-one-subject-out fold over four people."""
     return [SplitConfig(strategy="ratio", ratios=(0.5, 0.25, 0.25), seed=0, stratify=False),
-            *(SplitConfig(strategy="loso", fold=k, val=None, val_ratio=0.34, stratify=False) for k in range(4))]
+            *(SplitConfig(strategy="loso", fold=k, val=None,
+                          val_ratio=0.34, stratify=False) for k in range(4))]
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +58,8 @@ def bids_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
             for run in runs:
                 data = np.concatenate(list(_windows(rng, np.full(n_events, person))), axis=-1)
                 raw = mne.io.RawArray(data, mne.create_info(CHANNELS, SFREQ, "eeg"), verbose="error")
-                raw.set_annotations(mne.Annotations(onset=[float(i) for i in range(n_events)], duration=[0.5] * n_events,
+                raw.set_annotations(mne.Annotations(onset=[float(i) for i in range(n_events)],
+                                                    duration=[0.5] * n_events,
                                                     description=["left", "right"] * (n_events // 2)))
                 path = mne_bids.BIDSPath(subject=f"{person:02d}", session=session, run=run, task="mi",
                                          datatype="eeg", root=root)
@@ -71,7 +73,9 @@ def test_bids_sessions_and_runs_of_one_person_stay_in_one_split(bids_root: Path,
                             cache_dir=str(tmp_path), split=cfg, batch_size=64)
         by_split = true_subjects_by_split(dm, _in_signal)
         assert_each_person_in_one_split(by_split, set(PEOPLE))
-        assert sum(len(d) for d in dm.datasets.values()) == len(PEOPLE) * 3 * 4  # every window of every recording
+        assert (
+            sum(len(d) for d in dm.datasets.values()) == len(PEOPLE) * 3 * 4
+        )  # every window of every recording
 
 
 def _interleaved(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -115,6 +119,7 @@ def test_epochs_file_with_interleaved_subjects_keeps_each_person_in_one_split(tm
     path = tmp_path / "mine-epo.fif"
     epochs.save(path, verbose="error")
     for cfg in _splits():
-        dm = EpochsDataModule(epochs=str(path), normalization="none", cache_dir=str(tmp_path / "cache"), split=cfg,
+        dm = EpochsDataModule(epochs=str(path), normalization="none", cache_dir=str(tmp_path / "cache"),
+                              split=cfg,
                               batch_size=64)
         assert_each_person_in_one_split(true_subjects_by_split(dm, _in_signal), set(PEOPLE))

@@ -49,12 +49,15 @@ def test_training_only_whitening_uses_training_recordings(tmp_path: Path) -> Non
     train = _dm(tmp_path, whitening="train")
     train.setup()
     per_rec.setup()
-    subject1 = sorted({train.cache.recording_names[r] for r in np.unique(train.cache.recordings[train.cache.subjects == 1])})
+    subject1 = sorted(
+        {train.cache.recording_names[r] for r in np.unique(train.cache.recordings[train.cache.subjects == 1])}
+    )
     assert train.cache.manifest["reader"]["train_recordings"] == subject1  # the training subject's only
     assert per_rec.cache.manifest["reader"]["train_recordings"] is None
     # a test recording's tokens differ between the two references
     test_rows = np.flatnonzero(np.asarray(train.cache.subjects) == 3)
-    assert not np.allclose(np.asarray(train.cache.signals[test_rows]), np.asarray(per_rec.cache.signals[test_rows]))
+    assert not np.allclose(np.asarray(train.cache.signals[test_rows]),
+                           np.asarray(per_rec.cache.signals[test_rows]))
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")

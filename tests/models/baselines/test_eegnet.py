@@ -25,7 +25,8 @@ def tiny_medformer(**kw: object) -> Medformer:
 def test_eegnet_shapes_parameters_and_head_split() -> None:
     torch.manual_seed(0)
     m = EEGNet(**APAVA).eval()
-    # temporal 8*64 + BN 16 + depthwise 16*16 + BN 32 + separable 16*16 + pointwise 16*16 + BN 32 + dense 128*2+2
+    # temporal 8*64 + BN 16 + depthwise 16*16 + BN 32 + separable 16*16 + pointwise 16*16 + BN 32 + dense
+    # 128*2+2
     assert count_parameters(m) == 1618
     assert m.feature_dim == 16 * (256 // 4 // 8)
     x = torch.randn(3, 16, 256)

@@ -27,7 +27,8 @@ def tiny_medformer(**kw: object) -> Medformer:
 
 
 def test_medformer_apava_parameter_counts_match_the_authors() -> None:
-    # Authors' code, APAVA configuration (github DL4mHealth/Medformer): HEAD 7,240,834, paper commit 7,414,914.
+    # Authors' code, APAVA configuration (github DL4mHealth/Medformer): HEAD 7,240,834, paper commit
+    # 7,414,914.
     head = Medformer(**APAVA, variant="head")
     assert count_parameters(head) == 7_240_834
     paper = Medformer(**APAVA)
@@ -77,7 +78,9 @@ def test_medformer_embedding_matches_cross_channel_patch_definition() -> None:
         src = x + sinusoidal_positions(3, 24) if variant == "head" else x  # HEAD's channel tag PE[c, t]
         gran = 0
         for (p, k), weight in zip(emb.groups, emb.weights, strict=True):
-            padded = torch.cat([src, src[..., -1:].expand(-1, -1, p)], dim=-1)  # replicate the last sample p times
+            padded = torch.cat(
+                [src, src[..., -1:].expand(-1, -1, p)], dim=-1
+            )  # replicate the last sample p times
             for j in range(k):
                 w = weight[j * 16 : (j + 1) * 16].unsqueeze(1)  # the authors' Conv2d(1, D, (C, p)) kernel
                 ref = F.conv2d(padded.unsqueeze(1), w, stride=(1, p)).squeeze(2).transpose(1, 2)

@@ -29,7 +29,8 @@ def tiny_medformer(**kw: object) -> Medformer:
 # ---------------------------------------------------------------- learning
 
 
-def _subject_windows(subjects: range, n_times: int, per_subject: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
+def _subject_windows(subjects: range,
+                     n_times: int, per_subject: int = 16) -> tuple[torch.Tensor, torch.Tensor]:
     """Class 0: a slow sine on channel 0, class 1: a fast sine on channel 1, plus noise; every subject
     scales and offsets its channels (a per-subject drift a model must see past to score unseen subjects)."""
     g = torch.Generator().manual_seed(1000 + subjects.start)
@@ -74,7 +75,8 @@ def _train_and_score_held_out(make, shuffle_labels: bool = False) -> tuple[list[
         lambda: tiny_medformer(n_outputs=2, e_layers=1, dropout=0.0, augmentations=("none",)),
         lambda: tiny_medformer(n_outputs=2, e_layers=1, dropout=0.0, variant="head", fbam=True, fbam_bands=2),
         # fast BN running statistics: 20 steps at Keras momentum 0.01 would leave them near their init
-        lambda: EEGNet(n_chans=3, n_outputs=2, n_times=64, sfreq=64.0, kernel_length=8, dropout=0.0, bn_momentum=0.5),
+        lambda: EEGNet(n_chans=3, n_outputs=2, n_times=64, sfreq=64.0, kernel_length=8,
+                       dropout=0.0, bn_momentum=0.5),
     ],
     ids=["medformer", "medformer-head-fbam", "eegnet"],
 )
@@ -86,7 +88,8 @@ def test_tiny_models_learn_a_separable_toy_problem(make) -> None:  # noqa: ANN00
     # and 0.61 for the three models; last loss 0.005, 0.10 and 0.67 of the shuffled-label control's)
     assert losses[-1] < 0.7 * losses[0] and losses[-1] < 0.8 * control_losses[-1], (losses, control_losses)
     # 64 held-out windows: the difference of two chance-level accuracies has a standard error of about 0.09,
-    # so the learned model must beat the control by more than 3 of them and classify nearly every unseen window
+    # so the learned model must beat the control by more than 3 of them and classify nearly every unseen
+    # window
     assert held_out >= 0.9, (held_out, control)
     assert held_out > control + 0.3, (held_out, control)
 
@@ -101,11 +104,13 @@ def test_tiny_models_learn_a_separable_toy_problem(make) -> None:  # noqa: ANN00
         ("Medformer", ["e_layers=1", "d_model=16", "n_heads=2", "d_ff=32", "patch_lens=[8,16,32]"]),
     ],
 )
-def test_cli_smoke_fit(in_tmp: Path, capsys: pytest.CaptureFixture[str], backbone: str, overrides: list[str]) -> None:
+def test_cli_smoke_fit(in_tmp: Path, capsys: pytest.CaptureFixture[str],
+                       backbone: str, overrides: list[str]) -> None:
     args = ["fit"]
     for name in ("demo.yaml", "synthetic.yaml", "smoke.yaml"):
         args += ["--config", str(EXPERIMENTS / "overlays" / name)]
-    args += ["--trainer.enable_progress_bar=false", f"--model.init_args.backbone=biosig_lightning.models.baselines.{backbone}"]
+    args += ["--trainer.enable_progress_bar=false",
+             f"--model.init_args.backbone=biosig_lightning.models.baselines.{backbone}"]
     args += [f"--model.init_args.backbone.init_args.{o}" for o in overrides]
     main(args)
     last = capsys.readouterr().out.strip().splitlines()[-1]
@@ -116,18 +121,25 @@ def test_cli_smoke_fit(in_tmp: Path, capsys: pytest.CaptureFixture[str], backbon
     assert backbone_cfg["class_path"] == f"biosig_lightning.models.baselines.{backbone}"
     name, value = overrides[0].split("=")
     assert backbone_cfg["init_args"][name] == int(value)
-    assert res["num_params"] == sum(p.numel() for p in load_run(res["run_dir"]).task.parameters() if p.requires_grad)
+    assert res["num_params"] == sum(
+        p.numel() for p in load_run(res["run_dir"]).task.parameters() if p.requires_grad
+    )
     assert_metrics_match_predictions(res["run_dir"])
 
 
 def test_eegnet_with_fbam_between_its_stages() -> None:
     from biosig_lightning.models.baselines import EEGNet
 
-    kw = dict(n_chans=4, n_outputs=3, n_times=64, sfreq=64.0, F1=4, D=2, F2=8, kernel_length=8, max_norm=False)
+    kw = dict(n_chans=4, n_outputs=3, n_times=64, sfreq=64.0, F1=4, D=2, F2=8,
+              kernel_length=8, max_norm=False)
     plain, with_fbam = EEGNet(**kw), EEGNet(**kw, fbam=True)  # 3 classes: "auto" -> batch-shared kernels
     assert with_fbam.fbam[0].fbam.kernel_mode == "batch"
-    extra = sum(p.numel() for p in FBAM(16, 64, 6).parameters()) + sum(p.numel() for p in FBAM(8, 16, 6).parameters())
-    assert sum(p.numel() for p in with_fbam.parameters()) == sum(p.numel() for p in plain.parameters()) + extra
+    extra = sum(p.numel() for p in FBAM(16, 64, 6).parameters()) + sum(
+        p.numel() for p in FBAM(8, 16, 6).parameters()
+    )
+    assert (
+        sum(p.numel() for p in with_fbam.parameters()) == sum(p.numel() for p in plain.parameters()) + extra
+    )
     x = torch.randn(5, 4, 64)
     out = with_fbam(x)
     assert out.shape == (5, 3)

@@ -1,6 +1,8 @@
-"""BioFormer's authors' operator set, checked against the formulas of the authors' code (github NKU-EmbeddedSystem/BioFormer).
+"""BioFormer's authors' operator set, checked against the formulas of the authors' code (github
+NKU-EmbeddedSystem/BioFormer).
 
-The reference below is written from the authors' ``layers/BioFormer_EncDec.py`` (NKU-EmbeddedSystem/BioFormer), band by band and
+The reference below is written from the authors' ``layers/BioFormer_EncDec.py``
+(NKU-EmbeddedSystem/BioFormer), band by band and
 branch by branch with explicit loops, independently of the vectorised FBAM of
 ``biosig_lightning.models.modules.alignment``; the two must agree to float tolerance.
 """
@@ -94,7 +96,8 @@ def test_fbam_authors_mode_matches_the_authors_formulas(kernel_mode: str) -> Non
     x = torch.randn(5, sum(lens), 16, dtype=torch.float64)
     with torch.no_grad():
         ours = fbam(x)
-        ref = torch.cat([_reference_branch(fbam, part, kernel_mode == "batch") for part in x.split(lens, 1)], 1)
+        ref = torch.cat([_reference_branch(fbam,
+                                           part, kernel_mode == "batch") for part in x.split(lens, 1)], 1)
     assert (ours - x).abs().max() > 0.05  # the module really changes its input
     torch.testing.assert_close(ours, ref, atol=1e-10, rtol=1e-9)
 
@@ -116,14 +119,16 @@ def test_batch_kernel_at_eval_uses_the_batch_and_running_is_opt_in() -> None:
     # the EMA is off unless asked for: FBAM's and BioFormer's defaults average over the batch at eval
     default = FBAM(8, 32, n_bands=2, kernel_mode="batch").eval()
     assert default.eval_kernel == "batch" and not hasattr(default, "running_kernel")
-    model = BioFormer(n_chans=2, n_outputs=3, n_times=32, sfreq=32.0, d_model=8, d_ff=16, n_heads=2, n_layers=1,
+    model = BioFormer(n_chans=2, n_outputs=3, n_times=32, sfreq=32.0, d_model=8, d_ff=16, n_heads=2,
+                      n_layers=1,
                       d_token=4)
     assert not any(hasattr(m, "running_kernel") for m in model.mixers)
 
 
 def test_authors_ffn_residual_adds_the_unnormalised_input() -> None:
     torch.manual_seed(2)
-    model = BioFormer(n_chans=2, n_outputs=2, n_times=32, sfreq=32.0, d_model=8, d_ff=16, n_heads=2, n_layers=1,
+    model = BioFormer(n_chans=2, n_outputs=2, n_times=32, sfreq=32.0, d_model=8, d_ff=16, n_heads=2,
+                      n_layers=1,
                       d_token=4, **AUTHORS_BIOFORMER).eval()
     layer = model.layers[0]
     x = 3.0 * torch.randn(2, sum(model.seq_lens), 8) + 1.0
@@ -207,7 +212,9 @@ def test_band_self_attention_has_no_tokens_and_depends_on_the_bands() -> None:
 def test_descriptor_subsets_feed_only_the_chosen_statistics() -> None:
     torch.manual_seed(4)
     full = FBAM(8, 32, n_bands=4, d_token=8).eval()
-    logmom = FBAM(8, 32, n_bands=4, d_token=8, descriptors=["mean", "std", "max", "argmax"]).eval()  # +PeakLoc
+    logmom = FBAM(
+        8, 32, n_bands=4, d_token=8, descriptors=["mean", "std", "max", "argmax"]
+    ).eval()  # +PeakLoc
     assert logmom.controller.describe[0].in_features == 4
     with torch.no_grad():  # same weights on the shared statistics, zero on the dropped ones
         state = {k: v for k, v in logmom.state_dict().items()}

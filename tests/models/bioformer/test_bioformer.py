@@ -54,7 +54,8 @@ def test_apava_shapes_params_and_interfaces() -> None:
     # Exact value of this implementation: the authors' count minus their 6 FBAM gamma scalars.
     assert n_params == AUTHORS_APAVA_PARAMS - 6
     assert count_parameters(BioFormer(**APAVA, gain_mode="offset")) == AUTHORS_APAVA_PARAMS
-    # The authors' uniform band edges per branch (measured on NKU-EmbeddedSystem/BioFormer): [0,10,21,32,42,53,64] ...
+    # The authors' uniform band edges per branch (measured on NKU-EmbeddedSystem/BioFormer):
+    # [0,10,21,32,42,53,64] ...
     assert model.mixers[0].band_edges == [
         [0, 10, 21, 32, 42, 53, 64],
         [0, 5, 10, 16, 21, 26, 32],
@@ -81,7 +82,8 @@ def test_apava_forward_flops_close_to_authors() -> None:
     counter = FlopCounterMode(display=False)
     with counter:
         model(torch.randn(1, 16, 256))
-    # Authors' code: 0.481 GFLOP per sample with this counter (measured on the authors' code); FFTs are not counted.
+    # Authors' code: 0.481 GFLOP per sample with this counter (measured on the authors' code); FFTs are not
+    # counted.
     assert 0.45e9 < counter.get_total_flops() < 0.53e9
 
 
@@ -101,7 +103,8 @@ def test_pyramid_factors_scale_the_branches_for_long_windows() -> None:
     # a 30-s sleep epoch at 100 Hz: PCE's {2, 4, 8} gives 1,500 / 750 / 375 tokens; x8 gives the paper's range
     small = {"d_model": 8, "d_ff": 16, "n_heads": 2, "n_layers": 1}
     assert BioFormer(n_chans=2, n_outputs=5, n_times=3000, sfreq=100.0, **small).seq_lens == [1500, 750, 375]
-    model = BioFormer(n_chans=2, n_outputs=5, n_times=3000, sfreq=100.0, pyramid_factors=(16, 32, 64), **small)
+    model = BioFormer(n_chans=2, n_outputs=5, n_times=3000, sfreq=100.0,
+                      pyramid_factors=(16, 32, 64), **small)
     assert model.seq_lens == [188, 94, 47]
     assert model.feature_dim == (188 + 94 + 47) * 8
     out = model(torch.randn(3, 2, 3000))
@@ -359,7 +362,8 @@ def test_tsam_path_and_identity() -> None:
     "kwargs",
     [
         dict(),
-        dict(kernel_mode="batch", phase_mode="scale", gain_mode="offset", magnitude_clamp=0.5, learnable_dc=True),
+        dict(kernel_mode="batch", phase_mode="scale", gain_mode="offset",
+             magnitude_clamp=0.5, learnable_dc=True),
         dict(mixer="tsam", ffn_residual="raw"),
     ],
 )
@@ -405,13 +409,20 @@ def _random_phase_tones(rng: np.random.Generator, n: int, chans: int = 2, times:
     t = np.arange(times) / fs
     y = rng.integers(0, 2, n)
     subject_tune, noise = np.exp(0.05 * rng.standard_normal()), rng.uniform(0.3, 0.7)
-    freq = subject_tune * np.where(y == 0, 10.0, 6.0)[:, None, None] * np.exp(0.05 * rng.standard_normal((n, 1, 1)))
-    x = np.sin(2 * np.pi * freq * t + rng.uniform(0, 2 * np.pi, (n, chans, 1))) + noise * rng.standard_normal((n, chans, times))
+    freq = (
+        subject_tune
+        * np.where(y == 0, 10.0, 6.0)[:, None, None]
+        * np.exp(0.05 * rng.standard_normal((n, 1, 1)))
+    )
+    x = np.sin(2 * np.pi * freq * t + rng.uniform(0, 2 * np.pi, (n, chans, 1))) + noise * rng.standard_normal(
+        (n, chans, times)
+    )
     x = (x - x.mean(-1, keepdims=True)) / x.std(-1, keepdims=True)
     return torch.tensor(x, dtype=torch.float32), torch.tensor(y)
 
 
-def _subjects(rng: np.random.Generator, n_subjects: int, per_subject: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
+def _subjects(rng: np.random.Generator,
+              n_subjects: int, per_subject: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
     parts = [_random_phase_tones(rng, per_subject) for _ in range(n_subjects)]
     return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
@@ -422,7 +433,8 @@ def _train_tones_and_score_held_out(lr: float, max_batches: int | None = None) -
     rng = np.random.default_rng(0)
     x_train, y_train = _subjects(rng, 6)
     x_test, y_test = _subjects(rng, 2)
-    model = BioFormer(n_chans=2, n_outputs=2, n_times=64, sfreq=64.0, d_model=32, d_ff=64, n_heads=4, n_layers=2,
+    model = BioFormer(n_chans=2, n_outputs=2, n_times=64, sfreq=64.0, d_model=32, d_ff=64, n_heads=4,
+                      n_layers=2,
                       augmentations=["scale0.1", "drop0.25"])
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     for _ in range(2):

@@ -24,7 +24,8 @@ from tests.conftest import EXPERIMENTS, REPO
 
 T5 = EXPERIMENTS / "bioformer" / "variants"
 T3 = EXPERIMENTS / "bioformer" / "baselines"
-SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "synthetic.yaml"), "--config", str(EXPERIMENTS / "overlays" / "smoke.yaml"),
+SMOKE = ["--config", str(EXPERIMENTS / "overlays" / "synthetic.yaml"), "--config",
+         str(EXPERIMENTS / "overlays" / "smoke.yaml"),
          "--trainer.enable_progress_bar=false"]
 TINY = [f"--model.init_args.backbone.init_args.{k}={v}"
         for k, v in (("n_layers", 2), ("d_model", 16), ("d_ff", 16), ("n_heads", 2), ("d_token", 8))]
@@ -134,7 +135,8 @@ def test_readme_lists_every_table5_row_for_each_corpus_group() -> None:
 
 @pytest.mark.parametrize("corpus,configs,row", README_ROWS,
                          ids=[f"{c}-{''.join('v' if t else 'x' for t in r)}" for c, _, r in README_ROWS])
-def test_readme_table5_command_builds_its_row(corpus: str, configs: list[str], row: tuple[bool, bool, bool]) -> None:
+def test_readme_table5_command_builds_its_row(corpus: str, configs: list[str],
+                                              row: tuple[bool, bool, bool]) -> None:
     mag, phase, scln = row
     backbone = _backbone(*(REPO / c for c in configs))
     fbams = _fbams(backbone)
@@ -142,11 +144,14 @@ def test_readme_table5_command_builds_its_row(corpus: str, configs: list[str], r
         assert len(fbams) == 2 and not any(isinstance(m, TSAM) for m in backbone.modules())
         for fbam in fbams:
             assert (fbam.use_magnitude, fbam.use_phase) == (mag, phase)
-            assert set(fbam.controller.heads) == ({"kernel", "gain"} if mag else set()) | ({"phase"} if phase else set())
+            assert set(fbam.controller.heads) == ({"kernel", "gain"} if mag else set()) | (
+                {"phase"} if phase else set()
+            )
     else:
         assert backbone.mixers is None and not fbams
     if scln:
-        assert isinstance(backbone.norm, SampleConditionalLayerNorm) and backbone.norm.alpha == SCLN_ALPHA[corpus]
+        assert isinstance(backbone.norm,
+                          SampleConditionalLayerNorm) and backbone.norm.alpha == SCLN_ALPHA[corpus]
     else:
         assert type(backbone.norm) is nn.LayerNorm
 
@@ -181,7 +186,8 @@ def test_authors_clip_and_min_delta_from_the_yaml_act_in_training(in_tmp: Path) 
     cfg = yaml.safe_load((EXPERIMENTS / "bioformer_apava.yaml").read_text())
     clip = cfg["trainer"].get("gradient_clip_val")
     cli = _cli([str(EXPERIMENTS / "bioformer_apava.yaml")],
-               TINY + ["--trainer.limit_train_batches=1", "--trainer.limit_val_batches=1", "--trainer.logger=false",
+               TINY + ["--trainer.limit_train_batches=1", "--trainer.limit_val_batches=1",
+                       "--trainer.logger=false",
                        "--trainer.enable_checkpointing=false"])
     (stop,) = [cb for cb in cli.model.configure_callbacks() if isinstance(cb, EarlyStopping)]
     assert abs(stop.min_delta) == 1e-5

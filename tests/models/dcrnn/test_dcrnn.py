@@ -19,7 +19,8 @@ from biosig_lightning.models.modules.channel_graphs import (
 
 
 @pytest.mark.parametrize(("graph", "n_outputs", "count"), [
-    ("distance", 2, 168_641), ("correlation", 2, 280_769), ("distance", 4, 168_836), ("correlation", 4, 280_964)])
+    ("distance", 2, 168_641), ("correlation", 2, 280_769), ("distance", 4, 168_836),
+    ("correlation", 4, 280_964)])
 def test_parameter_counts_match_the_reference(graph: str, n_outputs: int, count: int) -> None:
     m = DCRNN(19, n_outputs, 1200, 200.0, step_bins=100, graph=graph)
     assert sum(p.numel() for p in m.parameters() if p.requires_grad) == count
@@ -54,7 +55,8 @@ def naive_dcgru_forward(model: DCRNN, x: torch.Tensor) -> torch.Tensor:
         h = torch.zeros(b, model.n_chans, model.units)
         outs = []
         for t in range(model.n_steps):
-            def gconv(inp: torch.Tensor, state: torch.Tensor, w: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+            def gconv(inp: torch.Tensor, state: torch.Tensor,
+                      w: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
                 z = torch.cat([inp, state], -1)
                 stack = torch.stack(diffusion_terms(supports, z, model.k_max), dim=-1)  # (B, N, F, M)
                 return stack.reshape(b, model.n_chans, -1) @ w + bias
@@ -70,7 +72,8 @@ def naive_dcgru_forward(model: DCRNN, x: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("graph", ["distance", "correlation"])
 def test_fast_recurrence_equals_the_concat_then_matmul_dcgru(graph: str) -> None:
     torch.manual_seed(0)
-    m = DCRNN(6, 2, 40, 10.0, step_bins=8, graph=graph, rnn_units=5, ch_names=["FP1", "FP2", "C3", "C4", "O1", "O2"])
+    m = DCRNN(6, 2, 40, 10.0, step_bins=8, graph=graph, rnn_units=5,
+              ch_names=["FP1", "FP2", "C3", "C4", "O1", "O2"])
     for cell in m.cells:  # non-zero biases so their placement is checked too
         torch.nn.init.normal_(cell.gate_bias)
         torch.nn.init.normal_(cell.cand_bias)

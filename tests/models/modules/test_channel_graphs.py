@@ -19,7 +19,8 @@ def test_scaled_laplacian_spectrum_spans_minus_one_to_one() -> None:
 
 def test_random_walks_are_row_normalised_and_zero_degree_rows_stay_zero() -> None:
     a = torch.tensor([[0.0, 2.0, 2.0], [1.0, 0.0, 3.0], [0.0, 0.0, 0.0]])
-    torch.testing.assert_close(random_walk(a), torch.tensor([[0.0, 0.5, 0.5], [0.25, 0.0, 0.75], [0.0, 0.0, 0.0]]))
+    torch.testing.assert_close(random_walk(a),
+                               torch.tensor([[0.0, 0.5, 0.5], [0.25, 0.0, 0.75], [0.0, 0.0, 0.0]]))
     fwd, bwd = dual_random_walk(a)
     torch.testing.assert_close(fwd, random_walk(a).T)
     torch.testing.assert_close(bwd, random_walk(a.T).T)

@@ -1,4 +1,5 @@
-"""Domain-generalisation blocks: gradient reversal, Deep CORAL and multi-kernel MMD against their equations."""
+"""Domain-generalisation blocks: gradient reversal, Deep CORAL and multi-kernel MMD against their
+equations."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""SCLN (BioFormer Sec. 4.3): ``h_hat + alpha (gamma h_hat + beta - h_hat)``, conditioned on the token mean."""
+"""SCLN (BioFormer Sec. 4.3): ``h_hat + alpha (gamma h_hat + beta - h_hat)``, conditioned on the token
+mean."""
 
 from __future__ import annotations
 

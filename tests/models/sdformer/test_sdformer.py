@@ -146,7 +146,9 @@ def test_dependency_loss_rewards_parents_that_predict_the_child() -> None:
         return graph
 
     assert dependency_loss(with_edge(1, 0), features).item() == pytest.approx(2.0, rel=1e-3)  # affine copy: 0
-    assert dependency_loss(with_edge(3, 0), features).item() == pytest.approx(2.0, rel=1e-3)  # sign-flipped copy
+    assert dependency_loss(with_edge(3, 0), features).item() == pytest.approx(
+        2.0, rel=1e-3
+    )  # sign-flipped copy
     # a parent lowers its child's term by r^2 / 2 (least-squares fit of a multiple of the parent) ...
     r = torch.corrcoef(torch.cat([base, partial])[:, 0])[0, 1].item()
     gain = dependency_loss(empty, features) - dependency_loss(with_edge(4, 0), features)
@@ -204,7 +206,9 @@ def test_sparsity_gradient_charges_absent_edges_too() -> None:
     out = model.forward_with_aux(torch.randn(4, 3, 200))
     assert out.edge_density.item() < 0.05
     grad, = torch.autograd.grad(out.sparse, out.adjacency)
-    assert torch.allclose(grad, torch.full_like(grad, 1 / 4))  # d(batch mean edge count)/d a_ij, present or not
+    assert torch.allclose(
+        grad, torch.full_like(grad, 1 / 4)
+    )  # d(batch mean edge count)/d a_ij, present or not
 
 
 # --------------------------------------------------------------------------- masked attention

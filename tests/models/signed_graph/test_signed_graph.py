@@ -100,7 +100,8 @@ def test_class_polarities_come_from_each_class_and_drive_the_filter() -> None:
     model = SignedGraphClassifier(4, 2, 32, 100.0, **TINY).eval()
     base = torch.randn(6, 1, 32)
     signs = torch.tensor([[1.0, 1, 1, 1], [1.0, -1, 1, -1]])
-    x = torch.cat([signs[0][None, :, None] * base, signs[1][None, :, None] * base]) + 0.05 * torch.randn(12, 4, 32)
+    x = torch.cat([signs[0][None, :, None] * base,
+                   signs[1][None, :, None] * base]) + 0.05 * torch.randn(12, 4, 32)
     y = torch.tensor([0] * 6 + [1] * 6)
     probe = torch.randn(3, 4, 32)
     before = model(probe)  # not fitted yet: per-input polarities
@@ -158,7 +159,10 @@ def test_metric_candidates_scored_together_as_one_by_one() -> None:
     mean_gap = (gap * mask).sum((1, 2)) / mask.sum()
     scores = []
     for k in range(3):
-        aff = torch.exp(-sg.normalise_distance(sg.pairwise_distance(f, "mahalanobis", bgl.q[k: k + 1]), mask)) * mask
+        aff = (
+            torch.exp(-sg.normalise_distance(sg.pairwise_distance(f, "mahalanobis", bgl.q[k : k + 1]), mask))
+            * mask
+        )
         scores.append((aff * gap).sum((1, 2)) / (aff.sum((1, 2)) * mean_gap))
     mix = torch.softmax(-torch.stack(scores, 1) / bgl.selection_temperature, 1)
     want = sg.normalise_distance(sg.pairwise_distance(f, "mahalanobis", bgl.q, mix), mask)

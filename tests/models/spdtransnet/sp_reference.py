@@ -10,7 +10,8 @@ import torch
 from biosig_lightning.models.spdtransnet import SPMultiheadAttention, recompute
 
 
-def reference_sp_mha(att: SPMultiheadAttention, x: torch.Tensor, seed: int, masks: ModuleType = recompute) -> torch.Tensor:
+def reference_sp_mha(att: SPMultiheadAttention, x: torch.Tensor, seed: int,
+                     masks: ModuleType = recompute) -> torch.Tensor:
     """Eq. 2 with the h maps kept by autograd, and the dropout masks that a fused function draws from
     ``seed`` (``masks``: the module of that function, with its ``drop_mask`` and ``_chunks``)."""
     q, k = att._qk(x)

@@ -15,7 +15,8 @@ def _grads(att: SPMultiheadAttention, x: torch.Tensor, dout: torch.Tensor, run) 
 
 
 @pytest.mark.parametrize("head_weights", ["softmax", "free"])
-def test_fused_is_plain_autograd_with_the_same_dropout_masks(head_weights: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fused_is_plain_autograd_with_the_same_dropout_masks(head_weights: str,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(recompute, "MAP_CHUNK", 2 * 3 * 7 * 7)  # several chunks, one mask stream each
     torch.manual_seed(5)
     att = SPMultiheadAttention(21, 3, dropout=0.3, head_weights=head_weights, impl="fused").double().train()
@@ -64,12 +65,15 @@ def test_under_bf16_autocast_as_accurate_as_autocasts_own_ops() -> None:
         torch.manual_seed(27)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             out = run(module, inp)
-        return [t.double() for t in (out, *torch.autograd.grad(out, [inp, *module.parameters()], dout.to(out.dtype)))]
+        return [t.double() for t in (out,
+                                     *torch.autograd.grad(out,
+                                                          [inp, *module.parameters()], dout.to(out.dtype)))]
 
     got = grads(att, x, lambda m, i: m(i), True)
     assert got[0].abs().sum() > 0
     chain = grads(att, x, lambda m, i: reference_sp_mha(m, i, seed), True)
     exact = grads(att.double(), x.double(), lambda m, i: reference_sp_mha(m, i, seed), False)
-    for name, a, b, r in zip(["out", "x", "q.w", "q.b", "k.w", "k.b", "theta"], got, chain, exact, strict=True):
+    for name, a, b, r in zip(["out", "x", "q.w", "q.b", "k.w", "k.b", "theta"], got,
+                             chain, exact, strict=True):
         err, ref = ((a - r).norm() / r.norm()).item(), ((b - r).norm() / r.norm()).item()
         assert err <= 1.25 * ref + 1e-6, (name, err, ref)

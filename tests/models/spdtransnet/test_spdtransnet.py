@@ -1,4 +1,5 @@
-"""SPDTransNet: SP-MHA preserves structure (eq. 2), both computations agree, the published size, no dead weights."""
+"""SPDTransNet: SP-MHA preserves structure (eq. 2), both computations agree, the published size, no dead
+weights."""
 
 from __future__ import annotations
 
@@ -51,9 +52,13 @@ def test_published_best_has_the_authors_live_parameter_count_and_no_dead_paramet
     n = sum(p.numel() for p in full.parameters() if p.requires_grad)
     assert n == entry.param_pins["mass_ss3"] == 14_009_912
     # the paper's fixed sinusoidal encoding drops the two PE MLPs (2 x 2 x (351^2 + 351))
-    assert sum(p.numel() for p in entry.build("mass_ss3", pe="sinusoidal").parameters()) == 14_009_912 - 4 * 123_552
+    assert (
+        sum(p.numel() for p in entry.build("mass_ss3", pe="sinusoidal").parameters())
+        == 14_009_912 - 4 * 123_552
+    )
     # gradients reach every parameter (a one-epoch sequence keeps this fast; parameters do not depend on L)
-    small = SPDTransNet(n_chans=210, n_outputs=5, n_times=45, sfreq=256.0, **{**entry.kwargs["mass_ss3"], "dropout": 0.0})
+    small = SPDTransNet(n_chans=210, n_outputs=5, n_times=45, sfreq=256.0,
+                        **{**entry.kwargs["mass_ss3"], "dropout": 0.0})
     assert sum(p.numel() for p in small.parameters()) == n
     small(torch.randn(2, 210, 45)).square().sum().backward()
     dead = [name for name, p in small.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
@@ -62,7 +67,8 @@ def test_published_best_has_the_authors_live_parameter_count_and_no_dead_paramet
 
 def test_only_the_central_epoch_is_classified_from_its_own_tokens() -> None:
     torch.manual_seed(3)
-    model = SPDTransNet(n_chans=3 * 6, n_outputs=5, n_times=6, sfreq=100.0, n_bands=2, n_subwindows=3, d_model=10,
+    model = SPDTransNet(n_chans=3 * 6, n_outputs=5, n_times=6, sfreq=100.0, n_bands=2, n_subwindows=3,
+                        d_model=10,
                         tokens_per_epoch=2, intra_heads=2, intra_layers=1, inter_heads=2, inter_layers=1,
                         d_ff=15, fc_width=10, dropout=0.0).eval()
     x = torch.randn(1, 18, 6)
@@ -83,7 +89,8 @@ def test_bad_shapes_raise() -> None:
 def test_checkpointed_layers_give_the_same_gradients() -> None:
     torch.manual_seed(4)
     kw = dict(n_chans=3 * 6, n_outputs=5, n_times=6, sfreq=100.0, n_bands=2, n_subwindows=3, d_model=10,
-              tokens_per_epoch=2, intra_heads=2, intra_layers=2, inter_heads=2, inter_layers=1, d_ff=15, fc_width=10,
+              tokens_per_epoch=2, intra_heads=2, intra_layers=2, inter_heads=2, inter_layers=1, d_ff=15,
+              fc_width=10,
               dropout=0.0)
     plain = SPDTransNet(**kw)
     ckpt = SPDTransNet(**kw, checkpoint_layers=True)
@@ -116,7 +123,8 @@ def test_fused_sp_mha_runs_in_float32_under_bfloat16_autocast() -> None:
 
 def test_checkpointed_layers_redraw_the_same_dropout_masks() -> None:
     kw = dict(n_chans=3 * 6, n_outputs=5, n_times=6, sfreq=100.0, n_bands=2, n_subwindows=3, d_model=10,
-              tokens_per_epoch=2, intra_heads=2, intra_layers=2, inter_heads=2, inter_layers=1, d_ff=15, fc_width=10,
+              tokens_per_epoch=2, intra_heads=2, intra_layers=2, inter_heads=2, inter_layers=1, d_ff=15,
+              fc_width=10,
               dropout=0.3)
     torch.manual_seed(9)
     plain = SPDTransNet(**kw)
@@ -173,18 +181,21 @@ def test_queries_and_keys_from_factors_are_those_of_the_full_input(impl: str) ->
 
 
 @pytest.mark.parametrize("pe", ["sinusoidal", "learnable", "learnable_tokens"])
-def test_first_layer_factored_queries_change_no_output_or_gradient(pe: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_first_layer_factored_queries_change_no_output_or_gradient(pe: str,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from biosig_lightning.models.spdtransnet import attention
 
     kw = dict(n_chans=3 * 6, n_outputs=5, n_times=6, sfreq=100.0, n_bands=2, n_subwindows=3, d_model=10,
-              tokens_per_epoch=2, intra_heads=2, intra_layers=2, inter_heads=2, inter_layers=1, d_ff=15, fc_width=10,
+              tokens_per_epoch=2, intra_heads=2, intra_layers=2, inter_heads=2, inter_layers=1, d_ff=15,
+              fc_width=10,
               dropout=0.3, pe=pe)
     torch.manual_seed(22)
     model = SPDTransNet(**kw).double()
     x = torch.randn(2, 18, 6, dtype=torch.float64)
     widths: list[int] = []
     project = attention._project
-    monkeypatch.setattr(attention, "_project", lambda x, w, b, f: widths.append((f or (x,))[0].shape[-1]) or project(x, w, b, f))
+    monkeypatch.setattr(attention, "_project", lambda x, w, b,
+                        f: widths.append((f or (x,))[0].shape[-1]) or project(x, w, b, f))
     results = []
     for factored in (True, False):
         model.factor_first_layer = factored
@@ -203,5 +214,6 @@ def test_the_model_package_has_no_device_branch_and_does_not_import_the_cpu_back
     # swaps modules from outside (the task's cpu_kernels flag)
     sources = {p.name: p.read_text() for p in Path(spdtransnet.__file__).parent.glob("*.py")}
     assert {"model.py", "attention.py", "recompute.py"} <= set(sources)
-    branch = re.compile(r"is_cuda|device\.type\s*(==|!=|in\b)|\bimport accel|biosig_lightning\.accel|from biosig_lightning import accel")
+    branch = re.compile(r"is_cuda|device\.type\s*(==|!=|in\b)|\bimport accel|biosig_lightning\.accel|from "
+                        r"biosig_lightning import accel")
     assert {name: branch.search(text).group(0) for name, text in sources.items() if branch.search(text)} == {}

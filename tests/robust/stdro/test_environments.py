@@ -13,7 +13,8 @@ from biosig_lightning.robust.stdro.environments import patient_environments
 def test_environments_training_patients_only_deterministic(tmp_path) -> None:
     def make() -> TUSZDataModule:
         return TUSZDataModule(synthetic=True, features="fft", cache_dir=str(tmp_path),
-                              synthetic_options={"n_subjects": 14, "dev_subjects": 3, "windows_per_subject": 7})
+                              synthetic_options={"n_subjects": 14, "dev_subjects": 3,
+                                                 "windows_per_subject": 7})
 
     dm = make()
     dm.setup()
@@ -31,11 +32,13 @@ def test_environments_training_patients_only_deterministic(tmp_path) -> None:
 
 
 def test_environments_cluster_per_patient_means(tmp_path, monkeypatch) -> None:
-    dm = SyntheticDataModule(n_subjects=12, windows_per_subject=4, label_level="window", cache_dir=str(tmp_path))
+    dm = SyntheticDataModule(n_subjects=12, windows_per_subject=4,
+                             label_level="window", cache_dir=str(tmp_path))
     dm.setup()
     # a descriptor that only sees which half of the id range a window's patient is in
     ds = dm.datasets["train"]
-    subject_of = dict(zip(ds.indices.tolist(), np.asarray(dm.cache.subjects[ds.indices]).tolist(), strict=True))
+    subject_of = dict(zip(ds.indices.tolist(),
+                          np.asarray(dm.cache.subjects[ds.indices]).tolist(), strict=True))
     order = iter(ds.indices.tolist())
     monkeypatch.setattr(envs_mod, "environment_descriptor", lambda x, step_bins=0: np.array(
         [[float(subject_of[next(order)] > 6), 0.0] for _ in range(len(x))]))

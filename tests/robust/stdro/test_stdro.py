@@ -322,7 +322,9 @@ def test_with_identity_w_and_alpha_beta_zero_stdro_is_wrm_dro() -> None:
     x_ref = b["x"].clone()
     for _ in range(4):
         x_ref.requires_grad_(True)
-        obj = F.cross_entropy(ref.eval()(x_ref), b["y"], reduction="sum") - 0.5 * ((x_ref - b["x"]) ** 2).sum()
+        obj = (
+            F.cross_entropy(ref.eval()(x_ref), b["y"], reduction="sum") - 0.5 * ((x_ref - b["x"]) ** 2).sum()
+        )
         x_ref = (x_ref + 0.05 * torch.autograd.grad(obj, x_ref)[0]).detach()
     for t in (stdro, dro):
         x_adv, _ = t.inner_maximisation(b["x"], b["y"])
@@ -368,7 +370,8 @@ def _fit_toy_stdro(tmp_path, lr: float, **trainer_kw: object):  # noqa: ANN001, 
 
     seed_everything(0)
     dm = ToySeizureDataModule(windows_per_subject=16, batch_size=16)
-    backbone = DCRNN(N_CHANS, 2, N_TIMES, 4.0, step_bins=STEP_BINS, graph="correlation", top_k=2, rnn_units=16,
+    backbone = DCRNN(N_CHANS, 2, N_TIMES, 4.0, step_bins=STEP_BINS, graph="correlation", top_k=2,
+                     rnn_units=16,
                      num_rnn_layers=1)
     t = STDROTask(backbone, variant="stdro", n_periods=4, ascent_steps=3, ascent_lr=0.05, penalty=1.0,
                   n_environments=2, m_lr=0.05, n_outer=2, lr=lr, scheduler="none", weight_decay=0.0,

@@ -1,4 +1,5 @@
-"""STDRO under DDP: two gloo processes, each its own data shard and inner loop; they end with the same M and theta."""
+"""STDRO under DDP: two gloo processes, each its own data shard and inner loop; they end with the same M and
+theta."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ class SaveRankState(Callback):
         self.directory = directory
         self.indices: set[int] = set()
 
-    def on_train_batch_start(self, trainer: Trainer, pl_module: LightningModule, batch, batch_idx: int) -> None:
+    def on_train_batch_start(self, trainer: Trainer,
+                             pl_module: LightningModule, batch, batch_idx: int) -> None:
         self.indices |= set(batch["index"].tolist())
 
     def on_fit_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
@@ -34,7 +36,8 @@ def test_two_gloo_ranks_end_with_the_same_m_and_theta(tmp_path: Path) -> None:
     seed_everything(0)
     backbone = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(N_CHANS * N_TIMES, 8), torch.nn.Tanh(),
                                    torch.nn.Linear(8, 2))
-    task = STDROTask(backbone, variant="stdro", step_bins=STEP_BINS, ascent_steps=2, n_environments=2, m_lr=0.2,
+    task = STDROTask(backbone, variant="stdro", step_bins=STEP_BINS, ascent_steps=2, n_environments=2,
+                     m_lr=0.2,
                      n_theta=2, n_theta_unit="step", lr=1e-2, scheduler="none", early_stopping_patience=None,
                      monitor="val/loss", mode="min")
     dm = ToySeizureDataModule(windows_per_subject=8, batch_size=8)
