@@ -130,7 +130,7 @@ class DenoiserPairTask(ClassificationTask):
         n = int(self.backbone.denoisers[0].spatial_mask.shape[0])
         mask, rule = spatial_graph_mask(list(ch_names) if ch_names else None, n)
         for den in self.backbone.denoisers:
-            den.spatial_mask.copy_(torch.from_numpy(mask).to(den.spatial_mask.device))
+            den.set_spatial_mask(torch.from_numpy(mask))
         self.spatial_rule = rule
         return rule
 

@@ -21,6 +21,7 @@ from tests.data.window_subjects import SPLITS, assert_each_person_in_one_split, 
 
 OWN_DATA = {
     "ArrayDataModule",
+    "ArrayFileDataModule",
     "EpochsDataModule",
     "BIDSDataModule",
 }  # tests/data/datamodules/test_own_data_subjects.py

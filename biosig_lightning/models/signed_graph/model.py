@@ -333,6 +333,13 @@ class SignedGraphDenoiser(nn.Module):
         return sg.lanczos_filter(lap, nodes, omega, self.krylov_dim, "sigmoid", self.steepness,
                                  reorth_passes=self.reorth_passes)
 
+    def set_spatial_mask(self, spatial_mask: torch.Tensor) -> None:
+        """Use ``spatial_mask`` ``(C, C)`` as the spatial edges (self-loops dropped): both the edge-stored
+        graph's :attr:`spatial_mask` and the dense filter's ``(N, N)`` edge set follow it."""
+        eye = torch.eye(self.n_chans, dtype=torch.bool, device=self.spatial_mask.device)
+        self.spatial_mask.copy_(spatial_mask.to(self.spatial_mask.device, torch.bool) & ~eye)
+        self.node_mask.copy_(sg.product_graph_mask(self.n_chans, self.n_chunks, self.spatial_mask.cpu()))
+
     @property
     def mask(self) -> torch.Tensor:
         """The ``(N, N)`` edge set (for inspection; the blocks work on :attr:`spatial_mask` and the chunk

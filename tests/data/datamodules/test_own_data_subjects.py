@@ -16,7 +16,12 @@ import mne
 import numpy as np
 import pytest
 
-from biosig_lightning.data.datamodules import ArrayDataModule, BIDSDataModule, EpochsDataModule
+from biosig_lightning.data.datamodules import (
+    ArrayDataModule,
+    ArrayFileDataModule,
+    BIDSDataModule,
+    EpochsDataModule,
+)
 from biosig_lightning.data.splits import SplitConfig
 from tests.data.window_subjects import assert_each_person_in_one_split, true_subjects_by_split
 
@@ -90,6 +95,15 @@ def test_interleaved_array_rows_stay_with_their_person(tmp_path: Path) -> None:
     for cfg in _splits():
         dm = ArrayDataModule(x, y, subjects, sfreq=SFREQ, ch_names=CHANNELS, normalization="none",
                              cache_dir=str(tmp_path), split=cfg, batch_size=64)
+        assert_each_person_in_one_split(true_subjects_by_split(dm, _in_signal), set(PEOPLE))
+
+
+def test_interleaved_rows_of_an_npz_file_stay_with_their_person(tmp_path: Path) -> None:
+    x, y, subjects = _interleaved(seed=1)
+    np.savez(tmp_path / "mine.npz", x=x, y=y, subjects=subjects, sfreq=SFREQ, ch_names=np.asarray(CHANNELS))
+    for cfg in _splits():
+        dm = ArrayFileDataModule(str(tmp_path / "mine.npz"), normalization="none", cache_dir=str(tmp_path),
+                                 split=cfg, batch_size=64)
         assert_each_person_in_one_split(true_subjects_by_split(dm, _in_signal), set(PEOPLE))
 
 
