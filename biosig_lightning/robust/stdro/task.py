@@ -136,6 +136,8 @@ class STDROTask(DGTask):
         n_periods: ``N`` periods of the clip (Sec. 3.2.1; 4 in the paper, Table 8 sweeps 2/4/6).
         ascent_steps: ``m`` (Appendix A, ``{5, 10, 15, 20}``).
         ascent_lr: ``eps_x``, the ascent step size.
+        ascent_backtracks: halvings of a step that lowers a sample's ascent objective (0: plain
+            fixed steps; :meth:`inner_maximisation`).
         penalty: ``lambda`` of eq. 4.
         alpha: weight of the environment gap in eq. 5 (Table 9; 0.5 best).
         beta: weight of temporal smoothness in eq. 5 (Table 10; 2e-4 best).
@@ -191,6 +193,7 @@ class STDROTask(DGTask):
         grad_clip: float | None = None,
         graph_max_windows: int | None = None,
         environments: EnvironmentKind = "kmeans",
+        ascent_backtracks: int = 4,
         **kwargs: Any,
     ) -> None:
         if variant not in VARIANTS:
@@ -212,6 +215,8 @@ class STDROTask(DGTask):
             raise ValueError(f"model.init_args.n_theta_unit must be 'epoch' or 'step', got {n_theta_unit!r}")
         if hvp not in ("finite_difference", "exact"):
             raise ValueError(f"model.init_args.hvp must be 'finite_difference' or 'exact', got {hvp!r}")
+        if not isinstance(ascent_backtracks, int) or ascent_backtracks < 0:
+            raise ValueError(f"model.init_args.ascent_backtracks must be an integer >= 0, got {ascent_backtracks!r}")
         if environments not in ("kmeans", "subject"):
             raise ValueError(f"model.init_args.environments must be 'kmeans' or 'subject', got {environments!r}")
         if projection not in ("psd", "diag"):
@@ -338,26 +343,70 @@ class STDROTask(DGTask):
         forward and one backward to the input only. The backbone's parameters are frozen for the
         loop (:func:`_input_gradients_only`), so no parameter graph is recorded and no weight
         gradient formed; the input gradient is the same computation, bit for bit.
+
+        Backtracking (``ascent_backtracks > 0``): a step that lowers a sample's objective
+        ``phi = l - lambda c_w`` is halved for that sample, up to ``ascent_backtracks`` times, and
+        dropped if it still does (the sample stays where it was). With ``lambda`` below the loss's
+        input smoothness (a backbone whose logits are in the thousands) a fixed ``eps_x`` overshoots
+        past every margin and the adversarial loss, hence the theta gradient, is exactly 0 (Sinha
+        et al.'s ascent assumes ``lambda`` above that constant). A step that raises ``phi`` is taken
+        as is, so for a well-scaled backbone the iterates are those of the plain ascent; the check
+        costs one more forward/backward (the last iterate's) per theta step.
         """
         hp = self.hparams
         a = self.covariate_weight().detach()
         bounds = self._bounds_for(x)
         x = x.detach()
+        sym = a + a.transpose(-1, -2)
+
+        def evaluate(z: torch.Tensor, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+            """Per-sample ``phi`` and its input gradient at ``z`` (rows ``rows`` of the batch)."""
+            x0, y0 = (x, y) if rows is None else (x[rows], y[rows])
+            z = z.detach().requires_grad_(True)
+            per = F.cross_entropy(self.backbone(z), y0, reduction="none")
+            (grad,) = torch.autograd.grad(per.sum(), z)
+            delta = z.detach() - x0
+            if bool(delta.any()):  # X~_0 = X: delta and its cost gradient are zero on the first step
+                # d/dX~ of lambda c_w (eq. 2) in closed form: lambda (A_t + A_t^T) delta on each period
+                grad = grad - hp.penalty * cost_gradient(delta, sym, bounds)
+                per = per.detach() - hp.penalty * transport_cost(z.detach(), x0, a, bounds)
+            return per.detach(), grad
+
         x_adv = x.clone()
         d_sum = torch.zeros_like(x)
-        sym = a + a.transpose(-1, -2)
+        prev: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # (X~, phi, ascent direction)
         with _input_gradients_only(self.backbone), torch.enable_grad():
-            for k in range(hp.ascent_steps):
-                x_adv.requires_grad_(True)
-                loss = F.cross_entropy(self.backbone(x_adv), y, reduction="sum")
-                (grad,) = torch.autograd.grad(loss, x_adv)
-                if k > 0:  # X~_0 = X: delta and its cost gradient are zero on the first step
-                    delta = x_adv.detach() - x
-                    d_sum += delta
-                    # d/dX~ of lambda c_w (eq. 2) in closed form: lambda (A_t + A_t^T) delta on each period
-                    grad -= hp.penalty * cost_gradient(delta, sym, bounds)
+            for k in range(hp.ascent_steps + (1 if hp.ascent_backtracks else 0)):
+                phi, grad = evaluate(x_adv)
+                if prev is not None and hp.ascent_backtracks:
+                    x_adv, phi, grad = self._backtrack(evaluate, prev, x_adv, phi, grad)
+                if k == hp.ascent_steps:  # the last iterate, checked
+                    break
+                if k > 0:
+                    d_sum += x_adv - x
+                prev = (x_adv, phi, grad)
                 x_adv = (x_adv + hp.ascent_lr * grad).detach()
-        return x_adv, d_sum
+        return x_adv.detach(), d_sum
+
+    def _backtrack(self, evaluate: Any, prev: tuple[torch.Tensor, torch.Tensor, torch.Tensor], x_new: torch.Tensor,
+                   phi: torch.Tensor, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Halve the step of every sample whose ``phi`` fell (see :meth:`inner_maximisation`)."""
+        x_old, phi_old, direction = prev
+        worse = phi < phi_old
+        step = self.hparams.ascent_lr
+        x_new, phi, grad = x_new.clone(), phi.clone(), grad.clone()
+        for _ in range(self.hparams.ascent_backtracks):
+            if not bool(worse.any()):
+                return x_new, phi, grad
+            rows = torch.nonzero(worse).flatten()
+            step = step / 2
+            cand = x_old[rows] + step * direction[rows]
+            phi_c, grad_c = evaluate(cand, rows)
+            x_new[rows], phi[rows], grad[rows] = cand, phi_c, grad_c
+            worse = torch.zeros_like(worse).index_fill(0, rows[phi_c < phi_old[rows]], True)
+        rows = torch.nonzero(worse).flatten()  # still worse: the sample keeps its previous iterate
+        x_new[rows], phi[rows], grad[rows] = x_old[rows], phi_old[rows], direction[rows]
+        return x_new, phi, grad
 
     # ---- theta step ----------------------------------------------------------------------------------
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
@@ -407,21 +456,28 @@ class STDROTask(DGTask):
                              "have no environment (not training patients?)")
         return self.env_ids[pos]
 
-    def environment_objective(self, records: list[dict[str, torch.Tensor]]) -> tuple[torch.Tensor, dict[str, float]]:
-        """Differentiable surrogate whose theta-gradient is ``grad_theta A`` (eq. 5 without the smoothness).
+    def environment_objective(self, records: list[dict[str, torch.Tensor]], params: list[torch.Tensor],
+                              ) -> tuple[list[torch.Tensor], dict[str, float]]:
+        """``grad_theta A`` (eq. 5 without the smoothness) over ``params``, and the environment statistics.
 
-        Environment sums and counts are all-reduced, so under DDP the sum over ranks of the
-        surrogates' gradients is the gradient of the global ``A``.
+        ``A``'s gradient is that of a surrogate ``sum_e w_e l^e`` whose weights ``w_e`` (the mean's
+        ``1 / |E|`` plus ``alpha`` on the worst and minus ``alpha`` on the best environment) come from a
+        first, gradient-free pass over the records; the second pass backpropagates one record at a
+        time. One forward graph at a time: a backbone that writes its weights in its forward (EEGNet's
+        max-norm projection) would invalidate the graphs of the other records. Environment sums and
+        counts are all-reduced, so under DDP the sum over ranks of the gradients is the gradient of
+        the global ``A``.
         """
         n_env = int(self.env_ids.max()) + 1
         local = torch.zeros(n_env, device=self.device)
         counts = torch.zeros(n_env, device=self.device)
-        for rec in records:
-            per = F.cross_entropy(self.backbone(rec["x"]), rec["y"], reduction="none")
-            env = self._environment_of(rec["subject"])
-            local = local.index_add(0, env, per)
-            counts = counts.index_add(0, env, torch.ones_like(per))
-        sums = _all_reduce(local.detach().clone())
+        with torch.no_grad():
+            for rec in records:
+                per = F.cross_entropy(self.backbone(rec["x"]), rec["y"], reduction="none")
+                env = self._environment_of(rec["subject"])
+                local = local.index_add(0, env, per)
+                counts = counts.index_add(0, env, torch.ones_like(per))
+        sums = _all_reduce(local.clone())
         counts = _all_reduce(counts)
         present = counts > 0
         losses = torch.where(present, sums / counts.clamp_min(1), torch.zeros_like(sums))
@@ -434,9 +490,17 @@ class STDROTask(DGTask):
         else:
             gap = losses[hi] - losses[present].mean()
             weights = weights + self.hparams.alpha * (F.one_hot(hi, n_env).float() - present.float() / present.sum())
-        surrogate = (weights * local / counts.clamp_min(1)).sum()
+        scale = weights / counts.clamp_min(1)
+        grads = [torch.zeros_like(p) for p in params]
+        with torch.enable_grad():
+            for rec in records:
+                per = F.cross_entropy(self.backbone(rec["x"]), rec["y"], reduction="none")
+                part = (scale[self._environment_of(rec["subject"])] * per).sum()
+                for total, gi in zip(grads, torch.autograd.grad(part, params, allow_unused=True), strict=True):
+                    if gi is not None:
+                        total += gi
         stats = {"env_mean": float(losses[present].mean()), "env_gap": float(gap)}
-        return surrogate, stats
+        return grads, stats
 
     def _input_hvp(self, params: list[torch.Tensor], g: list[torch.Tensor], rec: dict[str, torch.Tensor],
                    ) -> torch.Tensor:
@@ -480,11 +544,8 @@ class STDROTask(DGTask):
         was_training = self.backbone.training
         self.backbone.eval()
         try:
-            with torch.enable_grad():
-                surrogate, stats = self.environment_objective(records)
-                grads = torch.autograd.grad(surrogate, params, allow_unused=True)
-            g = [_all_reduce(gi.detach().clone()) if gi is not None else torch.zeros_like(p)
-                 for gi, p in zip(grads, params, strict=True)]
+            grads, stats = self.environment_objective(records, params)
+            g = [_all_reduce(gi.detach().clone()) for gi in grads]
             w = self.w_graph
             n_periods, c = w.shape[0], w.shape[1]
             g_a = torch.zeros(n_periods, c, c, device=w.device, dtype=torch.float64)

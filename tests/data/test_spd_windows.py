@@ -1,0 +1,54 @@
+"""SPDTransNet's tokens from another corpus's raw windows: same windows and subjects as the corpus, one
+token grid per window, neighbouring windows of the same recording as context."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from biosig_lightning.data.datamodules import APAVADataModule
+from biosig_lightning.data.spd_windows import SPDWindowsDataModule, subwindows_for
+from biosig_lightning.data.splits import SplitConfig
+
+OPTIONS = {"n_subjects": 6, "windows_per_subject": 5}
+SPLIT = SplitConfig(strategy="ratio", ratios=(0.5, 0.25, 0.25), seed=0)
+
+
+def test_spd_tokens_of_apava_windows_keep_its_windows_subjects_and_order(tmp_path) -> None:
+    dm = SPDWindowsDataModule(corpus="biosig_lightning.data.datamodules.APAVADataModule", synthetic=True,
+                              synthetic_options=OPTIONS, split=SPLIT, whitening="train", cache_dir=str(tmp_path))
+    raw = APAVADataModule(synthetic=True, synthetic_options=OPTIONS, split=SPLIT, cache_dir=str(tmp_path))
+    dm.setup()
+    raw.setup()
+    # 16 electrodes -> SPD(17) tokens of 153 numbers; 1-s windows -> one subwindow; 7 frequency channels, L = 3
+    assert (dm.n_subwindows, dm.n_times, dm.n_chans) == (1, 153, 3 * 7)
+    assert dm.subjects == raw.subjects  # the corpus's own split (APAVA stratifies by subject label)
+    for split in ("train", "val", "test"):
+        ids = sorted(dm.cache.subjects[dm.datasets[split].indices].tolist())
+        assert ids == sorted(raw.cache.subjects[raw.datasets[split].indices].tolist())  # every window, no trim
+    test = dm.datasets["test"]
+    batch = test.__getitems__(list(range(len(test))))
+    assert batch["x"].shape == (len(test), 21, 153) and np.isfinite(batch["x"].numpy()).all()
+    # context: the centre's own tokens in the middle, the previous / next window of its recording around it
+    cache = dm.cache
+    for row, idx in enumerate(batch["index"].tolist()):
+        rec, start = int(cache.recordings[idx]), float(cache.starts[idx])
+        same = np.flatnonzero(np.asarray(cache.recordings) == rec)
+        by_start = {float(cache.starts[j]): j for j in same}
+        want = [by_start.get(start + d, idx) for d in (-1.0, 0.0, 1.0)]  # recording ends repeat the centre
+        got = batch["x"][row].reshape(3, 7, 153)
+        for pos, j in enumerate(want):
+            assert np.array_equal(got[pos].numpy(), np.asarray(cache.signals[j]))
+
+
+def test_subwindows_follow_the_window_length_and_one_channel_is_refused(tmp_path) -> None:
+    assert subwindows_for(APAVADataModule(synthetic=True).spec) == 1
+    from biosig_lightning.data.datamodules import CHBMITDataModule, SleepEDFDataModule
+
+    assert subwindows_for(CHBMITDataModule(synthetic=True).spec) == 2
+    assert subwindows_for(SleepEDFDataModule(synthetic=True).spec) == 30
+    with pytest.raises(ValueError, match="at least two channels"):
+        SPDWindowsDataModule(corpus="biosig_lightning.data.datamodules.SleepEDFDataModule",
+                             corpus_args={"channels": ["EEG Fpz-Cz"]}, synthetic=True, cache_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="dotted class path"):
+        SPDWindowsDataModule(corpus="APAVADataModule", synthetic=True, cache_dir=str(tmp_path))
