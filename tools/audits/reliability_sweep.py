@@ -579,6 +579,25 @@ def _(s: Sweep, d: Path) -> Outcome:
     return Outcome(ran, ["resume it with: ", "--ckpt_path last"], checks)
 
 
+@case("sigterm_during_fit", "inputs",
+      "SIGTERM during a fit (a SLURM or Kubernetes preemption); then the printed resume command")
+def _(s: Sweep, d: Path) -> Outcome:
+    ran, run_dir = _interrupted_fit(s, d, signal.SIGTERM)
+    last_ok = loads(run_dir / "checkpoints" / "last.ckpt")
+    resume = ran.last.split("resume it with: ", 1)[1] if "resume it with: " in ran.last else ""
+    checks = {"exits non-zero (not counted as done)": ran.rc not in (0, None),
+              "INTERRUPTED marker written": (run_dir / "INTERRUPTED").is_file(),
+              "no results.json": not (run_dir / "results.json").exists(),
+              "last.ckpt loads (weights_only)": last_ok}
+    if resume:
+        words = shlex.split(resume)
+        epoch = epoch_of(run_dir / "checkpoints" / "last.ckpt") if last_ok else 0
+        again = s.run(d, [s.biosig, *words[1:], f"--trainer.max_epochs={epoch + 2}"])
+        checks["the printed command resumes it to results.json in the same directory"] = (
+            again.rc == 0 and (run_dir / "results.json").is_file() and not (run_dir / "INTERRUPTED").exists())
+    return Outcome(ran, ["preempted (SIGTERM)", "resume it with: "], checks)
+
+
 @case("ctrl_c_during_start_up", "table", "Ctrl-C 2 s after `biosig fit` starts (while it imports)")
 def _(s: Sweep, d: Path) -> Outcome:
     argv = s.argv("fit", *s.standin)
