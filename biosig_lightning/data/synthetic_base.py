@@ -22,6 +22,10 @@ subclass of that kind. Everything else lives here, drawn in the rFFT domain, one
    carries no label, but lets a model recognise subjects, so, as in real data, random window
    splits (subject-dependent) score higher than subject-disjoint ones. Each recording adds a
    smaller session drift of its own.
+4. **Volume conduction** (``volume_conduction``, off by default): every scalp channel records a
+   distance-weighted mixture of the sources under the neighbouring electrodes, so nearby channels
+   correlate, as on a real scalp (Nunez & Srinivasan, *Electric Fields of the Brain*, 2nd ed., ch. 8);
+   a Gaussian head kernel over the channels' standard 10-20 positions, shared by all subjects.
 
 Determinism: the random streams are keyed by ``(seed, purpose, subject, recording)``, so the
 same arguments give bit-identical windows and a subject's windows do not depend on how many
@@ -53,6 +57,23 @@ GLOBAL, SUBJECT, RECORDING, CLASSES, ICTAL = 0, 1, 2, 3, 4
 # Log-amplitude gain drift per subject: standard deviation shared by all channels, per channel.
 _GAIN_SD = (0.3, 0.15)
 _PEAK_SHIFT_SD = 0.08  # log-frequency shift of the subject's peaks (individual alpha frequency)
+
+
+def head_kernel(spec: CorpusSpec, width: float) -> np.ndarray:
+    """The ``(C, C)`` volume-conduction mixing of ``spec``'s channels: ``exp(-d_ij^2 / (width * m)^2)`` over
+    their standard 10-20 positions (``m`` the median distance between two channels), each row scaled to
+    unit norm so that independent unit-variance sources give unit-variance channels."""
+    from biosig_lightning.features.montage import electrode_positions
+
+    try:
+        pos = electrode_positions(spec.ch_names)
+    except ValueError as exc:
+        raise ValueError(f"synthetic volume_conduction on {spec.name!r}: {exc}") from None
+    dist = np.linalg.norm(pos[:, None, :] - pos[None, :, :], axis=-1)
+    off = ~np.eye(len(pos), dtype=bool)
+    scale = width * float(np.median(dist[off])) if off.any() else 1.0
+    kernel = np.exp(-(dist**2) / max(scale, 1e-12) ** 2)
+    return kernel / np.linalg.norm(kernel, axis=1, keepdims=True)
 
 
 def rng_for(seed: int, *keys: int) -> np.random.Generator:
@@ -160,6 +181,7 @@ class SyntheticReader:
         sleep_start: Literal["wake", "stationary"] = "wake",
         coupling_edges: int = 0,
         band_gain_drift: float = 1.0,
+        volume_conduction: float = 0.0,
     ) -> None:
         if kind != self.kind:
             raise ValueError(f"{type(self).__name__} makes kind={self.kind!r} windows, got kind={kind!r}")
@@ -173,7 +195,8 @@ class SyntheticReader:
         if int(seed) != seed or seed < 0:
             raise ValueError(f"synthetic seed must be a non-negative integer, got {seed!r}")
         for name, value in (("subject_drift", subject_drift), ("noise", noise),
-                            ("class_separation", class_separation), ("band_gain_drift", band_gain_drift)):
+                            ("class_separation", class_separation), ("band_gain_drift", band_gain_drift),
+                            ("volume_conduction", volume_conduction)):
             if not np.isfinite(value) or value < 0:
                 raise ValueError(f"synthetic {name} must be a finite number >= 0, got {value!r}")
         if spec.n_outputs < 2 or spec.n_chans < 1 or spec.n_times < 16 or spec.sfreq <= 0:
@@ -193,6 +216,8 @@ class SyntheticReader:
         self.class_separation = float(class_separation)
         self.band_gain_drift = float(band_gain_drift)
         self.sleep_start = sleep_start
+        self.volume_conduction = float(volume_conduction)
+        self._head = head_kernel(spec, self.volume_conduction) if self.volume_conduction else None
 
         self._freqs = np.fft.rfftfreq(spec.n_times, d=1.0 / spec.sfreq)
         self._nyq = spec.sfreq / 2.0
@@ -220,6 +245,7 @@ class SyntheticReader:
             # only when set, so the cache keys of every earlier stand-in stay valid
             **({"sleep_start": self.sleep_start} if self.sleep_start != "wake" else {}),
             **({"band_gain_drift": self.band_gain_drift} if self.band_gain_drift != 1.0 else {}),
+            **({"volume_conduction": self.volume_conduction} if self.volume_conduction else {}),
             **self._config_extra(),
             # the planted graph itself (the truth `biosig graphs` scores against); only when planted
             **({"coupling": [e.to_dict() for e in self.coupling]} if self.coupling else {}),
@@ -355,6 +381,8 @@ class SyntheticReader:
         time = np.arange(t) / spec.sfreq
         phase0 = rng.uniform(0.0, 2.0 * np.pi, (n, 1, 1))
         x += params.fp_amp[None, :, None] * np.sin(2.0 * np.pi * params.fp_freq * time + phase0)
+        if self._head is not None:  # the scalp sees each source through the head (volume conduction)
+            x = np.einsum("ij,njt->nit", self._head, x)
         x = np.einsum("ij,njt->nit", params.mixing, x)
         x += self.noise * params.sensor_noise * rng.standard_normal(x.shape)
         x = params.scale * x + params.offset[None, :, None]

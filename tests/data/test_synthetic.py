@@ -96,7 +96,7 @@ def test_config_is_json_and_tracks_every_argument() -> None:
     assert json.loads(json.dumps(config)) == config
     assert config["generator"] == GENERATOR_VERSION and config["spec"] == SYNTHETIC_DEFAULT_SPEC.to_dict()
     changes = dict(n_subjects=5, windows_per_subject=10, kind="motif", seed=3, recordings_per_subject=2,
-                   subject_drift=0.5, noise=2.0, class_separation=0.5)
+                   subject_drift=0.5, noise=2.0, class_separation=0.5, volume_conduction=0.5)
     for name, value in changes.items():
         other = SyntheticReader(SYNTHETIC_DEFAULT_SPEC, **{name: value}).config()
         assert other != config and other[name] == value, name
@@ -262,6 +262,7 @@ def test_class_separation_zero_leaves_nothing_to_learn() -> None:
     (dict(windows_per_subject=2, recordings_per_subject=3), "recording would be empty"),
     (dict(subject_drift=-0.1), "subject_drift must be"),
     (dict(kind="sleep"), "label_level='subject'"),
+    (dict(volume_conduction=-1.0), "volume_conduction must be"),
 ])
 def test_bad_arguments_raise_clear_errors(kwargs: dict, match: str) -> None:
     with pytest.raises(ValueError, match=match):
@@ -272,6 +273,36 @@ def test_sleep_with_too_many_classes_names_them() -> None:
     spec = CorpusSpec("six", ("Fpz-Cz",), 100.0, 3000, ("W", "S1", "S2", "S3", "S4", "R"), "window")
     with pytest.raises(ValueError, match="at most 5 classes.*S4"):
         SyntheticReader(spec, kind="sleep")
+
+
+def _neighbour_correlation(x: np.ndarray, spec: CorpusSpec) -> tuple[float, float]:
+    """Mean channel correlation of the closest and of the farthest third of channel pairs."""
+    from biosig_lightning.features.montage import electrode_positions
+
+    pos = electrode_positions(spec.ch_names)
+    dist = np.linalg.norm(pos[:, None] - pos[None], axis=-1)
+    corr = np.corrcoef(x.transpose(1, 0, 2).reshape(x.shape[1], -1))
+    iu = np.triu_indices(len(pos), 1)
+    d, c = dist[iu], corr[iu]
+    near, far = d <= np.quantile(d, 1 / 3), d >= np.quantile(d, 2 / 3)
+    return float(c[near].mean()), float(c[far].mean())
+
+
+def test_volume_conduction_correlates_neighbouring_channels_by_distance() -> None:
+    spec = CorpusSpec("scalp", ("Fp1", "Fp2", "F7", "F3", "Fz", "F4", "F8", "C3", "Cz", "C4", "P3", "Pz",
+                                "P4", "O1", "O2", "T7"), 128.0, 256, ("a", "b"), "subject")
+    kw = dict(n_subjects=2, windows_per_subject=40, subject_drift=0.0)
+    near0, far0 = _neighbour_correlation(_stack(SyntheticReader(spec, **kw))[0], spec)
+    near, far = _neighbour_correlation(_stack(SyntheticReader(spec, volume_conduction=0.5, **kw))[0], spec)
+    # without the head every channel records its own sources; with it, near pairs correlate, far ones less
+    assert abs(near0) < 0.1 and near > 0.3 and near > far + 0.2
+    x = _stack(SyntheticReader(spec, volume_conduction=0.5, **kw))[0]
+    assert 0.8 < float(x.std()) / float(_stack(SyntheticReader(spec, **kw))[0].std()) < 1.25  # unit rows
+
+
+def test_volume_conduction_needs_placeable_channels() -> None:
+    with pytest.raises(ValueError, match="synthetic volume_conduction on 'seizure_like'.*EEG00"):
+        SyntheticReader(SEIZURE, volume_conduction=0.5)
 
 
 def test_infer_kind() -> None:
