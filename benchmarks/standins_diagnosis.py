@@ -5,8 +5,9 @@ DataModules, its subject split, the models' normalisation):
 
 * the log band-power logistic regression (:mod:`biosig_lightning.analysis.band_power_baseline`) on the
   train, validation and test subjects of each stand-in, at the grid's settings and at one changed option
-  (generator kind, subject drift, number of subjects, split seed): which part of the stand-in sets its
-  ceiling and its validation/test gap;
+  (generator kind, subject drift, number of subjects, split seed, volume conduction): which part of the
+  stand-in sets its ceiling and its validation/test gap; beside it, the same regression on the channels'
+  pairwise correlations, the structure a graph over the channels can read;
 * finished runs of diagnosis grids (``biosig benchmark`` folders given with ``--runs``: the same cells with
   one corpus or budget option changed), each run's test and best validation score and its last training
   accuracy, beside the regression on the same split::
@@ -43,6 +44,8 @@ CASES: list[tuple[str, str, dict[str, Any], int]] = [
     ("sleepedf", "half the band-gain drift", {"band_gain_drift": 0.5}, 0),
     ("sleepedf", "32 subjects (16 training)", {"n_subjects": 32}, 0),
     ("apava", "the grid's stand-in", {}, 0),
+    ("apava", "no volume conduction (the earlier stand-in)", {"volume_conduction": 0.0}, 0),
+    ("chbmit", "no volume conduction (the earlier stand-in)", {"volume_conduction": 0.0}, 0),
 ]
 
 
@@ -66,8 +69,17 @@ def _corpus_datamodule(corpus: str, options: dict[str, Any], split_seed: int) ->
                split=SplitConfig(**split), **kwargs), c.metrics[0]
 
 
-def band_power_case(corpus: str, options: dict[str, Any], split_seed: int) -> dict[str, float]:
-    """The regression's first metric of the grid corpus on its train, val and test subjects."""
+def channel_correlations(x: np.ndarray) -> np.ndarray:
+    """``(N, C (C - 1) / 2)`` Pearson correlations of every channel pair within each window ``(N, C, T)``."""
+    xc = x - x.mean(-1, keepdims=True)
+    xc = xc / np.maximum(np.linalg.norm(xc, axis=-1, keepdims=True), 1e-12)
+    iu = np.triu_indices(x.shape[1], 1)
+    return np.einsum("nct,ndt->ncd", xc, xc)[:, iu[0], iu[1]]
+
+
+def band_power_case(corpus: str, options: dict[str, Any], split_seed: int) -> dict[str, Any]:
+    """The regression's first metric of the grid corpus on its train, val and test subjects, and on the
+    test subjects from the channel correlations (``corr_test``)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import f1_score, roc_auc_score
     from sklearn.pipeline import make_pipeline
@@ -78,15 +90,19 @@ def band_power_case(corpus: str, options: dict[str, Any], split_seed: int) -> di
     dm, metric = _corpus_datamodule(corpus, options, split_seed)
     dm.setup("fit")
     data = {s: _split_arrays(dm, s) for s in ("train", "val", "test")}
-    feats = {s: log_band_powers(x, float(dm.sfreq)) for s, (x, _) in data.items()}
-    clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000, random_state=0))
-    clf.fit(feats["train"], data["train"][1])
-    out = {"metric": metric}
-    for s, (_, y) in data.items():
-        if metric == "auroc":
-            out[s] = float(roc_auc_score(y, clf.predict_proba(feats[s])[:, 1]))
-        else:
-            out[s] = float(f1_score(y, clf.predict(feats[s]), average="macro"))
+    out: dict[str, Any] = {"metric": metric}
+    featurisers = (("", lambda x: log_band_powers(x, float(dm.sfreq))), ("corr_", channel_correlations))
+    for prefix, featurise in featurisers:
+        feats = {s: featurise(x) for s, (x, _) in data.items()}
+        clf = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000, random_state=0))
+        clf.fit(feats["train"], data["train"][1])
+        for s, (_, y) in data.items():
+            if prefix and s != "test":
+                continue
+            if metric == "auroc":
+                out[prefix + s] = float(roc_auc_score(y, clf.predict_proba(feats[s])[:, 1]))
+            else:
+                out[prefix + s] = float(f1_score(y, clf.predict(feats[s]), average="macro"))
     return out
 
 
@@ -125,6 +141,8 @@ def main() -> None:
     parser.add_argument("--note", action="append", default=[], metavar="FOLDER/CORPUS=TEXT",
                         help="what else differed in a diagnosis corpus's runs (e.g. the generator kind of "
                              "the time)")
+    parser.add_argument("--keep-runs", action="store_true",
+                        help="keep the run rows (and command) of the results file there, adding the new ones")
     parser.add_argument("--results", type=Path,
                         default=ROOT / "docs" / "results" / "benchmark_standins_diagnosis.json")
     args = parser.parse_args()
@@ -132,19 +150,27 @@ def main() -> None:
     for corpus, label, options, split_seed in CASES:
         r = band_power_case(corpus, options, split_seed)
         rows.append([corpus, label, json.dumps(options, sort_keys=True) if options else "-", str(split_seed),
-                     r["metric"], f"{r['train']:.3f}", f"{r['val']:.3f}", f"{r['test']:.3f}"])
+                     r["metric"], f"{r['train']:.3f}", f"{r['val']:.3f}", f"{r['test']:.3f}",
+                     f"{r['corr_test']:.3f}"])
         print(" | ".join(rows[-1]), flush=True)
     items: list[dict[str, Any]] = [
         {"text": "The log band-power logistic regression on each stand-in's training, validation and test "
                  "subjects, under the grid's DataModule, subject split (ratio 0.5 / 0.25 / 0.25; split seed "
                  "0 is the "
-                 "grid's) and normalisation, with one option of the stand-in changed per row:"},
+                 "grid's) and normalisation, with one option of the stand-in changed per row; the last "
+                 "column is the same regression on the channels' pairwise correlations in each window:"},
         {"table": {"columns": ["corpus", "stand-in", "options over the grid's", "split seed", "metric",
-                               "train",
-                               "val", "test"], "rows": rows,
-                   "align": ["left", "left", "left", "right", "left", "right", "right", "right"]}},
+                               "train", "val", "test", "test, correlations"], "rows": rows,
+                   "align": ["left", "left", "left", "right", "left", "right", "right", "right", "right"]}},
     ]
-    run_rows = runs_rows(args.runs, dict(n.split("=", 1) for n in args.note))
+    kept: list[list[str]] = []
+    command = "python benchmarks/standins_diagnosis.py"
+    if args.keep_runs and args.results.exists():
+        old = json.loads(args.results.read_text())
+        tables = [i["table"] for i in old.get("items", []) if "table" in i]
+        kept = tables[1]["rows"] if len(tables) > 1 else []
+        command = old.get("command", command) + " (kept) + python benchmarks/standins_diagnosis.py"
+    run_rows = kept + runs_rows(args.runs, dict(n.split("=", 1) for n in args.note))
     if run_rows:
         items.append({"text": "Diagnosis runs: cells of the stand-in grid with one corpus or budget option "
                               "changed "
@@ -163,7 +189,7 @@ def main() -> None:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs; Python "
                    f"{platform.python_version()}",
         "dates": sorted({time.strftime("%Y-%m-%d", time.gmtime(t)) for t in [*stamps, time.time()]}),
-        "command": "python benchmarks/standins_diagnosis.py --runs " + " ".join(str(f) for f in args.runs)
+        "command": command + " --runs " + " ".join(str(f) for f in args.runs)
                    + "".join(f" --note '{n}'" for n in args.note),
         "items": items,
     }
