@@ -24,8 +24,9 @@ traceback, and leave nothing half-written. The cases on one ``--out`` (source ``
 ``biosig cv`` or ``biosig repeat`` on one folder and compare every fold or seed with a single-process
 run of the same command: same ``metrics.csv`` bytes and metrics, one fitter per directory, one
 attempt per log, a whole ``cv.json``. The inputs that expand run under ``/usr/bin/time -v``
-(:meth:`Sweep.run_peak`); their peak resident memory must stay under 1.5 GiB. The disk cases mount small tmpfs file systems, which needs
-root; without it they are skipped with that reason. Cases run two at a time (``--jobs``).
+(:meth:`Sweep.run_peak`); their peak resident memory must stay under 1.5 GiB. The disk cases mount
+small tmpfs file systems, which needs root; without it they are skipped with that reason. Cases run
+two at a time (``--jobs``).
 
 The result file (``docs/results/reliability_sweep.json`` of the checkout, written atomically) is rendered
 on the docs' "Run directory" page.
