@@ -3,6 +3,7 @@ and resumed; a run directory another living process holds is neither shared nor 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import signal
@@ -135,3 +136,33 @@ def test_a_directory_held_by_another_process_is_neither_shared_nor_removed(tmp_p
     assert said[1:] == [f"fold 1: {finished / 'results.json'} exists, skipped",
                         f"fold 0: {held / 'results.json'} exists, skipped"]
     assert (held / "metrics.csv").is_file() and not (out / "fold_00.log").exists()
+
+
+def test_cv_json_holds_every_fold_finished_under_the_folder_written_in_turn(tmp_path: Path) -> None:
+    """Two ``biosig cv`` sharing ``--out`` with different ``--folds``: the one writing last keeps the
+    other's folds, and neither writes while the other holds the folder's lock."""
+    from biosig_lightning.commands.cv import write_summary
+
+    out = tmp_path / "cv"
+
+    def finished(k: int, f1: float) -> None:
+        (out / f"fold_{k:02d}").mkdir(parents=True)
+        (out / f"fold_{k:02d}" / "results.json").write_text(json.dumps({"metrics": {"test/f1": f1}}))
+
+    finished(0, 0.5)  # by a process run with --folds 0
+    (out / "fold_7").mkdir()  # not a fold directory biosig cv names
+    (out / "fold_7" / "results.json").write_text(json.dumps({"metrics": {"test/f1": 0.0}}))
+    other = os.open(out, os.O_RDONLY)
+    fcntl.flock(other, fcntl.LOCK_EX)  # that process is writing its cv.json
+    got: list[dict[str, object]] = []
+    writer = threading.Thread(target=lambda: got.append(write_summary(out, [1, 2], ("test/f1",))))
+    writer.start()
+    time.sleep(0.3)
+    assert not (out / "cv.json").exists()  # waits its turn
+    finished(1, 0.7)  # finished while it waited: read after the lock is its
+    os.close(other)
+    writer.join(10)
+    summary = json.loads((out / "cv.json").read_text())
+    assert summary == got[0]
+    assert summary["folds"] == {"0": {"test/f1": 0.5}, "1": {"test/f1": 0.7}} and summary["missing"] == [2]
+    assert summary["n_folds"] == 2 and summary["test/f1"]["mean"] == pytest.approx(0.6)

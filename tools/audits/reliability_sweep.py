@@ -20,8 +20,13 @@ runs are still reported, a payload was not executed. A case is *handled* when ev
 holds; the checks are written out per case below, nothing is judged by eye.
 
 A failing command must end with one line ``biosig <command>: ...`` naming the culprit, print no
-traceback, and leave nothing half-written. The disk cases mount small tmpfs file systems, which needs
-root; without it they are skipped with that reason. Cases run two at a time (``--jobs``).
+traceback, and leave nothing half-written. The cases on one ``--out`` (source ``shared``) run two
+``biosig cv`` or ``biosig repeat`` on one folder and compare every fold or seed with a single-process
+run of the same command: same ``metrics.csv`` bytes and metrics, one fitter per directory, one
+attempt per log, a whole ``cv.json``. The inputs that expand run under ``/usr/bin/time -v``
+(:meth:`Sweep.run_peak`); their peak resident memory must stay under 1.5 GiB. The disk cases mount
+small tmpfs file systems, which needs root; without it they are skipped with that reason. Cases run
+two at a time (``--jobs``).
 
 The result file (``docs/results/reliability_sweep.json`` of the checkout, written atomically) is rendered
 on the docs' "Run directory" page.
@@ -40,13 +45,15 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,6 +88,28 @@ model:
 """
 #: two windows per subject of the synthetic stand-in
 TINY_SYNTHETIC = "data:\n  init_args:\n    synthetic_options: {windows_per_subject: 2}\n"
+#: a 3-fold split of the stand-in's subjects, for ``biosig cv``
+KFOLD = "data:\n  init_args:\n    split: {strategy: kfold, n_folds: 3}\n"
+#: a callback that holds one fit in its first epoch until the sweep lets it go (the cases on one --out)
+HOLD_HOOK = '''"""Holds the fit whose run directory ``BIOSIG_SWEEP_HOLD`` names at the start of its first
+epoch: touches ``<that>.holding`` and waits (up to 5 min) for ``<that>.release``."""
+import os
+import time
+from pathlib import Path
+
+from lightning.pytorch.callbacks import Callback
+
+
+class HoldFirstEpoch(Callback):
+    def on_train_epoch_start(self, trainer, pl_module):
+        target = os.environ.get("BIOSIG_SWEEP_HOLD")
+        if not target or trainer.current_epoch != 0 or Path(trainer.log_dir or "").name != Path(target).name:
+            return
+        Path(target + ".holding").touch()
+        end = time.monotonic() + 300
+        while not Path(target + ".release").exists() and time.monotonic() < end:
+            time.sleep(0.05)
+'''
 SEARCH_SPACE = "model.init_args.lr: {type: float, low: 1.0e-4, high: 1.0e-2, log: true}\n"
 APAVA_CHANNELS = ("Fp1", "Fp2", "F7", "F3", "F4", "F8", "T3", "C3", "C4", "T4", "T5",
                   "P3", "P4", "T6", "O1", "O2")
@@ -119,7 +148,7 @@ class Outcome:
     #: the stderr line a user reads for the culprit: the last one, or (a command that warns and goes on)
     #: the first one starting with this prefix
     line_prefix: str | None = None
-    #: an expanding input's case: the command's peak resident memory in MiB (``/usr/bin/time -v``), or
+    #: an expanding input's case: the command's peak resident memory in MiB (:meth:`Sweep.run_peak`), or
     #: ``float("nan")`` where it could not be measured
     peak_mb: float | None = None
 
@@ -138,6 +167,9 @@ class Sweep:
         (tiny / "tiny_bioformer.yaml").write_text(TINY_BIOFORMER)
         (tiny / "tiny_synthetic.yaml").write_text(TINY_SYNTHETIC)
         (tiny / "space.yaml").write_text(SEARCH_SPACE)
+        (tiny / "kfold3.yaml").write_text(KFOLD)
+        (tiny / "sweep_hold.py").write_text(HOLD_HOOK)
+        self.kfold = str(tiny / "kfold3.yaml")
         self.tiny = str(tiny / "tiny.yaml")
         self.space = str(tiny / "space.yaml")
         self.bioformer = [str(self.exp / "bioformer_apava.yaml"), str(tiny / "tiny_bioformer.yaml")]
@@ -147,6 +179,10 @@ class Sweep:
                         "--config", self.tiny, "--config", self.bioformer[1],
                         "--config", str(tiny / "tiny_synthetic.yaml")]
         self.base: Path | None = None  # the finished run of the stand-in, made once before the cases
+        #: single-process runs the cases on one --out compare with, each started once (by name)
+        self._references: dict[str, tuple[Path, Future[Ran]]] = {}
+        self._reference_lock = threading.Lock()
+        self._reference_pool = ThreadPoolExecutor(max_workers=2)
 
     def env(self, cwd: Path) -> dict[str, str]:
         env = dict(os.environ)
@@ -170,11 +206,12 @@ class Sweep:
         return finish(proc, argv)
 
     def run_peak(self, cwd: Path, argv: list[str]) -> tuple[Ran, float | None]:
-        """:meth:`run` under ``/usr/bin/time -v``: the result (its report cut from stderr) and the peak
-        resident
-        memory in MiB (None where GNU time is missing)."""
+        """:meth:`run` with the command's peak resident memory in MiB: from GNU ``/usr/bin/time -v`` (its
+        report cut from stderr) or, where that is missing, from the ``ru_maxrss`` that ``os.wait4``
+        returns for the child (what GNU time reports: the largest of the child and the descendants it
+        waited for)."""
         if not Path(TIME).is_file():
-            return self.run(cwd, argv), None
+            return self._run_wait4(cwd, argv)
         ran = self.run(cwd, [TIME, "-v", *argv])
         err, _, stats = ran.err.partition("\tCommand being timed:")
         lines = err.splitlines()
@@ -183,6 +220,24 @@ class Sweep:
             err = "\n".join(lines[:-1]) + "\n"  # GNU time's own line
         found = re.search(r"Maximum resident set size \(kbytes\): (\d+)", stats)
         return Ran(argv, ran.rc, ran.out, err), (int(found.group(1)) / 1024 if found else None)
+
+    def _run_wait4(self, cwd: Path, argv: list[str]) -> tuple[Ran, float]:
+        """:meth:`run`, reaping the child with ``os.wait4``: the result and its ``ru_maxrss`` in MiB."""
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            proc = subprocess.Popen(argv, cwd=cwd, env=self.env(cwd), stdout=out, stderr=err, text=True)
+            end = time.monotonic() + TIMEOUT
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            while not pid and time.monotonic() < end:
+                time.sleep(0.05)
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if not pid:
+                proc.kill()
+                pid, status, usage = os.wait4(proc.pid, 0)
+                err.write(f"\n[sweep] killed after {TIMEOUT:g} s")
+            proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
+            out.seek(0)
+            err.seek(0)
+            return Ran(argv, proc.returncode, out.read(), err.read()), usage.ru_maxrss / 1024  # KiB on Linux
 
     def fit(self, cwd: Path, *extra: str) -> Ran:
         return self.run(cwd, self.argv("fit", *self.standin, *extra))
@@ -1473,6 +1528,216 @@ def _(s: Sweep, d: Path) -> Outcome:
                    {"nothing copied": not any(d.iterdir())})
 
 
+# two processes on one --out ---------------------------------------------------------------------
+
+def _shared_env(s: Sweep, d: Path, hold: Path | None = None) -> dict[str, str]:
+    """The case's environment with the hold callback importable; ``hold`` arms it (:data:`HOLD_HOOK`)."""
+    env = s.env(d)
+    env["PYTHONPATH"] = os.pathsep.join([str(s.checkout), str(s.tmp / "overlays")])
+    if hold is not None:
+        env["BIOSIG_SWEEP_HOLD"] = str(hold)
+    return env
+
+
+def _sweep_argv(s: Sweep, command: str, *extra: str) -> list[str]:
+    """``biosig cv`` (3-fold kfold of the stand-in) or ``biosig repeat`` with the (idle) hold callback."""
+    kfold = ["--config", s.kfold] if command == "cv" else []
+    return s.argv(command, *s.standin, *kfold, "--trainer.callbacks+=sweep_hold.HoldFirstEpoch", *extra)
+
+
+def _reference(s: Sweep, command: str, *extra: str) -> tuple[Path, Future[Ran]]:
+    """The single-process run ``biosig <command> ... *extra --out ref`` (started by the first case asking,
+    alongside its own commands, and shared): its folder and its result to come."""
+    name = f"{command}{''.join(extra)}"
+    with s._reference_lock:
+        if name not in s._references:
+            d = s.tmp / f"reference-{command}"
+            d.mkdir()
+            s._references[name] = (d / "ref", s._reference_pool.submit(
+                s.run, d, _sweep_argv(s, command, *extra, "--out", "ref"), _shared_env(s, d)))
+        return s._references[name]
+
+
+class JsonWatch:
+    """Reads a summary file over and over while commands run: a read that does not parse is a torn file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.reads, self.torn = path, 0, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                doc = json.loads(self.path.read_text())
+                self.reads += 1
+                self.torn += not isinstance(doc, dict)
+            except FileNotFoundError:
+                pass
+            except ValueError:
+                self.torn += 1
+            time.sleep(0.005)
+
+    def stop(self) -> bool:
+        """Stop reading; whether it read the file at least once and never found it torn."""
+        self._stop.set()
+        self._thread.join()
+        return self.reads > 0 and self.torn == 0
+
+
+def _attempts(log: Path) -> list[str]:
+    """The ``host:pid`` of each attempt header of a fit log (``== date time host:pid: biosig fit ...``)."""
+    text = log.read_text() if log.is_file() else ""
+    return re.findall(r"^== \S+ \S+ \S+?:(\d+): biosig fit ", text, re.M)
+
+
+def _fitted_by(outs: list[str], label: str) -> list[int]:
+    """Which of the processes (by index) printed ``<label>: fitting into``."""
+    return [k for k, out in enumerate(outs) if re.search(rf"^{label}: fitting into ", out, re.M)]
+
+
+def _skipped_by(outs: list[str], label: str) -> list[int]:
+    return [k for k, out in enumerate(outs) if re.search(rf"^{label}: \S+ exists, skipped$", out, re.M)]
+
+
+def _same_as_reference(runs: dict[str, tuple[Path, Path]]) -> dict[str, bool]:
+    """Per name, (run directory, the single-process run's): results and checkpoints whole, metrics.csv the
+    same bytes, the same test metrics."""
+    def metrics(run: Path) -> dict[str, Any] | None:
+        path = run / "results.json"
+        return json.loads(path.read_text()).get("metrics") if path.is_file() else None
+
+    return {
+        "every run has results.json and checkpoints that load (weights_only)": all(
+            metrics(run) is not None and all_checkpoints_load(run) for run, _ in runs.values()),
+        "every metrics.csv is byte for byte the single-process run's (no row lost)": all(
+            metrics_parse(run) and (run / "metrics.csv").read_bytes() == (ref / "metrics.csv").read_bytes()
+            for run, ref in runs.values()),
+        "every run's test metrics are the single-process run's": all(
+            metrics(run) is not None and metrics(run) == metrics(ref) for run, ref in runs.values()),
+    }
+
+
+def _nothing_left(out: Path, names: set[str]) -> bool:
+    """``out`` holds exactly ``names``: no claim or lock file, no temporary file."""
+    return {p.name for p in out.iterdir()} == names if out.is_dir() else False
+
+
+@case("cv_two_at_once_same_out", "shared", "two `biosig cv` (3 folds) started at once on one `--out`")
+def _(s: Sweep, d: Path) -> Outcome:
+    argv = _sweep_argv(s, "cv", "--folds", "0-2", "--out", "cv")
+    env, out = _shared_env(s, d), d / "cv"
+    watch = JsonWatch(out / "cv.json")
+    procs = [s.start(d, argv, env=env) for _ in range(2)]
+    ref_dir, ref_run = _reference(s, "cv", "--folds", "0-2")
+    done = [finish(p, argv) for p in procs]
+    untorn = watch.stop()
+    ref = ref_run.result()
+    outs = [r.out for r in done]
+    folds = {k: (out / f"fold_{k:02d}", ref_dir / f"fold_{k:02d}") for k in range(3)}
+    by = {k: _fitted_by(outs, f"fold {k}") for k in folds}
+    pids = [str(p.pid) for p in procs]
+    summary = json.loads((out / "cv.json").read_text()) if (out / "cv.json").is_file() else {}
+    expected = json.loads((ref_dir / "cv.json").read_text()) if ref.rc == 0 else None
+    return Outcome(done[0] if done[0].rc != 0 else done[1], None, {
+        "both exit 0, the single-process run too": all(r.rc == 0 for r in (*done, ref)),
+        "no traceback": all(no_traceback(r) for r in done),
+        "each fold fitted by one process and found held or finished (skipped) by the other": all(
+            len(by[k]) == 1 and _skipped_by(outs, f"fold {k}") == [1 - by[k][0]] for k in folds),
+        "each fold's log holds one attempt, by the process that fitted it": all(
+            len(by[k]) == 1 and _attempts(out / f"fold_{k:02d}.log") == [pids[by[k][0]]] for k in folds),
+        **_same_as_reference({str(k): v for k, v in folds.items()}),
+        "cv.json holds every fold with the single-process run's summary": expected is not None
+        and summary == expected and summary.get("missing") == [] and summary.get("n_folds") == 3,
+        "cv.json never read torn while both ran": untorn,
+        "nothing else left in --out (no claim, lock or temporary file)": _nothing_left(
+            out, {"cv.json", *(f"fold_{k:02d}{x}" for k in folds for x in ("", ".log"))}),
+    }, note="fitted: " + "; ".join(f"fold {k} by process {by[k][0] + 1 if by[k] else '?'}" for k in folds))
+
+
+@case("repeat_two_at_once_same_out", "shared", "two `biosig repeat` (3 seeds) started at once on one `--out`")
+def _(s: Sweep, d: Path) -> Outcome:
+    argv = _sweep_argv(s, "repeat", "--seeds", "1,2,3", "--out", "rep")
+    env, out = _shared_env(s, d), d / "rep"
+    procs = [s.start(d, argv, env=env) for _ in range(2)]
+    ref_dir, ref_run = _reference(s, "repeat", "--seeds", "1,2,3")
+    done = [finish(p, argv) for p in procs]
+    ref = ref_run.result()
+    outs = [r.out for r in done]
+    seeds = {k: (out / f"seed_{k}", ref_dir / f"seed_{k}") for k in (1, 2, 3)}
+    by = {k: _fitted_by(outs, f"seed {k}") for k in seeds}
+    return Outcome(done[0] if done[0].rc != 0 else done[1], None, {
+        "both exit 0, the single-process run too": all(r.rc == 0 for r in (*done, ref)),
+        "no traceback": all(no_traceback(r) for r in done),
+        "each seed fitted by one process and found held or finished (skipped) by the other": all(
+            len(by[k]) == 1 and _skipped_by(outs, f"seed {k}") == [1 - by[k][0]] for k in seeds),
+        "both report 3/3 seeds finished": all(re.search(r"^repeat: 3/3 seeds finished under ", o, re.M)
+                                              for o in outs),
+        **_same_as_reference({str(k): v for k, v in seeds.items()}),
+        "nothing else left in --out (no claim, lock or temporary file)": _nothing_left(
+            out, {f"seed_{k}" for k in seeds}),
+    }, note="fitted: " + "; ".join(f"seed {k} by process {by[k][0] + 1 if by[k] else '?'}" for k in seeds))
+
+
+@case("cv_second_while_first_holds", "shared",
+      "`biosig cv --folds 1` started on the `--out` of a `biosig cv --folds 0-1` that is training fold 1")
+def _(s: Sweep, d: Path) -> Outcome:
+    out, hold = d / "cv", d / "hold" / "fold_01"
+    hold.parent.mkdir()
+    first_argv = _sweep_argv(s, "cv", "--folds", "0-1", "--out", "cv")
+    first = s.start(d, first_argv, env=_shared_env(s, d, hold))
+    ref_dir, ref_run = _reference(s, "cv", "--folds", "0-2")
+    holding = wait_for(lambda: Path(f"{hold}.holding").exists(), first)
+    second_argv = _sweep_argv(s, "cv", "--folds", "1", "--out", "cv")
+    second = s.start(d, second_argv, env=_shared_env(s, d))
+    assert second.stdout is not None and second.stderr is not None
+    err: list[str] = []
+    stderr = second.stderr
+    drain = threading.Thread(target=lambda: err.append(stderr.read()), daemon=True)
+    drain.start()
+    said: list[str] = []
+    seen: dict[str, bool] = {}
+    for line in second.stdout:  # the second's own lines, as they come
+        said.append(line)
+        if " is held by another process" in line and not seen:
+            seen = {"dir": (out / "fold_01").is_dir(),
+                    "no ckpt": not (out / "fold_01" / "checkpoints" / "last.ckpt").exists(),
+                    "first alive": first.poll() is None}
+            Path(f"{hold}.release").touch()  # the first may finish fold 1 now
+    Path(f"{hold}.release").touch()
+    drain.join()
+    second_done = Ran(second_argv, second.wait(), "".join(said), "".join(err))
+    first_ended_before = first.poll() is not None
+    first_done, ref_done = finish(first, first_argv), ref_run.result()
+    summary = json.loads((out / "cv.json").read_text()) if (out / "cv.json").is_file() else {}
+    ref_folds = json.loads((ref_dir / "cv.json").read_text())["folds"] if ref_done.rc == 0 else {}
+    f1 = [ref_folds[k]["test/f1"] for k in ("0", "1") if k in ref_folds]
+    host = socket.gethostname()
+    return Outcome(second_done, None, {
+        "the first held fold 1 in its first epoch when the second started": holding,
+        "the second says fold 1 is held by the first, naming it": re.search(
+            rf"^fold 1: cv/fold_01 is held by another process \({re.escape(host)}:{first.pid}\); "
+            "taking it up when that process lets it go$", second_done.out, re.M) is not None,
+        "while it waited, the fold being trained (no last.ckpt yet) was there and the first alive": bool(seen)
+        and all(seen.values()),
+        "the second did not fit fold 1 and found it finished after the first let it go": not _fitted_by(
+            [second_done.out], "fold 1") and _skipped_by([second_done.out], "fold 1") == [0],
+        "fold 1's log holds one attempt, by the first": _attempts(out / "fold_01.log") == [str(first.pid)],
+        "all exit 0, the single-process run too": all(r.rc == 0 for r in (first_done, second_done, ref_done)),
+        "no traceback": all(no_traceback(r) for r in (first_done, second_done)),
+        **_same_as_reference({str(k): (out / f"fold_{k:02d}", ref_dir / f"fold_{k:02d}") for k in (0, 1)}),
+        "the first ended before the second (which wrote cv.json last)": first_ended_before,
+        "cv.json holds both folds with the single-process run's values, mean and std": len(f1) == 2
+        and summary.get("folds") == {k: ref_folds[k] for k in ("0", "1")} and summary.get("missing") == []
+        and summary.get("n_folds") == 2 and summary.get("test/f1", {}).get("n") == 2
+        and np.isclose(summary["test/f1"]["mean"], np.mean(f1), rtol=0, atol=1e-12)
+        and np.isclose(summary["test/f1"]["std"], np.std(f1, ddof=1), rtol=0, atol=1e-12),
+        "nothing else left in --out (no claim, lock or temporary file)": _nothing_left(
+            out, {"cv.json", *(f"fold_{k:02d}{x}" for k in (0, 1) for x in ("", ".log"))}),
+    })
+
+
 def judge(s: Sweep, c: Case, d: Path) -> dict[str, Any]:
     t0 = time.monotonic()
     try:
@@ -1508,7 +1773,8 @@ def judge(s: Sweep, c: Case, d: Path) -> dict[str, Any]:
     if out.peak_mb is not None:
         measured = out.peak_mb == out.peak_mb  # not NaN
         row["peak_rss_mb"] = round(out.peak_mb, 1) if measured else None
-        checks[f"peak memory under {PEAK_LIMIT_MB / 1024:g} GiB (/usr/bin/time -v)"] = (
+        how = "/usr/bin/time -v" if Path(TIME).is_file() else "os.wait4 ru_maxrss"
+        checks[f"peak memory under {PEAK_LIMIT_MB / 1024:g} GiB ({how})"] = (
             measured and out.peak_mb < PEAK_LIMIT_MB
         )
     row["checks"] = checks
@@ -1541,7 +1807,7 @@ def write_result(rows: list[dict[str, Any]], out: Path, command: str, dates: lis
                f"{platform.python_version()}, "
                f"torch {torch.__version__}; a fresh clone of the branch, its package first on PYTHONPATH")
     source = {"table": "issue table", "handled": "listed as handled", "added": "added",
-              "inputs": "inputs that expand, one-line errors"}
+              "inputs": "inputs that expand, one-line errors", "shared": "two processes, one --out"}
     table_rows = []
     for k, r in enumerate(rows, 1):
         last = r.get("last_line", "") or ""
@@ -1585,8 +1851,8 @@ def write_result(rows: list[dict[str, Any]], out: Path, command: str, dates: lis
                        "reads; "
                        "*stderr lines* counts Lightning's own notices too (a `|` in a line is shown as "
                        "`\N{BROKEN BAR}`); "
-                       "*peak MiB* is the command's maximum resident memory from `/usr/bin/time -v`, "
-                       "measured for the inputs "
+                       "*peak MiB* is the command's maximum resident memory from `/usr/bin/time -v` "
+                       "(`os.wait4`'s `ru_maxrss` where GNU time is missing), measured for the inputs "
                        f"that expand (each must stay under {PEAK_LIMIT_MB:.0f} MiB). The checks of each case "
                        f"are in "
                        "`tools/audits/reliability_sweep.py`."},
@@ -1606,7 +1872,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--checkout", type=Path, default=HERE, help="repository to test (default: this one)")
     parser.add_argument("--only", nargs="+", default=None, help="run only these cases")
-    parser.add_argument("--source", nargs="+", default=None, choices=("table", "handled", "added", "inputs"),
+    parser.add_argument("--source", nargs="+", default=None,
+                        choices=("table", "handled", "added", "inputs", "shared"),
                         help="run only the cases of these sources")
     parser.add_argument("--jobs", type=int, default=2, help="cases run at once")
     parser.add_argument("--no-write", action="store_true", help="print only, write no result file")
