@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from biosig_lightning import recipes
 from biosig_lightning.yaml_io import load_yaml
 
 __all__ = ["Cell", "Corpus", "Grid", "GridError", "Method", "NotApplicable", "load_grid", "run_placement"]
@@ -297,15 +298,14 @@ def _class_spec(value: Any, where: str, grid: Path, catalog_name: bool = False) 
         except KeyError as err:
             raise GridError(f"{grid}: {where}: {err.args[0]}") from None
     elif not catalog_name and not _recipe_exists(name):  # else every cell of the method would run and fail
-        raise GridError(f"{grid}: {where}: class_path {name!r} names no task (neither an importable class "
-                        f"nor a "
-                        "LightningModule of biosig_lightning.tasks or biosig_lightning.robust)")
+        raise GridError(f"{grid}: {where}: class_path {name!r} names no recipe (neither an importable class "
+                        f"nor one of {', '.join(recipes.names())})")
     return {"class_path": name, "init_args": _mapping(spec.get("init_args"), f"{where}.init_args", grid)}
 
 
 def _recipe_exists(class_path: str) -> bool:
     """Whether a recipe's ``class_path`` resolves as LightningCLI would: a dotted path that imports, or the
-    short name of a LightningModule the CLI registers (the tasks and the robust recipes)."""
+    short name of a recipe of the catalog (:mod:`biosig_lightning.recipes`)."""
     import importlib
 
     module, _, attr = class_path.rpartition(".")
@@ -314,17 +314,7 @@ def _recipe_exists(class_path: str) -> bool:
             return hasattr(importlib.import_module(module), attr)
         except ImportError:
             return False
-    from lightning.pytorch import LightningModule
-
-    import biosig_lightning.robust
-    import biosig_lightning.tasks  # noqa: F401  (the short names the CLI resolves)
-
-    seen, todo = set(), [LightningModule]
-    while todo:
-        cls = todo.pop()
-        seen.add(cls.__name__)
-        todo += cls.__subclasses__()
-    return class_path in seen
+    return class_path in recipes.names()
 
 
 def _own_data(value: Any, where: str, grid: Path) -> dict[str, Any]:

@@ -66,6 +66,6 @@ def test_a_grid_recipe_that_names_no_task_is_refused_at_load(tmp_path: Path) -> 
         method["recipe"] = {"class_path": recipe}
         path = tmp_path / f"{name}.yaml"
         path.write_text(yaml.safe_dump(spec))
-        with pytest.raises(GridError, match=rf"recipe: class_path '{recipe}' names no task"):
+        with pytest.raises(GridError, match=rf"recipe: class_path '{recipe}' names no recipe"):
             load_grid(path)
     load_grid(EXPERIMENTS / "benchmarks" / "smoke.yaml")  # its recipes, short and dotted, all resolve
