@@ -15,6 +15,7 @@ import importlib
 import os
 import sys
 
+from biosig_lightning import recipes
 from biosig_lightning.configs import resolve_config_args
 
 #: LightningCLI's own subcommands: their module gets the command word too
@@ -59,6 +60,8 @@ USAGE = """usage: biosig {fit,validate,test,predict,profile,repeat,tune,report,t
 --config takes a YAML file or the name of a shipped config (bioformer_apava, overlays/smoke: see 'biosig configs').
 
 'biosig fit --help' lists every option; 'biosig fit --config X --print_config' shows the resolved config."""  # noqa: E501 (help text, printed as written)
+USAGE += ("\n\nrecipes (model.class_path; the backbone goes under model.init_args.backbone):\n"
+          + "\n".join(f"  {r.name:<20}{r.purpose}" for r in recipes.RECIPES))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,11 +16,6 @@ A grid file holds::
           folds: [0, 1, 2]                              # optional: the kfold/loso folds run
           fold_key: data.init_args.fold                 # the key set to the fold (this is the default)
         metrics: [f1, acc, auroc]                       # first: the one methods are ranked by
-      mine:                                             # the user's own data instead of a corpus config
-        task: window_classification
-        data: {bids: /data/my_bids, task: rest, window_seconds: 2.0}   # or {epochs: mine-epo.fif},
-                                                        # or {arrays: mine.npz} (x, y, subjects[, sfreq])
-        protocol: {split: {strategy: kfold, n_folds: 5}, folds: [0, 1, 2, 3, 4]}
     methods:
       cnn1d:
         tasks: [window_classification]
@@ -32,19 +27,14 @@ A grid file holds::
           sleepedf: {model.init_args.backbone.init_args.patch_len: 16}
         not_applicable: {tusz: "needs the step-major FFT features"}
 
-A corpus's ``data`` swaps in the DataModule of a user's own data (:data:`OWN_DATA`: a BIDS root, an
-``mne.Epochs`` file or an ``.npz`` array file with subject ids, its path relative to the current directory or
-the grid file; the other keys are the DataModule's arguments); ``configs`` are then optional (model and
-trainer
-settings shared by every method). A cell is one ``biosig fit``: the corpus's ``configs`` and ``data``, then
-the method's configs for that corpus,
-backbone and recipe swaps, overrides and ``corpus_overrides`` for that corpus, then the corpus's ``overlays``,
-``overrides`` and split
-(given last, so every method on a corpus trains under the same data, budget and subjects), then
-the grid's ``fit_args``. A method whose ``tasks`` do not include the corpus's ``task``, or which
-names the corpus under ``not_applicable``, gets an n/a cell with its reason instead of runs.
-Relative paths are looked up from the current directory, then from the grid file's folder and
-each folder above it (so a grid under ``experiments/benchmarks/`` finds ``experiments/...``).
+A corpus may give ``data`` instead of a corpus config: the DataModule of a user's own data (:data:`OWN_DATA`:
+``{bids: ...}``, ``{epochs: ...-epo.fif}`` or ``{arrays: ....npz}``), its ``configs`` then optional.
+A cell is one ``biosig fit``: the corpus's ``configs`` and ``data``, the method's configs for that corpus,
+backbone and recipe swaps, overrides and ``corpus_overrides``, then the corpus's ``overlays``, ``overrides``
+and split (last, so every method on a corpus trains under the same data, budget and subjects), then the
+grid's ``fit_args``. A method whose ``tasks`` miss the corpus's ``task``, or which names the corpus under
+``not_applicable``, gets an n/a cell with its reason. Relative paths are looked up from the current
+directory, then from the grid file's folder and each folder above it.
 """
 
 from __future__ import annotations
@@ -57,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from biosig_lightning import recipes
 from biosig_lightning.yaml_io import load_yaml
 
 __all__ = ["Cell", "Corpus", "Grid", "GridError", "Method", "NotApplicable", "load_grid", "run_placement"]
@@ -307,15 +298,14 @@ def _class_spec(value: Any, where: str, grid: Path, catalog_name: bool = False) 
         except KeyError as err:
             raise GridError(f"{grid}: {where}: {err.args[0]}") from None
     elif not catalog_name and not _recipe_exists(name):  # else every cell of the method would run and fail
-        raise GridError(f"{grid}: {where}: class_path {name!r} names no task (neither an importable class "
-                        f"nor a "
-                        "LightningModule of biosig_lightning.tasks or biosig_lightning.robust)")
+        raise GridError(f"{grid}: {where}: class_path {name!r} names no recipe (neither an importable class "
+                        f"nor one of {', '.join(recipes.names())})")
     return {"class_path": name, "init_args": _mapping(spec.get("init_args"), f"{where}.init_args", grid)}
 
 
 def _recipe_exists(class_path: str) -> bool:
     """Whether a recipe's ``class_path`` resolves as LightningCLI would: a dotted path that imports, or the
-    short name of a LightningModule the CLI registers (the tasks and the robust recipes)."""
+    short name of a recipe of the catalog (:mod:`biosig_lightning.recipes`)."""
     import importlib
 
     module, _, attr = class_path.rpartition(".")
@@ -324,17 +314,7 @@ def _recipe_exists(class_path: str) -> bool:
             return hasattr(importlib.import_module(module), attr)
         except ImportError:
             return False
-    from lightning.pytorch import LightningModule
-
-    import biosig_lightning.robust
-    import biosig_lightning.tasks  # noqa: F401  (the short names the CLI resolves)
-
-    seen, todo = set(), [LightningModule]
-    while todo:
-        cls = todo.pop()
-        seen.add(cls.__name__)
-        todo += cls.__subclasses__()
-    return class_path in seen
+    return class_path in recipes.names()
 
 
 def _own_data(value: Any, where: str, grid: Path) -> dict[str, Any]:

@@ -31,7 +31,7 @@ This module parses the command line; the work is :func:`biosig_lightning.analysi
 
 Statistics (``--table1``, ``--per-subject``, ``--anova``, ``--anova-rows``, ``--ttest``, ``--welch``,
 ``--baseline``, ``--ranks``), unreadable and unfinished runs, the one-line errors and the figures are
-described in :func:`run`'s docstring.
+described in :func:`~biosig_lightning.analysis.report.build.report`'s docstring.
 """
 
 from __future__ import annotations
@@ -45,55 +45,8 @@ from biosig_lightning.analysis.report import DEFAULT_METRICS, PROTOCOL_METRICS, 
 
 
 def run(argv: list[str]) -> str:
-    """Entry point of ``biosig report`` (argv without the command word).
-
-    Statistics: ``--table1`` changes the table's columns; every other option adds a section below the
-    table, in this order, in the same format (markdown: a title line and a table; LaTeX: a ``%`` title and
-    a tabular; CSV: a block with its own header row, one blank line between blocks; numbers at full
-    precision):
-
-    * ``--table1``: Table 1 of the signed-graph paper (Yao et al.): accuracy, precision, recall,
-      specificity and F1 in % and ``params`` (``results["num_params"]``, shown as an integer and never
-      marked best); a binary run's precision, recall and F1 are those of class 1 (the paper's positive
-      class), from its ``confusion_matrix``, not the macro means the run logs, ``mean ± std (n)`` over runs as
-      above; a column a run lacks (specificity of a
-      multiclass task) is ``–``.
-    * ``--per-subject``: the LOSO spread: per-subject test accuracy from each run's
-      ``test_predictions.npz`` (``argmax(probs)`` against ``y``, grouped by ``subject``), each
-      subject's windows pooled over the runs of the cell that tested it (seeds on one split: every run;
-      LOSO folds: the one fold that held it out), shown as ``mean ± std [min, max] (n=subjects)``.
-    * ``--anova``: Table 9: per row × dataset a one-way ANOVA *between subjects* (the paper: "no
-      significant differences between subjects"), F, p, df = (subjects - 1, N - subjects); a
-      subject's observations are its per-run accuracies when every subject was tested at least twice,
-      else its windows' 0/1 correctness. ``--anova-rows``: per dataset a one-way ANOVA *between rows*,
-      each row's observations its per-subject accuracies.
-    * ``--ttest A B``: Table 8: two-sided paired t-test of the first metric between rows ``A`` and
-      ``B`` (their labels as printed), runs paired by ``(split_id, seed)``, per dataset both have.
-    * ``--welch A B``: BioFormer Sec. 5.3: Welch's two-sided t-test of the first metric over seeds.
-    * ``--baseline ROW``: BioFormer Table 3: Pos. Rate (% of settings with Δ > 0) and Worst Δ of
-      every other row against ``ROW``, a setting being each dataset × metric cell (means over seeds).
-    * ``--ranks``: BioFormer Table 2: average rank over dataset × metric cells (1 = best, ties share)
-      and wins (datasets where the row has the best mean over the metrics; tied rows all win).
-      ``--baseline`` and ``--ranks`` use the higher-is-better columns only (not ``ece``, ``loss`` or
-      ``params``), and ``--ranks`` needs every row on every dataset.
-
-    A ``results.json`` that cannot be read (truncated, a JSON list) is skipped with a warning naming it;
-    runs with a checkpoint but no ``results.json`` (interrupted fits) are listed on stderr, apart from the
-    table, each with the ``biosig fit`` command that resumes it (``biosig tune`` trials are not listed).
-
-    Each problem is a one-line error: an unknown row label (the message lists the rows), a run without
-    ``test_predictions.npz``, runs of ``A`` and ``B`` that do not pair (or pair twice), fewer than two
-    pairs or two runs per row, a single test subject for ``--anova``.
-
-    Figures (PNG, matplotlib Agg) go to ``--figures`` (default ``<FILE stem>_figures`` beside ``--out``,
-    else ``<first DIR>/report_figures``): per row × dataset the test confusion matrix summed over runs,
-    the reliability diagram pooled over runs (bin counts added, bin means count-weighted; its title
-    gives the ECE of the pooled bins, which can differ from the table's mean of per-run ECEs), and the
-    learning curves (train/loss_epoch and val/f1 per epoch from each run's ``metrics.csv``, one line per
-    seed); per dataset a strip+box plot of the per-seed spread of the first metric (``--spread-metric``
-    to choose) for every row.
-
-    """
+    """Entry point of ``biosig report`` (argv without the command word); the statistics, figures and
+    one-line errors are :func:`~biosig_lightning.analysis.report.build.report`'s."""
     ap = argparse.ArgumentParser(prog="biosig report", allow_abbrev=False,
                                  description="mean ± std table, statistics and figures over results.json "
                                              "files")

@@ -10,50 +10,32 @@ specs::
     model.init_args.backbone.init_args.n_blocks: {type: int, low: 2, high: 4, step: 1}
     model.init_args.optimizer: {type: categorical, choices: [adamw, adam]}
 
-:func:`~biosig_lightning.tuning.search_space.load_search_space` turns the specs into Optuna distributions (a
-bad spec is one error naming
-the key), and :func:`~biosig_lightning.tuning.search_space.validate_space` checks every categorical choice and
-both ends of every range
-against the real ``biosig fit`` parser before any study exists. The setup every trial shares is
-checked up front too (:func:`~biosig_lightning.tuning.trial_setup.check_setup`): the metric, and a trainer
-that can run inside this
-process (``--trainer.strategy ddp`` would relaunch the whole command; ``ddp_spawn`` is the one).
+Before any study exists, :func:`~biosig_lightning.tuning.search_space.load_search_space` turns the specs
+into Optuna distributions (a bad spec is one error naming the key),
+:func:`~biosig_lightning.tuning.search_space.validate_space` checks every choice and both ends of every
+range against the real ``biosig fit`` parser, and :func:`~biosig_lightning.tuning.trial_setup.check_setup`
+checks the metric and that the trainer runs inside this process (``ddp_spawn``, not ``ddp``).
 
-Each trial is a fresh ``BiosigCLI(args=[configs..., --key=value..., logger name trial_<n>],
-run=False)`` whose trainer is fitted with :class:`~biosig_lightning.tuning.pruning.OptunaPruning`
-(reports the monitored metric each validation epoch, raises ``TrialPruned`` when the pruner says so); the
-objective is the
-best validation score of ``--metric`` (the checkpoint callback's ``best_model_score`` when it
-monitors that metric). ``--metric``/``--direction`` default to the experiment's own
-``model.init_args.monitor``/``mode``. Trial runs land in ``runs/tune/<study>/trial_<n>/``.
+Each trial is a fresh ``BiosigCLI(args=[configs..., --key=value..., logger name trial_<n>], run=False)``
+in this process, fitted with :class:`~biosig_lightning.tuning.pruning.OptunaPruning`; its objective is the
+best validation score of ``--metric`` (default: the experiment's ``model.init_args.monitor``/``mode``).
+Trial runs land in ``runs/tune/<study>/trial_<n>/``; the best trial is written to
+``runs/tune/<study>/best.yaml`` as nested keys, usable as a further ``--config`` of ``biosig fit`` or
+``biosig repeat``.
 
-Storage: default ``sqlite:///<study>.db``; any SQLAlchemy URL works (a plain ``postgresql://``
-uses psycopg2 when psycopg 3 is not installed: ``pip install 'biosig-lightning[postgres]'``;
-passwords never appear in messages). The study is opened with ``load_if_exists=True`` so several
-``biosig tune`` processes cooperate on one study, and a killed worker can simply be restarted.
-Trials carry a heartbeat, so a trial whose worker was killed is marked FAIL (error "heartbeat lost
-(worker died)") after ``--grace-period`` seconds and its slot is taken by a new trial. The heartbeat
-comes every ``grace period / 3`` seconds (at most 30), so a trial is stale only after three missed
-heartbeats; a grace period under 3 s is refused. A stale trial whose worker still runs on this host
-is never failed (:mod:`biosig_lightning.tuning.coordination`); a worker that finds its trial failed by
-another stops it after the current epoch, keeps its run directory, and goes on with the study.
-A worker sent SIGTERM (preemption) stops its trial after the running batch, records it FAIL and
-queues its parameters again, then exits non-zero; the rerun runs that configuration first.
-Trials run in this process: there is no child process to launch.
+Storage: default ``sqlite:///<study>.db``; any SQLAlchemy URL works (``pip install
+'biosig-lightning[postgres]'`` for PostgreSQL; passwords never appear in messages). Several ``biosig tune``
+processes cooperate on one study (``load_if_exists=True``) and a killed worker is simply restarted:
+heartbeats, the ``--grace-period`` and which stale trials are failed are
+:mod:`biosig_lightning.tuning.coordination`'s. A worker sent SIGTERM stops its trial after the running
+batch, records it FAIL, queues its parameters again and exits non-zero.
 
-``--n-trials N`` means "the study ends with N COMPLETE trials", across all workers; pruned and failed
-trials are extra. Stricter than ``MaxTrialsCallback`` (which lets each concurrently running worker
-overshoot by one): a worker only starts a trial while COMPLETE + RUNNING < N, waits while the
-remaining slots are being run by other workers (one of them may fail), and a trial that finds N
-earlier COMPLETE/RUNNING trials ahead of it (two workers raced for the last slot) stops at once as
-FAIL with user_attr ``skipped``. A crashed trial (an exception, or the parser rejecting a sampled
-value) is recorded as FAIL with ``user_attrs["error"]``; the study goes on (a worker gives up after
-``--max-failures`` failures of its own, default N, and at once on an error every trial would hit).
-
-This module parses the command line; the library is :mod:`biosig_lightning.tuning`.
-
-The best trial is written to ``runs/tune/<study>/best.yaml`` as nested keys, usable as
-``biosig fit --config X.yaml --config runs/tune/<study>/best.yaml`` (and by ``biosig repeat``).
+``--n-trials N`` means "the study ends with N COMPLETE trials" across all workers (pruned and failed trials
+are extra; stricter than Optuna's ``MaxTrialsCallback``:
+:func:`~biosig_lightning.tuning.coordination.count_slots`). A crashed trial is recorded as FAIL with
+``user_attrs["error"]`` and the study goes on; a worker gives up after ``--max-failures`` failures of its
+own (default N), and at once on an error every trial would hit. This module parses the command line; the
+library is :mod:`biosig_lightning.tuning`.
 """
 
 from __future__ import annotations

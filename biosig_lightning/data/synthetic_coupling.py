@@ -42,12 +42,12 @@ __all__ = ["COUPLING_BANDS", "PlantedEdge", "apply_coupling", "plant_coupling", 
 
 #: bands a coupling may live in (names as in ``features.spectral.EEG_BANDS``), Hz at full Nyquist
 #: (beta is left out: its power is low under a 1/f background, so white sensor noise dominates a beta
-#: trajectory and a beta coupling reached only r ~ 0.3 between parent and child trajectories even at gain 5)
+#: power trajectory; the measurement is in docs/results/synthetic_coupling_design.json)
 COUPLING_BANDS: tuple[tuple[str, float, float], ...] = (("theta", 4.0, 8.0), ("alpha", 8.0, 13.0))
 #: amplitude of the coupled copy relative to the parent inside the passband: the child's band power becomes
 #: ``own + gain^2 * parent's``, so the coupled part dominates the child's band (and its power trajectory).
-#: Measured (16 s windows at 100 Hz, 24 frames of 1 s): the per-window correlation of parent and child
-#: alpha log-power trajectories is ~0.56 at gain 2, ~0.69 at 3 and ~0.88 at 5.
+#: How strongly the trajectories then correlate at gains 2, 3 and 5:
+#: docs/results/synthetic_coupling_design.json.
 COUPLING_GAIN = 3.0
 _LAG_SECONDS = (0.02, 0.1)
 _COUPLING_STREAM = 5  # purpose key of the random stream (synthetic.py uses 0-4)

@@ -17,13 +17,10 @@ case-insensitively after normalisation:
   inside the scalp; only distances between channels are used, and those are what the
   midpoint reading is for.
 
-The distance graph is a thresholded Gaussian kernel (:func:`gaussian_distance_adjacency`),
-``w_ij = exp(-d_ij^2 / sigma^2)`` with ``sigma`` the median off-diagonal distance, so the
-graph does not depend on head size or units; an edge is kept when ``w_ij >= threshold``
-(default 0.5, i.e. ``d_ij <= 0.83 sigma``: roughly each channel's nearer half).
-Each channel is additionally joined to its nearest neighbour, so no channel is isolated
-(with only two channels, as in Sleep-EDF's Fpz-Cz / Pz-Oz, the graph is that one edge).
-Edge weights are the kernel values; the diagonal is zero (models add self-loops).
+The distance graph (:func:`gaussian_distance_adjacency`) is a thresholded Gaussian kernel of the
+channel distances, scaled by their median, so it does not depend on head size or units; each channel is
+also joined to its nearest neighbour (with two channels, as in Sleep-EDF's Fpz-Cz / Pz-Oz, the graph is
+that one edge). Edge weights are the kernel values; the diagonal is zero (models add self-loops).
 
 Spatial graphs of graph-signal models (:func:`spatial_graph_mask`): the distance graph above where
 every channel name is placed on the 10-20 template (or the lead graph below for ECG leads); for any
@@ -32,16 +29,7 @@ a graph that assumes nothing about where unnamed channels are beyond their liste
 
 ECG leads. Standard 12-lead names (``I, II, III, aVR, aVL, aVF, V1..V6``, case-insensitive)
 have no scalp coordinates; :func:`ecg_lead_adjacency` gives a fixed, unweighted graph built
-from how the leads are formed and where they look:
-
-* the six limb leads are all linear combinations of the same three limb electrodes
-  (Einthoven: ``II = I + III``; ``aVR = -(I + II)/2`` and so on), so they are fully
-  connected;
-* the precordial electrodes V1..V6 lie in a chain across the chest, so consecutive ones
-  are joined (V1-V2, ..., V5-V6);
-* the clinical "lateral" territory groups I and aVL with V5 and V6 (they view the same
-  lateral wall), so I-V5, I-V6, aVL-V5, aVL-V6 link the two groups. Inferior (II, III,
-  aVF), septal (V1, V2) and anterior (V3, V4) leads get no extra links.
+from how the leads are formed and where they look.
 """
 
 from __future__ import annotations
@@ -137,10 +125,10 @@ def gaussian_distance_adjacency(
     """Thresholded Gaussian-kernel adjacency ``(n, n)`` of points ``positions`` ``(n, 3)``.
 
     ``w_ij = exp(-d_ij^2 / sigma^2)`` with ``sigma`` the median off-diagonal distance; edges
-    with ``w_ij < threshold`` are dropped, except each node's nearest neighbour when
-    ``connect_nearest``. The result is symmetric with a zero diagonal. Channels at one
-    position (CHB-MIT records both ``T7-P7`` and ``P7-T7``, and ``T8-P8`` twice) are
-    joined with weight 1.
+    with ``w_ij < threshold`` are dropped (the default 0.5 keeps ``d_ij <= 0.83 sigma``: roughly each
+    channel's nearer half), except each node's nearest neighbour when ``connect_nearest``. The result
+    is symmetric with a zero diagonal. Channels at one position (CHB-MIT records both ``T7-P7`` and
+    ``P7-T7``, and ``T8-P8`` twice) are joined with weight 1.
     """
     if not 0.0 < threshold <= 1.0:
         raise ValueError(f"threshold must lie in (0, 1], got {threshold}")
@@ -170,7 +158,15 @@ def is_ecg_lead_set(ch_names: Sequence[str]) -> bool:
 
 
 def ecg_lead_adjacency(ch_names: Sequence[str]) -> np.ndarray:
-    """Fixed unweighted lead graph ``(n, n)`` for standard ECG leads (see the module docstring).
+    """Fixed unweighted lead graph ``(n, n)`` for standard ECG leads, from how they are formed and look.
+
+    * the six limb leads are all linear combinations of the same three limb electrodes
+      (Einthoven: ``II = I + III``; ``aVR = -(I + II)/2`` and so on), so they are fully connected;
+    * the precordial electrodes V1..V6 lie in a chain across the chest, so consecutive ones
+      are joined (V1-V2, ..., V5-V6);
+    * the clinical "lateral" territory groups I and aVL with V5 and V6 (they view the same
+      lateral wall), so I-V5, I-V6, aVL-V5, aVL-V6 link the two groups. Inferior (II, III,
+      aVF), septal (V1, V2) and anterior (V3, V4) leads get no extra links.
 
     Works for any subset or order of the 12 leads.
 

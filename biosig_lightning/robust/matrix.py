@@ -32,6 +32,7 @@ from torch import nn
 from torchmetrics.functional.classification import binary_auroc
 
 import biosig_lightning.models  # noqa: F401  (fills the catalog)
+from biosig_lightning import recipes
 from biosig_lightning.models import catalog
 from biosig_lightning.robust.dg import METHODS, DGTask
 from biosig_lightning.robust.stdro.cost import correlation_graphs, period_bounds
@@ -41,7 +42,11 @@ from biosig_lightning.tasks.classification import ClassificationTask
 __all__ = ["CH_NAMES", "RECIPES", "Cell", "MatrixData", "matrix_standin", "run_cell", "run_matrix",
            "window_backbones"]
 
-RECIPES: tuple[str, ...] = ("erm", *[m for m in METHODS if m != "erm"], "stdro")
+#: the rows: every catalog recipe that wraps any backbone (:func:`biosig_lightning.recipes.wrapping_any`),
+#: DGTask once per DG method
+_ROWS = {"ClassificationTask": ("erm",), "DGTask": tuple(m for m in METHODS if m != "erm"),
+         "STDROTask": ("stdro",)}
+RECIPES: tuple[str, ...] = tuple(row for r in recipes.wrapping_any() for row in _ROWS[r.name])
 #: channel names of the stand-in (10-20 electrodes, so backbones with a distance graph can place them)
 CH_NAMES: tuple[str, ...] = ("Fp1", "Fp2", "C3", "C4", "P3", "P4", "O1", "O2")
 #: backbones whose input is not a window of samples (SPDTransNet takes SPD token sequences)

@@ -196,11 +196,27 @@ def render_standins() -> str:
                          "rows": rows, "align": ["left"] + ["right"] * 3 + ["left"] + ["right"] * 3})
 
 
+# --- the recipe catalog ------------------------------------------------------------------------------
+
+RECIPES_MARKER = "<!-- recipes -->"
+
+
+def render_recipes() -> str:
+    """One row per recipe of :mod:`biosig_lightning.recipes`: name, class path, purpose, backbones."""
+    from biosig_lightning import recipes
+
+    rows = [[f"`{r.name}`", f"`{r.class_path}`", r.purpose, r.takes] for r in recipes.RECIPES]
+    return render_table({"columns": ["recipe", "class_path", "what it is for", "backbones"], "rows": rows,
+                         "align": ["left"] * 4})
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:  # MkDocs hook signature
     docs = Path(config["docs_dir"])
     markdown = expand_readings(markdown, docs.parent / "biosig_lightning")
     if STANDINS_MARKER in markdown:
         markdown = markdown.replace(STANDINS_MARKER, render_standins())
+    if RECIPES_MARKER in markdown:
+        markdown = markdown.replace(RECIPES_MARKER, render_recipes())
     return expand(markdown, docs / "results", page.file.src_path)
 
 

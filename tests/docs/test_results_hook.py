@@ -85,3 +85,12 @@ def test_readings_are_collected_from_the_paper_modules(tmp_path: Path) -> None:
     assert out == ("- **`biosig_lightning.robust.stdro.task`**: Reading (schedule): the outer loop runs `N` "
                    "times "
                    "and the inner one N_theta.")
+
+
+def test_the_recipe_table_is_generated_from_the_catalog() -> None:
+    from biosig_lightning import recipes
+
+    assert hook.RECIPES_MARKER in (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    table = hook.render_recipes().splitlines()
+    assert table[0] == "| recipe | class_path | what it is for | backbones |"
+    assert [row.split(" | ")[0] for row in table[2:]] == [f"| `{name}`" for name in recipes.names()]

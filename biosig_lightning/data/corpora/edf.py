@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -275,3 +275,27 @@ def files_fingerprint(paths: Iterable[str | Path], root: str | Path) -> dict[str
     rows.sort()
     digest = hashlib.sha256("\n".join(rows).encode()).hexdigest()
     return {"n_files": len(rows), "sha256": digest}
+
+
+class _OfSubject(Protocol):
+    @property
+    def subject(self) -> int: ...
+
+
+_R = TypeVar("_R", bound=_OfSubject)
+
+
+def recordings_of(recordings: Sequence[_R], subjects: Sequence[int] | None, corpus: str,
+                  root: Path) -> tuple[list[int] | None, list[_R]]:
+    """The sorted distinct ``subjects`` (``None``: all) and the ``recordings`` of those subjects.
+
+    A selection that matches no recording is a :class:`DataError` naming the corpus, the subjects and
+    ``root``, so a typo in ``subjects`` never reads as an empty corpus.
+    """
+    if subjects is None:
+        return None, list(recordings)
+    wanted = sorted({int(s) for s in subjects})
+    kept = [r for r in recordings if r.subject in wanted]
+    if not kept:
+        raise DataError(f"{corpus}: none of subjects {wanted} has a recording in {root}")
+    return wanted, kept

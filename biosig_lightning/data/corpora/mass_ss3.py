@@ -36,7 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from biosig_lightning.data.corpora.edf import files_fingerprint, read_annotations, read_header, read_signals
+from biosig_lightning.data.corpora.edf import (
+    files_fingerprint,
+    read_annotations,
+    read_header,
+    read_signals,
+    recordings_of,
+)
 from biosig_lightning.data.spec import CorpusSpec, DataError, WindowBlock
 
 __all__ = ["CLASSES", "ELECTRODES", "MASSSS3", "SFREQ", "STAGES"]
@@ -94,13 +100,8 @@ class MASSSS3:
         self.electrodes = tuple(electrodes)
         if not self.electrodes:
             raise ValueError("mass_ss3: electrodes must name at least one electrode")
-        self.subjects = sorted({int(s) for s in subjects}) if subjects is not None else None
-        recs = find_recordings(self.root)
-        if self.subjects is not None:
-            recs = [r for r in recs if r.subject in self.subjects]
-            if not recs:
-                raise DataError(f"mass_ss3: none of subjects {self.subjects} has a recording in {self.root}")
-        self.recordings = recs
+        self.subjects, self.recordings = recordings_of(find_recordings(self.root), subjects, "mass_ss3",
+                                                       self.root)
         self.spec = self.make_spec(self.electrodes)
 
     @staticmethod

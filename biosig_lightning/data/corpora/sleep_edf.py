@@ -37,7 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from biosig_lightning.data.corpora.edf import files_fingerprint, read_annotations, read_header, read_signals
+from biosig_lightning.data.corpora.edf import (
+    files_fingerprint,
+    read_annotations,
+    read_header,
+    read_signals,
+    recordings_of,
+)
 from biosig_lightning.data.spec import CorpusSpec, DataError, WindowBlock
 
 __all__ = ["SYNTHETIC_DEFAULTS", "SleepEDF", "SleepRecording"]
@@ -182,14 +188,9 @@ class SleepEDF:
         self.root = _resolve_root(root)
         self.channels = tuple(channels)
         self.crop_wake_minutes = crop_wake_minutes
-        self.subjects = sorted({int(s) for s in subjects}) if subjects is not None else None
         self.spec = self.make_spec(self.channels)
-        recordings = find_recordings(self.root)
-        if self.subjects is not None:
-            recordings = [r for r in recordings if r.subject in self.subjects]
-            if not recordings:
-                raise DataError(f"sleep_edf: none of subjects {self.subjects} has a recording in {self.root}")
-        self.recordings = recordings
+        self.subjects, self.recordings = recordings_of(find_recordings(self.root), subjects, "sleep_edf",
+                                                       self.root)
 
     @staticmethod
     def make_spec(channels: Sequence[str] = EEG_CHANNELS) -> CorpusSpec:

@@ -22,7 +22,20 @@ from biosig_lightning.data.module import BiosignalDataModule
 from biosig_lightning.data.spec import CorpusReader, CorpusSpec, LabelLevel
 
 
-class ArrayDataModule(BiosignalDataModule):
+class _HeldArrays(BiosignalDataModule):
+    """A DataModule over windows held in one :class:`ArrayReader` (set as ``_arrays`` before
+    ``super().__init__``): its spec is the arrays', its reader the arrays themselves."""
+
+    _arrays: ArrayReader
+
+    def corpus_spec(self) -> CorpusSpec:
+        return self._arrays.spec
+
+    def reader(self) -> CorpusReader:
+        return self._arrays
+
+
+class ArrayDataModule(_HeldArrays):
     """Windows from arrays: ``x (n, channels, times)``, ``y (n,)`` class indices, ``subjects (n,)`` ids.
 
     For Python use (``Trainer.fit(task, datamodule=ArrayDataModule(...))``); from a YAML use
@@ -56,14 +69,8 @@ class ArrayDataModule(BiosignalDataModule):
         subjects."""
         return cls(**arrays_from_braindecode(dataset, subject_field), **kwargs)
 
-    def corpus_spec(self) -> CorpusSpec:
-        return self._arrays.spec
 
-    def reader(self) -> CorpusReader:
-        return self._arrays
-
-
-class EpochsDataModule(BiosignalDataModule):
+class EpochsDataModule(_HeldArrays):
     """An ``mne.Epochs`` saved as ``-epo.fif`` (``epochs.save(path)``), subjects in a metadata column.
 
     Args:
@@ -83,14 +90,8 @@ class EpochsDataModule(BiosignalDataModule):
         kwargs.pop("root", None)
         super().__init__(**kwargs)
 
-    def corpus_spec(self) -> CorpusSpec:
-        return self._arrays.spec
 
-    def reader(self) -> CorpusReader:
-        return self._arrays
-
-
-class ArrayFileDataModule(BiosignalDataModule):
+class ArrayFileDataModule(_HeldArrays):
     """Windows from an ``.npz`` file: arrays ``x``, ``y``, ``subjects`` (and ``sfreq``, ``ch_names``,
     ``classes``).
 
@@ -108,9 +109,3 @@ class ArrayFileDataModule(BiosignalDataModule):
         self._arrays = ArrayReader(**arrays_from_file(file, sfreq), label_level=label_level, name=name)
         kwargs.pop("root", None)
         super().__init__(**kwargs)
-
-    def corpus_spec(self) -> CorpusSpec:
-        return self._arrays.spec
-
-    def reader(self) -> CorpusReader:
-        return self._arrays

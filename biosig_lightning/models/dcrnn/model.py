@@ -10,20 +10,9 @@ with ``x_0`` and mapped by one weight matrix; the reference carries the recurren
 support to the next (its second support starts from the first support's last two terms), which
 we reproduce. Biases start at 0, weights Xavier-normal with gain 1.414.
 
-Graphs:
-
-* ``graph: distance``: the fixed 3-D distance graph (:func:`distance_adjacency` of ``ch_names``,
-  or an explicit ``adj``), one support: its scaled Laplacian. 168,641 parameters for 12-s
-  detection, 168,836 for 4-class classification.
-* ``graph: correlation``: a per-clip graph from the clip itself
-  (:func:`correlation_adjacency`, top-3, directed), two supports (dual random walk).
-  280,769 / 280,964 parameters.
-
-Input: ``x`` is ``(B, C, n_times)``. With ``step_bins > 0`` it is a step-major feature layout
-(``n_times = T * step_bins``, e.g. TUSZ 12 x 100 log|FFT| bins) and each step's ``step_bins``
-values are the node features. With ``step_bins = 0`` it is a raw signal, cut into 1-s steps of
-``sfreq`` samples (``n_times`` must be a multiple of ``sfreq``), each step's samples being the
-node features.
+Graphs (``graph``): the fixed 3-D ``distance`` graph (one support, its scaled Laplacian) or a per-clip
+``correlation`` graph (two supports, dual random walk). Input ``x`` is ``(B, C, n_times)``: a step-major
+feature layout (``step_bins > 0``, e.g. TUSZ 12 x 100 log|FFT| bins) or a raw signal cut into 1-s steps.
 
 Reading (detection output): the reference detects with ONE logit and BCEWithLogits. Our task
 trains cross-entropy on ``n_outputs = 2`` columns; with ``single_logit`` (default) the model
@@ -268,8 +257,14 @@ class DCRNN(BiosignalModel):
 
     Args:
         n_chans, n_outputs, n_times, sfreq, chs_info: signal metadata (:class:`BiosignalModel`).
-        graph: ``distance`` (fixed, scaled Laplacian) or ``correlation`` (per clip, dual random walk).
-        step_bins: features per 1-s step of a step-major input; 0 for raw signals.
+        graph: ``distance``: the fixed 3-D distance graph (:func:`distance_adjacency` of ``ch_names``, or
+            an explicit ``adj``), one support: its scaled Laplacian; 168,641 parameters for 12-s
+            detection, 168,836 for 4-class classification. ``correlation``: a per-clip graph from the
+            clip itself (:func:`correlation_adjacency`, top-3, directed), two supports (dual random
+            walk); 280,769 / 280,964 parameters.
+        step_bins: features per 1-s step of a step-major input (``n_times = T * step_bins``; each step's
+            ``step_bins`` values are the node features); 0 for a raw signal, cut into 1-s steps of
+            ``sfreq`` samples (``n_times`` a multiple of ``sfreq``), each step's samples the features.
         ch_names: channel names placing the nodes on the 10-20 sphere (distance graph); default
             the 19 TUSZ channels when ``n_chans == 19``.
         adj: explicit ``(C, C)`` adjacency for the distance graph (overrides ``ch_names``).

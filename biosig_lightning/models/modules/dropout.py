@@ -12,8 +12,8 @@ class MaskDropout(nn.Module):
     """Inverted dropout whose mask is drawn as ``rand_like(x) >= p``.
 
     Same distribution and scaling as :class:`torch.nn.Dropout` (keep each entry with
-    probability ``1 - p``, scale kept entries by ``1 / (1 - p)``), but about twice as fast
-    on CPU, where ``bernoulli_`` is markedly slower than ``uniform_``. BioFormer draws
+    probability ``1 - p``, scale kept entries by ``1 / (1 - p)``), but faster on CPU, where
+    ``bernoulli_`` is slower than ``uniform_``. BioFormer draws
     ~55 M dropout entries per APAVA training step (mostly on attention weights), so this
     matters for the step time. Identity in eval mode or with ``p = 0``.
     """

@@ -660,8 +660,8 @@ class SDFormer(BiosignalModel):
         input is exactly the one the frozen weights give it, and the gate carries no gradient
         (so :func:`masked_attention` runs the fused kernel). The tokenizer belongs to the
         graph path: with only the inferencer frozen, the tokens it reads kept changing under
-        the task loss, and on the CHB-MIT stand-in the frozen inferencer's graphs went from
-        validation density 0.16 to 0.40 and ``h(A)`` to ~1e7 within three epochs. The
+        the task loss and the frozen inferencer's graphs grew dense and cyclic (measured on the
+        stand-ins: ``docs/results/sdformer_design_choices.json``). The
         transformer, head and decoder stay trainable. A no-op for the fixed-graph controls.
         Not saved in the state dict: it is training state, which
         :class:`~biosig_lightning.tasks.sdformer.SDFormerTask` restores.

@@ -1,5 +1,5 @@
-"""Which runs a report covers: unreadable ``results.json`` files are skipped by name, unfinished runs listed
-apart."""
+"""Which runs a report covers: unreadable or unusable ``results.json`` files are skipped by name with the
+key that is wrong, unfinished runs listed apart."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pytest
 from biosig_lightning.cli import main
 
 
-def _run(root: Path, name: str, acc: float) -> Path:
+def _run(root: Path, name: str, acc: float, **extra: object) -> Path:
     run = root / name
     run.mkdir(parents=True)
     res = {"model": "CNN1D", "variant": "", "experiment": "demo", "dataset": "toy", "seed": int(acc * 100),
-           "metrics": {"test/acc": acc}}
+           "metrics": {"test/acc": acc}, **extra}
     (run / "results.json").write_text(json.dumps(res))
     return run
 
@@ -87,3 +87,32 @@ def test_unfinished_runs_are_listed_apart_with_their_resume_command(
     )
     assert f"  {resume}\n" in err
     assert str(finished) not in err and str(early) not in err and str(trial) not in err
+
+
+def test_results_the_report_cannot_use_are_skipped_one_line_each(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    root = tmp_path / "runs"
+    _run(root, "good_1", 0.5)
+    _run(root, "good_2", 0.7)
+    deep = root / "deep" / "results.json"
+    deep.parent.mkdir()
+    deep.write_text('{"metrics": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    bad = {"metrics_list": _run(root, "m_list", 0.1, metrics=[0.9]) / "results.json",
+           "metric_text": _run(root, "m_text", 0.1, metrics={"test/acc": "high"}) / "results.json",
+           "model_number": _run(root, "m_num", 0.1, model=3) / "results.json",
+           "cm_ragged": _run(root, "cm", 0.1, confusion_matrix=[[1, 2], [3]]) / "results.json"}
+    main(["report", str(root), "--metrics", "acc", "--figures", str(tmp_path / "figs")])
+    out, err = capsys.readouterr()
+    assert "| CNN1D | 0.600 ± 0.141 (n=2) |" in out  # the two good runs, nothing of the bad ones
+    warned = [ln for ln in err.splitlines() if "skipping" in ln]
+    expected = {deep: "nested too deeply to parse",
+                bad["metrics_list"]: "'metrics' is a list, not a mapping of metric names to numbers",
+                bad["metric_text"]: "metrics['test/acc'] is a string, not a number",
+                bad["model_number"]: "'model' is a number, not a string",
+                bad["cm_ragged"]: "'confusion_matrix' is not a square table of counts"}
+    assert len(warned) == len(expected), warned
+    for path, why in expected.items():
+        assert any(f"biosig report: warning: skipping {path}: " in ln and why in ln for ln in warned), (
+            path,
+            warned,
+        )

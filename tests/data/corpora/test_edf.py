@@ -71,3 +71,17 @@ def test_the_record_reader_equals_pyedflib_bit_for_bit_and_steps_aside_for_other
         assert edf._read_records(longer, reader, [0]) is None
     finally:
         reader.close()
+
+
+def test_recordings_of_keeps_the_chosen_subjects_and_names_a_selection_matching_none(tmp_path: Path) -> None:
+    import re
+    from types import SimpleNamespace
+
+    recs = [SimpleNamespace(subject=s, night=n) for s in (1, 2, 3) for n in (1, 2)]
+    assert edf.recordings_of(recs, None, "sleep_edf", tmp_path) == (None, recs)
+    subjects, kept = edf.recordings_of(recs, [3, 1, 3], "sleep_edf", tmp_path)
+    assert subjects == [1, 3]
+    assert [(r.subject, r.night) for r in kept] == [(1, 1), (1, 2), (3, 1), (3, 2)]
+    line = f"mass_ss3: none of subjects [7, 9] has a recording in {tmp_path}"
+    with pytest.raises(DataError, match=f"^{re.escape(line)}$"):
+        edf.recordings_of(recs, [9, 7], "mass_ss3", tmp_path)

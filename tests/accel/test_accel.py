@@ -58,6 +58,6 @@ from biosig_lightning import accel
 print(accel.numba is not None and accel.enabled() == accel.enabled(accel.numba), "numba" in sys.modules)
 """
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240,
-                          cwd=Path(__file__).resolve().parents[1])
+                          cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split() == ["True", "True"], proc.stdout
