@@ -36,9 +36,8 @@ Readings:
   distances where the names are placed, a ring over the channel order otherwise), in place of the
   backbone's own (``full`` or the bipolar line graph of App. E.1); there is one denoiser per class,
   the paper's pair being the two-class case, and eq. 22's smallest error picks among them.
-* App. E.4's schedule: Adam, lr 1e-3, cosine annealing with warm restarts (``restart_period = T_0 = 5``
-  epochs, ``T_mult = 1``, ``min_lr = 1e-5``), stepped per epoch; ``restart_period: null`` falls back to
-  :class:`ClassificationTask`'s own ``scheduler``.
+* App. E.4's schedule (Adam 1e-3; cosine warm restarts, ``T_0 = 5`` epochs, ``T_mult = 1``, minimum 1e-5),
+  stepped per epoch; ``restart_period: null`` uses :class:`ClassificationTask`'s ``scheduler``.
 """
 
 from __future__ import annotations
