@@ -127,6 +127,12 @@ class STDROTask(DGTask):
     step (dropout would make the ascent and the finite differences noisy, and BatchNorm running
     statistics must not see the adversarial iterates).
 
+    Reading (backtracking): Appendix A and Algorithm 1 take ``m`` plain steps of a fixed ``eps_x``, so
+    ``ascent_backtracks`` is 0 by default. A positive value halves, per sample, a step that lowers that
+    sample's ``l - lambda c_w`` (:meth:`inner_maximisation`): a safeguard of ours for a backbone whose
+    loss is far less smooth than ``lambda`` (Sinha et al.'s ascent assumes ``lambda`` above the loss's
+    smoothness), set explicitly where a grid needs it.
+
     DDP: the inner loop and the theta step run per rank (theta's gradients are averaged by DDP as
     usual); the M step's environment sums/counts, ``grad_theta A`` and the hypergradient are
     all-reduced, and the Adam state of ``M`` is identical on every rank, so every rank ends with
@@ -139,8 +145,8 @@ class STDROTask(DGTask):
         n_periods: ``N`` periods of the clip (Sec. 3.2.1; 4 in the paper, Table 8 sweeps 2/4/6).
         ascent_steps: ``m`` (Appendix A, ``{5, 10, 15, 20}``).
         ascent_lr: ``eps_x``, the ascent step size.
-        ascent_backtracks: halvings of a step that lowers a sample's ascent objective (0: plain
-            fixed steps; :meth:`inner_maximisation`).
+        ascent_backtracks: halvings of a step that lowers a sample's ascent objective (0, the
+            default: the paper's plain fixed steps; Reading (backtracking) above).
         penalty: ``lambda`` of eq. 4.
         alpha: weight of the environment gap in eq. 5 (Table 9; 0.5 best).
         beta: weight of temporal smoothness in eq. 5 (Table 10; 2e-4 best).
@@ -196,7 +202,7 @@ class STDROTask(DGTask):
         grad_clip: float | None = None,
         graph_max_windows: int | None = None,
         environments: EnvironmentKind = "kmeans",
-        ascent_backtracks: int = 4,
+        ascent_backtracks: int = 0,
         **kwargs: Any,
     ) -> None:
         if variant not in VARIANTS:
@@ -438,10 +444,13 @@ class STDROTask(DGTask):
         n = y.shape[0]
         with torch.no_grad():
             cost = transport_cost(x_adv, x, self.covariate_weight(), self._bounds_for(x)).mean()
+            # how far the adversary moved, relative to the batch: near 0, the theta step is ERM's
+            move = ((x_adv - x).pow(2).mean() / x.pow(2).mean().clamp_min(1e-24)).sqrt()
         self.log("train/loss", loss.detach(), prog_bar=True, on_step=True, on_epoch=True, batch_size=n)
         self.log("train/acc", (logits.argmax(-1) == y).float().mean(), on_step=False,
                  on_epoch=True, batch_size=n)
         self.log("train/adv_cost", cost, on_step=False, on_epoch=True, batch_size=n)
+        self.log("train/adv_move", move, on_step=False, on_epoch=True, batch_size=n)
         for key, value in extra.items():
             self.log(f"train/{key}", value, on_step=False, on_epoch=True, batch_size=n)
         if self.learn_m:

@@ -158,7 +158,7 @@ def test_ascent_takes_input_gradients_only_and_restores_the_backbone(training: b
     before = copy.deepcopy(t.backbone.state_dict())
     b = toy_batch()
     x_adv, _ = t.inner_maximisation(b["x"], b["y"])
-    assert seen == [(False, False)] * 4  # three ascent steps and the check of the last iterate (backtracking)
+    assert seen == [(False, False)] * 3  # three plain ascent steps (the paper's; no backtracking check)
     assert [p.requires_grad for p in t.backbone.parameters()] == [True] * 3 + [False]
     assert all(p.grad is None for p in t.backbone.parameters()) and t.backbone.training == training
     assert all(torch.equal(v, before[k]) for k, v in t.backbone.state_dict().items())
@@ -194,6 +194,29 @@ def test_inner_maximisation_ascends_the_lagrangian_of_an_asymmetric_covariate_we
         x_ref = (x_ref + 0.3 * grad).detach()
     x_adv, _ = t.inner_maximisation(x, b["y"])
     assert torch.allclose(x_adv, x_ref, atol=1e-5), (x_adv - x_ref).abs().max()
+
+
+def test_the_ascent_is_the_papers_plain_steps_unless_backtracking_is_asked_for() -> None:
+    """Appendix A / Algorithm 1: ``m`` fixed steps of ``eps_x``. With a step so large that it lowers some
+    samples' ``l - lambda c_w`` (it overshoots their maximiser), the default still takes every step as
+    is; ``ascent_backtracks`` (ours, opt-in) halves those steps and ends elsewhere."""
+    b = toy_batch(16)
+    plain = task(ascent_steps=3, ascent_lr=40.0, penalty=0.01)
+    assert plain.hparams.ascent_backtracks == 0
+    x_ref, phis = b["x"].clone(), []
+    for k in range(4):  # three steps; the fourth evaluation only reads phi at the last iterate
+        x_ref.requires_grad_(True)
+        phi = (F.cross_entropy(plain.backbone(x_ref), b["y"], reduction="none")
+               - 0.01 * ((x_ref - b["x"]) ** 2).flatten(1).sum(1))
+        phis.append(phi.detach())
+        if k < 3:
+            x_ref = (x_ref + 40.0 * torch.autograd.grad(phi.sum(), x_ref)[0]).detach()
+    assert any(bool((later < earlier).any()) for earlier, later in zip(phis, phis[1:], strict=False))
+    x_adv, _ = plain.inner_maximisation(b["x"], b["y"])
+    assert torch.allclose(x_adv, x_ref, atol=1e-4)
+    guarded, _ = task(ascent_steps=3, ascent_lr=40.0, penalty=0.01,
+                      ascent_backtracks=4).inner_maximisation(b["x"], b["y"])
+    assert not torch.allclose(guarded, x_ref, atol=1e-2)
 
 
 def test_a_stiffer_cost_weight_moves_the_adversary_less() -> None:
@@ -398,6 +421,8 @@ def test_stdro_dcrnn_learns_the_seizure_toy(tmp_path) -> None:  # noqa: ANN001
     assert metrics["test/auroc"] > control["test/auroc"] + 0.3, (metrics, control)
     # two M steps (after epochs 2 and 4), M left in its set
     assert len(t.m_history) == 3
+    # the adversary moved the windows (RMS of X~ - X relative to X's): STDRO's theta step is not ERM's here
+    assert float(t.trainer.callback_metrics["train/adv_move"]) > 1e-3, t.trainer.callback_metrics
     assert not torch.allclose(t.m_history[-1]["a"], t.m_history[0]["a"])
     assert in_feasible_set(t.m_weight, t.w_graph, "psd")
     # the ascent the run used follows d/dX~ (l - lambda c_w) of eq. 4 for the learned A_t = W_t M_t, which is
