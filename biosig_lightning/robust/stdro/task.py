@@ -48,6 +48,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from lightning.pytorch.utilities import rank_zero_warn
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -65,9 +66,12 @@ from biosig_lightning.robust.stdro.cost import (
 )
 from biosig_lightning.robust.stdro.environments import EnvironmentKind, patient_environments
 
-__all__ = ["VARIANTS", "STDROTask", "Variant"]
+__all__ = ["STILL_ADVERSARY", "VARIANTS", "STDROTask", "Variant"]
 
 Variant = Literal["dro", "spatiotemporal", "stability", "stdro"]
+#: below this mean ``train/adv_move`` over a fit's last epoch the adversary left the windows where they were
+#: (the theta step is ERM's), and the fit says so
+STILL_ADVERSARY = 1e-3
 VARIANTS: dict[str, tuple[bool, bool]] = {  # variant -> (correlation graph W_t, learn M)
     "dro": (False, False), "spatiotemporal": (True, False), "stability": (False, True), "stdro": (True, True),
 }
@@ -247,6 +251,8 @@ class STDROTask(DGTask):
         self._buffer: deque[dict[str, torch.Tensor]] = deque(maxlen=hyper_buffer)
         self._block_steps = 0
         self.m_history: list[dict[str, Any]] = []
+        self._moves: list[torch.Tensor] = []  # this epoch's train/adv_move, read once at its end
+        self.last_epoch_move: float | None = None
 
     def configure_callbacks(self) -> Any:
         """The parent's callbacks; a ``trainer.gradient_clip_val`` becomes the theta step's ``grad_clip``.
@@ -451,6 +457,7 @@ class STDROTask(DGTask):
                  on_epoch=True, batch_size=n)
         self.log("train/adv_cost", cost, on_step=False, on_epoch=True, batch_size=n)
         self.log("train/adv_move", move, on_step=False, on_epoch=True, batch_size=n)
+        self._moves.append(move)
         for key, value in extra.items():
             self.log(f"train/{key}", value, on_step=False, on_epoch=True, batch_size=n)
         if self.learn_m:
@@ -462,6 +469,9 @@ class STDROTask(DGTask):
         return loss.detach()
 
     def on_train_epoch_end(self) -> None:
+        if self._moves:
+            self.last_epoch_move = float(_all_reduce(torch.stack(self._moves).mean(), op="mean"))
+            self._moves = []
         if (self.learn_m and self.hparams.n_theta_unit == "epoch"
                 and (self.current_epoch + 1) % self._theta_block() == 0):
             self.m_step()
@@ -646,7 +656,14 @@ class STDROTask(DGTask):
         return out
 
     def on_fit_end(self) -> None:
-        """Write ``stdro_weights.npz`` (``W``, ``M`` and ``A_t`` after every M step) for Fig. 2."""
+        """Write ``stdro_weights.npz`` (``W``, ``M`` and ``A_t`` after every M step) for Fig. 2; warn when
+        the adversary barely moved the windows (:data:`STILL_ADVERSARY`): the fit was then ERM's."""
+        move = self.last_epoch_move
+        if move is not None and move < STILL_ADVERSARY:
+            rank_zero_warn(
+                f"STDRO: the adversary moved the training windows by {move:.1e} of their RMS over the last "
+                f"epoch (train/adv_move), so the theta steps were ERM's; a smaller model.init_args.penalty "
+                f"(lambda={self.hparams.penalty:g}, with ascent_lr about 0.1 / lambda) lets it move them")
         log_dir = self.trainer.log_dir if self._trainer is not None else None
         if not log_dir or not self.trainer.is_global_zero or self.w_graph.numel() == 0:
             return

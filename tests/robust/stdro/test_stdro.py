@@ -227,6 +227,31 @@ def test_a_stiffer_cost_weight_moves_the_adversary_less() -> None:
     assert (stiff - b["x"]).norm() < 0.5 * (soft - b["x"]).norm()
 
 
+@pytest.mark.parametrize("penalty", [1e4, 0.1])
+def test_a_fit_whose_adversary_never_moves_the_windows_says_it_was_erm(tmp_path, penalty: float) -> None:  # noqa: ANN001
+    """At a penalty far above the loss's input sensitivity the supremum of eq. 4 is the clean window itself,
+    so every theta step is ERM's: the fit warns, naming the mean ``train/adv_move`` and the key to change."""
+    import warnings
+
+    from lightning.pytorch import Trainer
+
+    t = STDROTask(mlp(), variant="dro", step_bins=STEP_BINS, ascent_steps=2, ascent_lr=0.1 / penalty,
+                  penalty=penalty, lr=1e-2, scheduler="none", early_stopping_patience=None)
+    trainer = Trainer(accelerator="cpu", default_root_dir=tmp_path, logger=False, enable_progress_bar=False,
+                      enable_model_summary=False, enable_checkpointing=False, max_epochs=1,
+                      limit_train_batches=2, limit_val_batches=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(t, datamodule=ToySeizureDataModule(windows_per_subject=4, batch_size=8))
+    said = [str(w.message) for w in caught if "STDRO: the adversary" in str(w.message)]
+    move = float(trainer.callback_metrics["train/adv_move"])
+    assert t.last_epoch_move == pytest.approx(move, rel=1e-5)
+    if penalty > 1:
+        assert move < 1e-3 and len(said) == 1 and "model.init_args.penalty" in said[0], (move, said)
+    else:
+        assert move > 1e-2 and not said, (move, said)
+
+
 # ---- Proj_M (eq. 3) --------------------------------------------------------------------------------------
 @pytest.mark.parametrize("kind", ["psd", "diag"])
 def test_projection_lands_in_the_set_and_keeps_feasible_points(kind: str) -> None:
