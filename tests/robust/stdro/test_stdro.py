@@ -410,6 +410,22 @@ def test_setup_builds_w_from_training_windows_and_reads_environments() -> None:
     assert t.env_subjects.tolist() == list(range(8)) and t.env_ids.tolist() == [0, 1] * 4
 
 
+def test_a_checkpoint_of_a_set_up_task_fits_a_fresh_one_for_resuming(tmp_path) -> None:  # noqa: ANN001
+    """``biosig fit --ckpt_path last.ckpt`` (the resume line of a preempted fit) checks the weights against a
+    task built from the config, whose period graphs and environments are still empty placeholders: they
+    take the checkpoint's shapes, and a weight of another shape is still refused."""
+    from biosig_lightning.runs.checks import CheckpointError, check_weights_fit
+
+    saved = {"state_dict": task().state_dict()}
+    fresh = STDROTask(mlp(), step_bins=STEP_BINS)
+    check_weights_fit(tmp_path / "last.ckpt", saved, fresh)
+    fresh.load_state_dict(saved["state_dict"])
+    assert torch.equal(fresh.w_graph, saved["state_dict"]["w_graph"])
+    other = {"state_dict": {**saved["state_dict"], "backbone.1.weight": torch.zeros(3, 3)}}
+    with pytest.raises(CheckpointError, match="backbone.1.weight has shape"):
+        check_weights_fit(tmp_path / "last.ckpt", other, fresh)
+
+
 # ---- end to end: STDRO + DCRNN learns a seizure-like toy ------------------------------------------------
 def _fit_toy_stdro(tmp_path, lr: float, **trainer_kw: object):  # noqa: ANN001, ANN202
     from lightning.pytorch import Trainer, seed_everything
