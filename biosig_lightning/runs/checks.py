@@ -314,7 +314,9 @@ def check_weights_fit(path: Path, state: dict[str, Any], model: torch.nn.Module)
     """Refuse a checkpoint whose weights do not fit ``model``: the first key it lacks or has in another shape.
 
     Keys only the checkpoint has are not counted against it: a task may build parts lazily
-    (DGTask's subject discriminator) and restore them from the checkpoint.
+    (DGTask's subject discriminator) and restore them from the checkpoint; nor is a shape where the
+    model holds an empty placeholder that takes the checkpoint's shape on loading (STDROTask's period
+    graphs and environments, sized by the data at setup).
     """
     saved = state["state_dict"]
     for key, tensor in model.state_dict().items():
@@ -322,6 +324,6 @@ def check_weights_fit(path: Path, state: dict[str, Any], model: torch.nn.Module)
             raise CheckpointError(f"--ckpt_path {path}: trained for another model: it has no weights for "
                                   f"{key}")
         have = getattr(saved[key], "shape", None)
-        if have is not None and tuple(have) != tuple(tensor.shape):
+        if have is not None and tuple(have) != tuple(tensor.shape) and tensor.numel() > 0:
             raise CheckpointError(f"--ckpt_path {path}: trained for another model: {key} has shape "
                                   f"{tuple(have)} there, {tuple(tensor.shape)} here")

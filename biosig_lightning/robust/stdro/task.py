@@ -48,6 +48,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from lightning.pytorch.utilities import rank_zero_warn
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -65,9 +66,12 @@ from biosig_lightning.robust.stdro.cost import (
 )
 from biosig_lightning.robust.stdro.environments import EnvironmentKind, patient_environments
 
-__all__ = ["VARIANTS", "STDROTask", "Variant"]
+__all__ = ["STILL_ADVERSARY", "VARIANTS", "STDROTask", "Variant"]
 
 Variant = Literal["dro", "spatiotemporal", "stability", "stdro"]
+#: below this mean ``train/adv_move`` over a fit's last epoch the adversary left the windows where they were
+#: (the theta step is ERM's), and the fit says so
+STILL_ADVERSARY = 1e-3
 VARIANTS: dict[str, tuple[bool, bool]] = {  # variant -> (correlation graph W_t, learn M)
     "dro": (False, False), "spatiotemporal": (True, False), "stability": (False, True), "stdro": (True, True),
 }
@@ -127,6 +131,12 @@ class STDROTask(DGTask):
     step (dropout would make the ascent and the finite differences noisy, and BatchNorm running
     statistics must not see the adversarial iterates).
 
+    Reading (backtracking): Appendix A and Algorithm 1 take ``m`` plain steps of a fixed ``eps_x``, so
+    ``ascent_backtracks`` is 0 by default. A positive value halves, per sample, a step that lowers that
+    sample's ``l - lambda c_w`` (:meth:`inner_maximisation`): a safeguard of ours for a backbone whose
+    loss is far less smooth than ``lambda`` (Sinha et al.'s ascent assumes ``lambda`` above the loss's
+    smoothness), set explicitly where a grid needs it.
+
     DDP: the inner loop and the theta step run per rank (theta's gradients are averaged by DDP as
     usual); the M step's environment sums/counts, ``grad_theta A`` and the hypergradient are
     all-reduced, and the Adam state of ``M`` is identical on every rank, so every rank ends with
@@ -139,8 +149,8 @@ class STDROTask(DGTask):
         n_periods: ``N`` periods of the clip (Sec. 3.2.1; 4 in the paper, Table 8 sweeps 2/4/6).
         ascent_steps: ``m`` (Appendix A, ``{5, 10, 15, 20}``).
         ascent_lr: ``eps_x``, the ascent step size.
-        ascent_backtracks: halvings of a step that lowers a sample's ascent objective (0: plain
-            fixed steps; :meth:`inner_maximisation`).
+        ascent_backtracks: halvings of a step that lowers a sample's ascent objective (0, the
+            default: the paper's plain fixed steps; Reading (backtracking) above).
         penalty: ``lambda`` of eq. 4.
         alpha: weight of the environment gap in eq. 5 (Table 9; 0.5 best).
         beta: weight of temporal smoothness in eq. 5 (Table 10; 2e-4 best).
@@ -196,7 +206,7 @@ class STDROTask(DGTask):
         grad_clip: float | None = None,
         graph_max_windows: int | None = None,
         environments: EnvironmentKind = "kmeans",
-        ascent_backtracks: int = 4,
+        ascent_backtracks: int = 0,
         **kwargs: Any,
     ) -> None:
         if variant not in VARIANTS:
@@ -241,6 +251,8 @@ class STDROTask(DGTask):
         self._buffer: deque[dict[str, torch.Tensor]] = deque(maxlen=hyper_buffer)
         self._block_steps = 0
         self.m_history: list[dict[str, Any]] = []
+        self._moves: list[torch.Tensor] = []  # this epoch's train/adv_move, read once at its end
+        self.last_epoch_move: float | None = None
 
     def configure_callbacks(self) -> Any:
         """The parent's callbacks; a ``trainer.gradient_clip_val`` becomes the theta step's ``grad_clip``.
@@ -438,10 +450,14 @@ class STDROTask(DGTask):
         n = y.shape[0]
         with torch.no_grad():
             cost = transport_cost(x_adv, x, self.covariate_weight(), self._bounds_for(x)).mean()
+            # how far the adversary moved, relative to the batch: near 0, the theta step is ERM's
+            move = ((x_adv - x).pow(2).mean() / x.pow(2).mean().clamp_min(1e-24)).sqrt()
         self.log("train/loss", loss.detach(), prog_bar=True, on_step=True, on_epoch=True, batch_size=n)
         self.log("train/acc", (logits.argmax(-1) == y).float().mean(), on_step=False,
                  on_epoch=True, batch_size=n)
         self.log("train/adv_cost", cost, on_step=False, on_epoch=True, batch_size=n)
+        self.log("train/adv_move", move, on_step=False, on_epoch=True, batch_size=n)
+        self._moves.append(move)
         for key, value in extra.items():
             self.log(f"train/{key}", value, on_step=False, on_epoch=True, batch_size=n)
         if self.learn_m:
@@ -453,6 +469,9 @@ class STDROTask(DGTask):
         return loss.detach()
 
     def on_train_epoch_end(self) -> None:
+        if self._moves:
+            self.last_epoch_move = float(_all_reduce(torch.stack(self._moves).mean(), op="mean"))
+            self._moves = []
         if (self.learn_m and self.hparams.n_theta_unit == "epoch"
                 and (self.current_epoch + 1) % self._theta_block() == 0):
             self.m_step()
@@ -637,7 +656,14 @@ class STDROTask(DGTask):
         return out
 
     def on_fit_end(self) -> None:
-        """Write ``stdro_weights.npz`` (``W``, ``M`` and ``A_t`` after every M step) for Fig. 2."""
+        """Write ``stdro_weights.npz`` (``W``, ``M`` and ``A_t`` after every M step) for Fig. 2; warn when
+        the adversary barely moved the windows (:data:`STILL_ADVERSARY`): the fit was then ERM's."""
+        move = self.last_epoch_move
+        if move is not None and move < STILL_ADVERSARY:
+            rank_zero_warn(
+                f"STDRO: the adversary moved the training windows by {move:.1e} of their RMS over the last "
+                f"epoch (train/adv_move), so the theta steps were ERM's; a smaller model.init_args.penalty "
+                f"(lambda={self.hparams.penalty:g}, with ascent_lr about 0.1 / lambda) lets it move them")
         log_dir = self.trainer.log_dir if self._trainer is not None else None
         if not log_dir or not self.trainer.is_global_zero or self.w_graph.numel() == 0:
             return

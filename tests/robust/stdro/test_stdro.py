@@ -158,7 +158,7 @@ def test_ascent_takes_input_gradients_only_and_restores_the_backbone(training: b
     before = copy.deepcopy(t.backbone.state_dict())
     b = toy_batch()
     x_adv, _ = t.inner_maximisation(b["x"], b["y"])
-    assert seen == [(False, False)] * 4  # three ascent steps and the check of the last iterate (backtracking)
+    assert seen == [(False, False)] * 3  # three plain ascent steps (the paper's; no backtracking check)
     assert [p.requires_grad for p in t.backbone.parameters()] == [True] * 3 + [False]
     assert all(p.grad is None for p in t.backbone.parameters()) and t.backbone.training == training
     assert all(torch.equal(v, before[k]) for k, v in t.backbone.state_dict().items())
@@ -196,12 +196,60 @@ def test_inner_maximisation_ascends_the_lagrangian_of_an_asymmetric_covariate_we
     assert torch.allclose(x_adv, x_ref, atol=1e-5), (x_adv - x_ref).abs().max()
 
 
+def test_the_ascent_is_the_papers_plain_steps_unless_backtracking_is_asked_for() -> None:
+    """Appendix A / Algorithm 1: ``m`` fixed steps of ``eps_x``. With a step so large that it lowers some
+    samples' ``l - lambda c_w`` (it overshoots their maximiser), the default still takes every step as
+    is; ``ascent_backtracks`` (ours, opt-in) halves those steps and ends elsewhere."""
+    b = toy_batch(16)
+    plain = task(ascent_steps=3, ascent_lr=40.0, penalty=0.01)
+    assert plain.hparams.ascent_backtracks == 0
+    x_ref, phis = b["x"].clone(), []
+    for k in range(4):  # three steps; the fourth evaluation only reads phi at the last iterate
+        x_ref.requires_grad_(True)
+        phi = (F.cross_entropy(plain.backbone(x_ref), b["y"], reduction="none")
+               - 0.01 * ((x_ref - b["x"]) ** 2).flatten(1).sum(1))
+        phis.append(phi.detach())
+        if k < 3:
+            x_ref = (x_ref + 40.0 * torch.autograd.grad(phi.sum(), x_ref)[0]).detach()
+    assert any(bool((later < earlier).any()) for earlier, later in zip(phis, phis[1:], strict=False))
+    x_adv, _ = plain.inner_maximisation(b["x"], b["y"])
+    assert torch.allclose(x_adv, x_ref, atol=1e-4)
+    guarded, _ = task(ascent_steps=3, ascent_lr=40.0, penalty=0.01,
+                      ascent_backtracks=4).inner_maximisation(b["x"], b["y"])
+    assert not torch.allclose(guarded, x_ref, atol=1e-2)
+
+
 def test_a_stiffer_cost_weight_moves_the_adversary_less() -> None:
     b = toy_batch(16)
     soft, _ = task(ascent_steps=5, ascent_lr=0.02).inner_maximisation(b["x"], b["y"])
     stiff_w = 20 * torch.eye(N_CHANS).expand(4, -1, -1).clone()
     stiff, _ = task(ascent_steps=5, ascent_lr=0.02, w=stiff_w).inner_maximisation(b["x"], b["y"])
     assert (stiff - b["x"]).norm() < 0.5 * (soft - b["x"]).norm()
+
+
+@pytest.mark.parametrize("penalty", [1e4, 0.1])
+def test_a_fit_whose_adversary_never_moves_the_windows_says_it_was_erm(tmp_path, penalty: float) -> None:  # noqa: ANN001
+    """At a penalty far above the loss's input sensitivity the supremum of eq. 4 is the clean window itself,
+    so every theta step is ERM's: the fit warns, naming the mean ``train/adv_move`` and the key to change."""
+    import warnings
+
+    from lightning.pytorch import Trainer
+
+    t = STDROTask(mlp(), variant="dro", step_bins=STEP_BINS, ascent_steps=2, ascent_lr=0.1 / penalty,
+                  penalty=penalty, lr=1e-2, scheduler="none", early_stopping_patience=None)
+    trainer = Trainer(accelerator="cpu", default_root_dir=tmp_path, logger=False, enable_progress_bar=False,
+                      enable_model_summary=False, enable_checkpointing=False, max_epochs=1,
+                      limit_train_batches=2, limit_val_batches=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(t, datamodule=ToySeizureDataModule(windows_per_subject=4, batch_size=8))
+    said = [str(w.message) for w in caught if "STDRO: the adversary" in str(w.message)]
+    move = float(trainer.callback_metrics["train/adv_move"])
+    assert t.last_epoch_move == pytest.approx(move, rel=1e-5)
+    if penalty > 1:
+        assert move < 1e-3 and len(said) == 1 and "model.init_args.penalty" in said[0], (move, said)
+    else:
+        assert move > 1e-2 and not said, (move, said)
 
 
 # ---- Proj_M (eq. 3) --------------------------------------------------------------------------------------
@@ -362,6 +410,22 @@ def test_setup_builds_w_from_training_windows_and_reads_environments() -> None:
     assert t.env_subjects.tolist() == list(range(8)) and t.env_ids.tolist() == [0, 1] * 4
 
 
+def test_a_checkpoint_of_a_set_up_task_fits_a_fresh_one_for_resuming(tmp_path) -> None:  # noqa: ANN001
+    """``biosig fit --ckpt_path last.ckpt`` (the resume line of a preempted fit) checks the weights against a
+    task built from the config, whose period graphs and environments are still empty placeholders: they
+    take the checkpoint's shapes, and a weight of another shape is still refused."""
+    from biosig_lightning.runs.checks import CheckpointError, check_weights_fit
+
+    saved = {"state_dict": task().state_dict()}
+    fresh = STDROTask(mlp(), step_bins=STEP_BINS)
+    check_weights_fit(tmp_path / "last.ckpt", saved, fresh)
+    fresh.load_state_dict(saved["state_dict"])
+    assert torch.equal(fresh.w_graph, saved["state_dict"]["w_graph"])
+    other = {"state_dict": {**saved["state_dict"], "backbone.1.weight": torch.zeros(3, 3)}}
+    with pytest.raises(CheckpointError, match="backbone.1.weight has shape"):
+        check_weights_fit(tmp_path / "last.ckpt", other, fresh)
+
+
 # ---- end to end: STDRO + DCRNN learns a seizure-like toy ------------------------------------------------
 def _fit_toy_stdro(tmp_path, lr: float, **trainer_kw: object):  # noqa: ANN001, ANN202
     from lightning.pytorch import Trainer, seed_everything
@@ -398,6 +462,8 @@ def test_stdro_dcrnn_learns_the_seizure_toy(tmp_path) -> None:  # noqa: ANN001
     assert metrics["test/auroc"] > control["test/auroc"] + 0.3, (metrics, control)
     # two M steps (after epochs 2 and 4), M left in its set
     assert len(t.m_history) == 3
+    # the adversary moved the windows (RMS of X~ - X relative to X's): STDRO's theta step is not ERM's here
+    assert t.last_epoch_move is not None and t.last_epoch_move > 1e-3, t.last_epoch_move
     assert not torch.allclose(t.m_history[-1]["a"], t.m_history[0]["a"])
     assert in_feasible_set(t.m_weight, t.w_graph, "psd")
     # the ascent the run used follows d/dX~ (l - lambda c_w) of eq. 4 for the learned A_t = W_t M_t, which is
