@@ -172,10 +172,10 @@ class SyntheticReader:
                              f"recordings_per_subject ({recordings_per_subject}): a recording would be empty")
         if int(seed) != seed or seed < 0:
             raise ValueError(f"synthetic seed must be a non-negative integer, got {seed!r}")
-        for name, value in (("subject_drift", subject_drift), ("noise", noise),
+        for name, level in (("subject_drift", subject_drift), ("noise", noise),
                             ("class_separation", class_separation), ("band_gain_drift", band_gain_drift)):
-            if not np.isfinite(value) or value < 0:
-                raise ValueError(f"synthetic {name} must be a finite number >= 0, got {value!r}")
+            if not np.isfinite(level) or level < 0:
+                raise ValueError(f"synthetic {name} must be a finite number >= 0, got {level!r}")
         if spec.n_outputs < 2 or spec.n_chans < 1 or spec.n_times < 16 or spec.sfreq <= 0:
             raise ValueError(f"synthetic corpus {spec.name!r}: need >= 2 classes, >= 1 channel, >= 16 "
                              f"samples "
