@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch import LightningModule
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from lightning.pytorch.utilities.parsing import AttributeDict
 from torch import nn
 
 from biosig_lightning.atomic_io import atomic_write_bytes
@@ -87,6 +88,8 @@ class ClassificationTask(LightningModule):
     #: a recipe that is its own method around any backbone names itself here, so ``biosig report`` keeps
     #: its rows apart from the plain backbone's (``DCRNN +STDRO`` beside ``DCRNN``); None for plain training
     recipe_label: str | None = None
+    #: save_hyperparameters() makes it an AttributeDict (Lightning types it as any MutableMapping)
+    hparams: AttributeDict
 
     def __init__(
         self,
