@@ -111,7 +111,7 @@ class SplitConfig:
         if len(ratios) != 3 or any(not (r > 0) for r in ratios) or abs(sum(ratios) - 1.0) > 1e-6:
             raise SplitError(f"split ratios {list(self.ratios)} must be three positive train/val/test "
                              f"fractions summing to 1 (they sum to {sum(ratios):g})")
-        self.ratios = ratios  # type: ignore[assignment]
+        self.ratios = ratios
         lists = {"train": self.train, "val": self.val, "test": self.test}
         allowed = {"fixed": ("train", "val", "test"), "ratio": (), "loso": ("val",), "kfold": ("val",)}
         extra = [name for name,

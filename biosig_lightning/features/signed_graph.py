@@ -420,7 +420,7 @@ class _SigmoidFilter(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, lap: torch.Tensor, y: torch.Tensor, omega: torch.Tensor,  # type: ignore[override]
+    def forward(ctx, lap: torch.Tensor, y: torch.Tensor, omega: torch.Tensor,
                 steepness: float) -> torch.Tensor:
         evals, evecs = torch.linalg.eigh(lap)
         g = torch.sigmoid(steepness * (omega - evals))
@@ -430,7 +430,7 @@ class _SigmoidFilter(torch.autograd.Function):
         return _apply_spectral(evecs, g, y)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]  # noqa: ANN205
+    def backward(ctx, grad: torch.Tensor):  # noqa: ANN205
         evals, evecs, g, y = ctx.saved_tensors
         a = ctx.steepness
         vt = evecs.transpose(-1, -2)
