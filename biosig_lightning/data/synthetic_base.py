@@ -163,19 +163,19 @@ class SyntheticReader:
     ) -> None:
         if kind != self.kind:
             raise ValueError(f"{type(self).__name__} makes kind={self.kind!r} windows, got kind={kind!r}")
-        for name, value in (("n_subjects", n_subjects), ("windows_per_subject", windows_per_subject),
+        for name, count in (("n_subjects", n_subjects), ("windows_per_subject", windows_per_subject),
                             ("recordings_per_subject", recordings_per_subject)):
-            if int(value) != value or value < 1:
-                raise ValueError(f"synthetic {name} must be a positive integer, got {value!r}")
+            if int(count) != count or count < 1:
+                raise ValueError(f"synthetic {name} must be a positive integer, got {count!r}")
         if windows_per_subject < recordings_per_subject:
             raise ValueError(f"synthetic windows_per_subject ({windows_per_subject}) is below "
                              f"recordings_per_subject ({recordings_per_subject}): a recording would be empty")
         if int(seed) != seed or seed < 0:
             raise ValueError(f"synthetic seed must be a non-negative integer, got {seed!r}")
-        for name, level in (("subject_drift", subject_drift), ("noise", noise),
+        for name, value in (("subject_drift", subject_drift), ("noise", noise),
                             ("class_separation", class_separation), ("band_gain_drift", band_gain_drift)):
-            if not np.isfinite(level) or level < 0:
-                raise ValueError(f"synthetic {name} must be a finite number >= 0, got {level!r}")
+            if not np.isfinite(value) or value < 0:
+                raise ValueError(f"synthetic {name} must be a finite number >= 0, got {value!r}")
         if spec.n_outputs < 2 or spec.n_chans < 1 or spec.n_times < 16 or spec.sfreq <= 0:
             raise ValueError(f"synthetic corpus {spec.name!r}: need >= 2 classes, >= 1 channel, >= 16 "
                              f"samples "
