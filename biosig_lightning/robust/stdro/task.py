@@ -48,9 +48,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from lightning.pytorch.core.optimizer import LightningOptimizer
 from torch import nn
-from torch.optim.lr_scheduler import LRScheduler
 from torch.utils.data import DataLoader
 
 from biosig_lightning.atomic_io import atomic_write_bytes
@@ -423,7 +421,8 @@ class STDROTask(DGTask):
     # ---- theta step ----------------------------------------------------------------------------------
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         hp = self.hparams
-        opt = cast(LightningOptimizer, self.optimizers())  # the one optimiser of configure_optimizers
+        # the one optimiser of configure_optimizers: a LightningOptimizer, an instance of its class
+        opt = cast(torch.optim.Optimizer, self.optimizers())
         x, y = batch["x"], batch["y"]
         x_adv, d_sum = self.inner_maximisation(x, y)
         loss, logits, extra = self.training_loss({**batch, "x": x_adv})
@@ -433,11 +432,9 @@ class STDROTask(DGTask):
         opt.zero_grad()
         self.manual_backward(loss)
         if hp.grad_clip is not None:
-            # the LightningOptimizer, as Lightning's manual-optimisation docs pass it
-            self.clip_gradients(opt, gradient_clip_val=hp.grad_clip,  # type: ignore[arg-type]
-                                gradient_clip_algorithm="norm")
+            self.clip_gradients(opt, gradient_clip_val=hp.grad_clip, gradient_clip_algorithm="norm")
         opt.step()
-        sched = cast("LRScheduler | None", self.lr_schedulers())  # configure_optimizers' one scheduler
+        sched = cast("torch.optim.lr_scheduler.LRScheduler | None", self.lr_schedulers())  # its one scheduler
         if sched is not None:
             sched.step()
         n = y.shape[0]
@@ -577,7 +574,7 @@ class STDROTask(DGTask):
                     g_a[t] += (vm @ dm.T + dm @ vm.T).double()
         finally:
             self.backbone.train(was_training)
-        opt = cast(LightningOptimizer, self.optimizers()) if self._trainer is not None else None
+        opt = cast(torch.optim.Optimizer, self.optimizers()) if self._trainer is not None else None
         lr = float(opt.param_groups[0]["lr"]) if opt is not None else float(hp.lr)
         scale = lr * hp.ascent_lr * hp.penalty * steps_in_block / max(1, len(records))
         g_a = _all_reduce(g_a * scale, op="mean").to(w.dtype)
