@@ -18,7 +18,7 @@ help:
 	@echo "make install   create $(VENV) and install biosig-lightning with its dev tools"
 	@echo "make demo      train BioFormer on APAVA's synthetic stand-in, print test metrics and the results path"
 	@echo "make test      run the whole test suite"
-	@echo "make lint      ruff (rules and 110-character lines), and mypy on the modules pyproject.toml's [tool.mypy] lists"
+	@echo "make lint      ruff (rules and 110-character lines), and mypy on the whole biosig_lightning package"
 	@echo "make docs      build the documentation site strictly into site/ (mkdocs build --strict)"
 	@echo "make bench     loader and train-step throughput (benchmarks/)"
 

@@ -32,7 +32,7 @@ def __getattr__(name: str) -> Any:
         try:
             import numba
         except ImportError:
-            numba = None
+            numba = None  # type: ignore[assignment]  # not installed: the torch path runs
         globals()["numba"] = numba
         return numba
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

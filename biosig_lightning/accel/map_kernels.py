@@ -34,7 +34,7 @@ from biosig_lightning import accel
 
 __all__ = ["available", "backward", "combine"]
 
-_numba = accel.numba  # tests set it to None for the torch path
+_numba: Any = accel.numba  # tests set it to None for the torch path
 _KERNELS: tuple[Any, Any] | None = None
 _LOCK = threading.Lock()
 
@@ -126,6 +126,7 @@ def combine(probs: np.ndarray, raw: np.ndarray | None, thr: int, ws: np.ndarray,
     if len(ranges) == 1:
         kernel(*args, *ranges[0])
     else:
+        assert pool is not None  # _ranges splits only over a pool
         list(pool.map(lambda r: kernel(*args, *r), ranges))
 
 
@@ -140,5 +141,6 @@ def backward(signed: np.ndarray, g: np.ndarray, ws: np.ndarray, ds: np.ndarray, 
     if len(ranges) == 1:
         kernel(*args, dw[0], *ranges[0])
     else:
+        assert pool is not None  # _ranges splits only over a pool
         list(pool.map(lambda k: kernel(*args, dw[k], *ranges[k]), range(len(ranges))))
     return dw.sum(0)

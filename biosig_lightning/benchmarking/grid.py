@@ -166,7 +166,7 @@ class Grid:
 
     def cells(self) -> list[Cell]:
         """Every applicable cell, corpus by corpus, method by method, seed by seed, fold by fold."""
-        out = []
+        out: list[Cell] = []
         for c in self.corpora.values():
             for m in self.methods.values():
                 if self.reason_not_applicable(m, c):
@@ -403,12 +403,13 @@ def load_grid(path: str | Path) -> Grid:
         tasks = spec.get("tasks")
         if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) for t in tasks):
             raise GridError(f"{path}: {where}.tasks must list the tasks the method applies to")
-        configs = {str(c): _paths(v, f"{where}.configs.{c}", path)
-                   for c, v in _mapping(spec.get("configs"), f"{where}.configs", path).items()}
+        method_configs = {str(c): _paths(v, f"{where}.configs.{c}", path)
+                          for c, v in _mapping(spec.get("configs"), f"{where}.configs", path).items()}
         per_corpus = {str(c): _mapping(v, f"{where}.corpus_overrides.{c}", path)
                       for c,
                       v in _mapping(spec.get("corpus_overrides"), f"{where}.corpus_overrides", path).items()}
-        for key, named in (("configs", configs), ("corpus_overrides", per_corpus)):
+        named: Mapping[str, object]
+        for key, named in (("configs", method_configs), ("corpus_overrides", per_corpus)):
             unknown = sorted(set(named) - set(corpora))
             if unknown:
                 raise GridError(f"{path}: {where}.{key} names corpora the grid does not have: {unknown}")
@@ -417,7 +418,7 @@ def load_grid(path: str | Path) -> Grid:
         methods[str(name)] = Method(str(name), tuple(tasks),
                                     _class_spec(spec.get("backbone"), f"{where}.backbone",
                                     path, catalog_name=True),
-                                    _class_spec(spec.get("recipe"), f"{where}.recipe", path), configs,
+                                    _class_spec(spec.get("recipe"), f"{where}.recipe", path), method_configs,
                                     _mapping(spec.get("overrides"),
                                              f"{where}.overrides", path), na, per_corpus)
     if not corpora or not methods:

@@ -221,8 +221,8 @@ def _objective(grid: Grid, cells: dict[str, Cell], out: Path, inline: bool,
         if results is None:
             raise RuntimeError(f"cell {cid} wrote no results.json")
         metrics = json.loads(results.read_text()).get("metrics", {})
-        value = float(metrics.get(f"test/{grid.corpora[cell.corpus].metrics[0]}", float("nan")))
-        return value if value == value else 0.0
+        score = float(metrics.get(f"test/{grid.corpora[cell.corpus].metrics[0]}", float("nan")))
+        return score if score == score else 0.0
 
     return objective
 

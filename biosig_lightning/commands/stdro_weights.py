@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +55,8 @@ def run(argv: list[str]) -> None:
     parser.add_argument("--channels", default=None, help="comma-separated channel names for the axes")
     args = parser.parse_args(argv)
     data = _load(args.run_dir)
-    panels = figure_panels(np.asarray(data["history"], dtype=np.float64), args.at)
+    # Any: numpy's savez stub would read a dict[str, ndarray] as its allow_pickle flag
+    panels: dict[str, Any] = figure_panels(np.asarray(data["history"], dtype=np.float64), args.at)
     out = args.out or ((args.run_dir if args.run_dir.is_dir() else args.run_dir.parent) / "stdro_weights.png")
     names = args.channels.split(",") if args.channels else None
 

@@ -87,7 +87,7 @@ try:  # xxhash is much faster on multi-GB signal files; blake2b is the portable 
 
     _HASH_ALGO = "xxh3_128"
 except ImportError:  # pragma: no cover - depends on the environment
-    xxhash = None
+    xxhash = None  # type: ignore[assignment]  # optional dependency, checked before use
     _HASH_ALGO = "blake2b-128"
 
 
@@ -245,6 +245,8 @@ class WindowCache:
         if idx.size and (idx.min() < 0 or idx.max() >= len(self)):
             raise IndexError(f"window index out of range 0..{len(self) - 1}")
         self._index_recordings()
+        assert self._order is not None and self._pos is not None  # set by _index_recordings
+        assert self._first is not None and self._count is not None
         rec = self.recordings[idx]
         offsets = np.arange(-context, context + 1)
         pos = np.clip(self._pos[idx, None] + offsets, 0, self._count[rec][:, None] - 1)
@@ -292,8 +294,9 @@ def load_cache(cache_dir: str | Path, expected_key: str | None = None, spec: Cor
     if expected_key is not None and manifest.get("key") != expected_key:
         raise _fail(cache_dir, f"manifest key {manifest.get('key')!r} != expected key {expected_key!r}")
     try:
-        stored_spec = CorpusSpec(**{k: tuple(v) if isinstance(v, list) else v
-                                    for k, v in manifest["spec"].items()})
+        spec_fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v
+                                       for k, v in manifest["spec"].items()}
+        stored_spec = CorpusSpec(**spec_fields)
         n = int(manifest["n_windows"])
         table = manifest["arrays"]
         names = [str(r) for r in manifest["recordings"]]

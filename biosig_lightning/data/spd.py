@@ -389,7 +389,7 @@ class SPDDataModule(BiosignalDataModule):
                                 f"epoch left")
             if s == "train" and self.oversample:
                 idx = idx[oversample(np.asarray(cache.labels[idx]), seed)]
-            self.datasets[s] = SPDSequenceDataset(cache, idx, nb)
+            self.datasets[s] = SPDSequenceDataset(cache, idx, nb)  # type: ignore[assignment]  # same loader API
         if self.whitening == "recording":
             warnings.warn("SPD whitening per recording (the authors' choice) uses every recording's own "
                           "unlabelled signals, test recordings included; set data.whitening: train to avoid "

@@ -81,7 +81,7 @@ class WindowBlock:
     recording: str
     x: np.ndarray
     y: np.ndarray
-    start: np.ndarray = field(default=None)  # type: ignore[assignment]
+    start: np.ndarray = field(default=None)  # type: ignore[arg-type]  # None: __post_init__ numbers them
 
     def __post_init__(self) -> None:
         self.x = np.asarray(self.x, dtype=np.float32)

@@ -111,7 +111,7 @@ class SplitConfig:
         if len(ratios) != 3 or any(not (r > 0) for r in ratios) or abs(sum(ratios) - 1.0) > 1e-6:
             raise SplitError(f"split ratios {list(self.ratios)} must be three positive train/val/test "
                              f"fractions summing to 1 (they sum to {sum(ratios):g})")
-        self.ratios = ratios  # type: ignore[assignment]
+        self.ratios = ratios
         lists = {"train": self.train, "val": self.val, "test": self.test}
         allowed = {"fixed": ("train", "val", "test"), "ratio": (), "loso": ("val",), "kfold": ("val",)}
         extra = [name for name,
@@ -284,12 +284,13 @@ def _cut_sizes(n: int, ratios: Sequence[float]) -> list[int]:
 
 def _ratio(units: list[Unit], labels: list[int] | None, cfg: SplitConfig,
            rng: np.random.Generator) -> dict[str, list[int]]:
+    strata: dict[int | None, list[Unit]]
     if labels is None:
         strata = {None: units}
     else:
         strata = {}
-        for u, c in zip(units, labels, strict=True):
-            strata.setdefault(c, []).append(u)
+        for u, label in zip(units, labels, strict=True):
+            strata.setdefault(label, []).append(u)
     out: dict[str, list[int]] = {name: [] for name in SPLIT_NAMES}
     for c in sorted(strata, key=lambda k: -1 if k is None else k):
         members = strata[c]

@@ -185,10 +185,10 @@ class SyntheticReader:
     ) -> None:
         if kind != self.kind:
             raise ValueError(f"{type(self).__name__} makes kind={self.kind!r} windows, got kind={kind!r}")
-        for name, value in (("n_subjects", n_subjects), ("windows_per_subject", windows_per_subject),
+        for name, count in (("n_subjects", n_subjects), ("windows_per_subject", windows_per_subject),
                             ("recordings_per_subject", recordings_per_subject)):
-            if int(value) != value or value < 1:
-                raise ValueError(f"synthetic {name} must be a positive integer, got {value!r}")
+            if int(count) != count or count < 1:
+                raise ValueError(f"synthetic {name} must be a positive integer, got {count!r}")
         if windows_per_subject < recordings_per_subject:
             raise ValueError(f"synthetic windows_per_subject ({windows_per_subject}) is below "
                              f"recordings_per_subject ({recordings_per_subject}): a recording would be empty")

@@ -39,7 +39,7 @@ Filter (Sec. 3.2, eq. 12-13, 24-25, App. E.3):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
 
 import torch
@@ -420,7 +420,7 @@ class _SigmoidFilter(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, lap: torch.Tensor, y: torch.Tensor, omega: torch.Tensor,  # type: ignore[override]
+    def forward(ctx, lap: torch.Tensor, y: torch.Tensor, omega: torch.Tensor,
                 steepness: float) -> torch.Tensor:
         evals, evecs = torch.linalg.eigh(lap)
         g = torch.sigmoid(steepness * (omega - evals))
@@ -430,7 +430,7 @@ class _SigmoidFilter(torch.autograd.Function):
         return _apply_spectral(evecs, g, y)
 
     @staticmethod
-    def backward(ctx, grad: torch.Tensor):  # type: ignore[override]  # noqa: ANN205
+    def backward(ctx, grad: torch.Tensor):  # noqa: ANN205
         evals, evecs, g, y = ctx.saved_tensors
         a = ctx.steepness
         vt = evecs.transpose(-1, -2)
@@ -528,7 +528,7 @@ def lanczos_filter(lap: torch.Tensor | SymmetricOperator, y: torch.Tensor, omega
         raise ValueError(f"krylov_dim must be >= 1, got {krylov_dim}")
     if isinstance(lap, torch.Tensor):
         dense = lap
-        matvec = dense.__matmul__
+        matvec: Callable[[torch.Tensor], torch.Tensor] = dense.__matmul__
         scale = dense.abs().sum(-1).amax(-1)
     else:
         matvec = lap.matvec

@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal, TypeVar
+from typing import Literal, TypeVar, cast
 
 import numpy as np
 import torch
@@ -117,7 +117,8 @@ def _gain_prewarped(w: ArrayT, lo: float, hi: float, sfreq: float, order: int) -
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         x = (w * w - w_lo * w_hi) / (w * (w_hi - w_lo))
         gain = 1.0 / (1.0 + x ** (2 * order))  # W = 0 (DC): x = -inf, gain 0
-    return torch.nan_to_num(gain, nan=0.0) if isinstance(gain, torch.Tensor) else np.nan_to_num(gain, nan=0.0)
+    out = torch.nan_to_num(gain, nan=0.0) if isinstance(gain, torch.Tensor) else np.nan_to_num(gain, nan=0.0)
+    return cast(ArrayT, out)  # the type of w
 
 
 def filter_bank(x: np.ndarray, sfreq: float, bands: Mapping[str, tuple[float, float]] = SPD_BANDS,
@@ -333,6 +334,7 @@ def covariance_features(epochs: np.ndarray, starts: np.ndarray, sfreq: float, n_
 
             def fill(k: int, first: int = run.start, e: int = e,
                      source: Callable = source, step: int = step) -> None:
+                blocks: Iterator[tuple[int, int, torch.Tensor]]
                 if k == 0:
                     blocks = ((a, min(a + step, e * t),
                                source(a, min(a + step, e * t))) for a in range(0, e * t, step))
@@ -462,7 +464,7 @@ def _logs_in_basis(inner: torch.Tensor, basis: torch.Tensor, mats: torch.Tensor,
         basis.copy_(vecs)
         return diag_logs, vals.shape[0]  # diagonal
     logs[redo], inner[redo], basis[redo] = diag_logs, diag, vecs
-    return logs, len(redo)
+    return logs, vals.shape[0]  # len(redo)
 
 
 def _whitened_log(mats: torch.Tensor, weights: torch.Tensor, cm12: torch.Tensor, inner: torch.Tensor,
@@ -603,7 +605,7 @@ def augment(cov: torch.Tensor, psd: torch.Tensor, alpha: float) -> torch.Tensor:
     return out
 
 
-def _triu(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _triu(n: int) -> torch.Tensor:
     return torch.triu_indices(n, n)  # row-major: (0,0), (0,1), ..., (0,n-1), (1,1), ...
 
 
@@ -674,6 +676,7 @@ def recording_tokens(cov: torch.Tensor, psd: torch.Tensor, alpha: float, beta: f
     def channel(i: int) -> tuple[torch.Tensor, torch.Tensor]:
         aug = augment(cov[:, i].reshape(e * s, n, n), psd[:, i].reshape(e * s, n), alpha)
         g, inner, basis = _karcher(aug, ones, tol, 50, keep_eig=True)
+        assert inner is not None and basis is not None  # keep_eig=True returns them
         gm12 = invsqrtm(g)
         chan = torch.empty((e * s, token_dim(n + 1)), dtype=aug.dtype)
         for i0 in range(0, e * s, _CHUNK):

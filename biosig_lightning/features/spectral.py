@@ -137,6 +137,11 @@ class ShortTimeBandPower(nn.Module):
     module has no parameters and never enters checkpoints.
     """
 
+    index: torch.Tensor
+    taper: torch.Tensor
+    band_matrix: torch.Tensor
+
+
     def __init__(
         self,
         *,

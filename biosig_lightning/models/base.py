@@ -119,6 +119,8 @@ class BiosignalModel(nn.Module):
     align_channel_dim: int = 1
     #: width of ``forward_features``' output, or None when the backbone has no feature interface
     feature_dim: int | None = None
+    #: maps ``forward_features``' output to the logits; set by the backbones with the feature interface
+    head: nn.Module
     #: in eval mode each sample's output depends on that sample alone
     batch_independent_eval: bool = True
     #: False for a pretext model that shares the signal metadata but predicts something other than class

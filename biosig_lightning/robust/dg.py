@@ -37,13 +37,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from biosig_lightning.models.base import backbone_supports
+from biosig_lightning.models.base import BiosignalModel, backbone_supports
 from biosig_lightning.models.modules.domain import (
     DSU,
     GradientReversal,
@@ -110,6 +110,8 @@ class DGTask(ClassificationTask):
     unweighted auxiliary loss, 0 on skipped batches) for the loss methods, plus
     ``grl_lambda`` and ``subject_acc`` (discriminator accuracy) for ``grl``.
     """
+
+    train_subjects: torch.Tensor  # buffer of the grl discriminator's subject ids
 
     def __init__(
         self,
@@ -193,7 +195,7 @@ class DGTask(ClassificationTask):
             raise ValueError(f"DGTask(method={self.method!r}): backbone {name} declares {kind}_site={site!r} "
                              f"but no integer {kind}_channel_dim (1 for (B, C, T) maps, -1 for (B, L, D) "
                              f"tokens)")
-        return self.backbone.get_submodule(site), channel_dim
+        return self.backbone.get_submodule(cast(str, site)), channel_dim  # backbone_supports checked it
 
     def _capture_hook(self, module: nn.Module, inputs: Any, output: Any) -> None:
         if not self._capturing:
@@ -207,8 +209,9 @@ class DGTask(ClassificationTask):
     def _features_and_logits(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Aligned features ``(B, F)`` and logits from one pass of the backbone."""
         if self._align_channel_dim is None:
-            features = self.backbone.forward_features(x)
-            return features, self.backbone.head(features)
+            backbone = cast(BiosignalModel, self.backbone)  # the feature interface (checked in __init__)
+            features = backbone.forward_features(x)
+            return features, backbone.head(features)
         self._capturing, self._captured = True, None
         try:
             logits = self.backbone(x)
@@ -225,7 +228,7 @@ class DGTask(ClassificationTask):
     def _feature_width(self) -> int:
         """Width of the aligned features: ``feature_dim``, or measured by a dry eval pass."""
         if self._align_channel_dim is None:
-            return int(self.backbone.feature_dim)
+            return int(cast(int, self.backbone.feature_dim))  # the feature interface's width
         dm = getattr(self._trainer, "datamodule", None)
         n_chans, n_times = (
             getattr(self.backbone, k, None) or getattr(dm, k, None) for k in ("n_chans", "n_times")

@@ -23,7 +23,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -34,7 +34,7 @@ from torchmetrics.functional.classification import binary_auroc
 import biosig_lightning.models  # noqa: F401  (fills the catalog)
 from biosig_lightning import recipes
 from biosig_lightning.models import catalog
-from biosig_lightning.robust.dg import METHODS, DGTask
+from biosig_lightning.robust.dg import METHODS, DGMethod, DGTask
 from biosig_lightning.robust.stdro.cost import correlation_graphs, period_bounds
 from biosig_lightning.robust.stdro.task import STDROTask
 from biosig_lightning.tasks.classification import ClassificationTask
@@ -146,7 +146,8 @@ def _task(recipe: str, backbone: nn.Module, lr: float) -> ClassificationTask:
     if recipe == "stdro":
         return STDROTask(backbone, n_periods=2, ascent_steps=3, ascent_lr=0.1,
                          environments="subject", **common)
-    return DGTask(backbone, method=recipe, style_p=1.0, disc_hidden=8, disc_layers=1, **common)
+    return DGTask(backbone, method=cast(DGMethod, recipe), style_p=1.0, disc_hidden=8, disc_layers=1,
+                  **common)
 
 
 def _prepare(task: ClassificationTask, data: MatrixData) -> None:
@@ -216,7 +217,7 @@ def run_cell(recipe: str, name: str, data: MatrixData | None = None, lr: float =
 def run_matrix(backbones: Iterable[str] | None = None,
                recipes: Iterable[str] = RECIPES, **kwargs: Any) -> list[Cell]:
     """Every recipe over every window backbone (``kwargs``: :func:`run_cell`'s)."""
-    cells = []
+    cells: list[Cell] = []
     for name in backbones or window_backbones():
         data = matrix_standin(N_TIMES.get(name, 64))
         cells.extend(run_cell(r, name, data, **kwargs) for r in recipes)

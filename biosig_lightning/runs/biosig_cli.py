@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.loggers import CSVLogger, WandbLogger
 from lightning.pytorch.utilities import rank_zero_warn
@@ -339,10 +340,10 @@ class BiosigCLI(LightningCLI):
         _check_accelerator(cfg)  # here, where Lightning would fail with a traceback; a parse alone never asks
         trainer = super().instantiate_trainer(**kwargs)
         check_precision_ran(cfg.trainer.get("precision"), trainer)
-        trainer.callbacks.append(ConfigInCheckpoint(self._resolved))
+        trainer.callbacks.append(ConfigInCheckpoint(self._resolved))  # type: ignore[attr-defined]  # Lightning sets it
         use_atomic_checkpoints(trainer, self._checkpoint)
         if self.subcommand == "fit":
-            trainer.callbacks.append(self._interrupt)
+            trainer.callbacks.append(self._interrupt)  # type: ignore[attr-defined]  # Lightning's connector sets it
         return trainer
 
     def after_instantiate_classes(self) -> None:
@@ -374,7 +375,8 @@ class BiosigCLI(LightningCLI):
         if trainer.interrupted:
             return
         test_metrics: dict[str, float] = {}
-        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        best = trainer.checkpoint_callback.best_model_path if isinstance(trainer.checkpoint_callback,
+                                                                         ModelCheckpoint) else ""
         if cfg.get("test_after_fit", True):
             ckpt = best or None
             out = trainer.test(model, datamodule=dm, ckpt_path=ckpt, verbose=False, weights_only=True)

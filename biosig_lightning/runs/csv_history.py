@@ -56,7 +56,7 @@ def read_history(metrics_csv: Path, ckpt: Path) -> CsvHistory | None:
         rows = list(reader)
     last = checkpoint_epoch(ckpt)
     if last is not None:
-        rows = [r for r in rows if _epoch(r) is None or _epoch(r) <= last]
+        rows = [r for r in rows if (epoch := _epoch(r)) is None or epoch <= last]
     return CsvHistory(metrics_csv, fieldnames, rows)
 
 

@@ -19,6 +19,7 @@ def history_to_keep(logger_cfgs: list[Any], ckpt_path: Any) -> CsvHistory | None
     version = csv.init_args.get("version") if csv is not None else None
     if version is None:
         return None  # a new version directory: nothing there to lose
+    assert csv is not None  # the version came from it
     version = version if isinstance(version, str) else f"version_{version}"
     run_dir = Path(csv.init_args.get("save_dir") or "runs") / str(csv.init_args.get("name") or "") / version
     return read_history(run_dir / "metrics.csv", Path(str(ckpt_path)))

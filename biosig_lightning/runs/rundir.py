@@ -120,7 +120,8 @@ class Claim:
     """This process's exclusive hold on a named run directory (:func:`try_claim`); ``release()`` ends it."""
 
     def __init__(self, run_dir: Path, fd: int) -> None:
-        self.run_dir, self._fd = run_dir, fd
+        self.run_dir = run_dir
+        self._fd: int | None = fd
 
     def release(self) -> None:
         if self._fd is not None:

@@ -12,13 +12,14 @@ import io
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from lightning.pytorch import LightningModule
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from lightning.pytorch.utilities.parsing import AttributeDict
 from torch import nn
 
 from biosig_lightning.atomic_io import atomic_write_bytes
@@ -87,6 +88,9 @@ class ClassificationTask(LightningModule):
     #: a recipe that is its own method around any backbone names itself here, so ``biosig report`` keeps
     #: its rows apart from the plain backbone's (``DCRNN +STDRO`` beside ``DCRNN``); None for plain training
     recipe_label: str | None = None
+    #: save_hyperparameters() makes it an AttributeDict (Lightning types it as any MutableMapping)
+    hparams: AttributeDict
+    decision_threshold: torch.Tensor  # buffer of a binary task
 
     def __init__(
         self,
@@ -209,7 +213,7 @@ class ClassificationTask(LightningModule):
         self._eval_outputs = []
         if self.trainer.world_size > 1:
             # every rank gets every rank's windows (the padded shards are of equal length)
-            gathered = {k: self.all_gather(v) for k, v in local.items()}
+            gathered = {k: cast(torch.Tensor, self.all_gather(v)) for k, v in local.items()}
             local = _first_of_each_window({k: v.reshape(-1, *v.shape[2:]) for k, v in gathered.items()})
         return local
 
@@ -270,7 +274,8 @@ class ClassificationTask(LightningModule):
         if not self.trainer.is_global_zero or not log_dir or self.test_predictions is None:
             return
         buf = io.BytesIO()
-        np.savez(buf, **{k: v.numpy() for k, v in self.test_predictions.items()})
+        arrays: dict[str, Any] = {k: v.numpy() for k, v in self.test_predictions.items()}  # (savez's stub)
+        np.savez(buf, **arrays)
         atomic_write_bytes(Path(log_dir) / "test_predictions.npz", buf.getvalue())
 
     def predict_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> dict[str, torch.Tensor]:

@@ -17,7 +17,7 @@ user's own backbone with a graph break still trains.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -47,9 +47,11 @@ def compile_backbone(backbone: nn.Module, setting: CompileSetting, mode: str | N
     ``backend``: ``torch.compile``'s (benchmarks check the plumbing on a CPU with ``aot_eager``)."""
     if not wants_compile(setting, device) or getattr(backbone, "_compiled_call_impl", None) is not None:
         return False
-    options = {"mode": mode} if backend == "inductor" else {}
+    options: dict[str, Any] = {"mode": mode} if backend == "inductor" else {}
     backbone.compile(backend=backend, dynamic=False, **options)
     aux = getattr(backbone, "forward_with_aux", None)
     if callable(aux):
-        backbone.forward_with_aux = torch.compile(aux, backend=backend, dynamic=False, **options)
+        # a plain attribute (nn.Module's __setattr__ is typed for tensors and modules only)
+        backbone.forward_with_aux = torch.compile(  # type: ignore[assignment]
+            aux, backend=backend, dynamic=False, **options)
     return True

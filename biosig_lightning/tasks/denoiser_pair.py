@@ -82,6 +82,8 @@ class DenoiserPairTask(ClassificationTask):
             ``monitor``, ...).
     """
 
+    backbone: Any  # duck-typed: ``denoisers`` and ``noise_std`` (Args)
+
     def __init__(self, backbone: nn.Module, loss: Literal["contrastive", "mse"] = "contrastive",
                  margin: float = 1.0, restart_period: int | None = 5, restart_mult: int = 1,
                  min_lr: float = 1e-5, val_noise_seed: int = 0, polarity_windows: int = 32,

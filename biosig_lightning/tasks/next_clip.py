@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch import LightningModule
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from lightning.pytorch.utilities.parsing import AttributeDict
 
 from biosig_lightning.models.dcrnn.ssl import DCRNNNextClip
 from biosig_lightning.tasks.compile import CompileSetting, check_compile_options, compile_backbone
@@ -28,6 +29,8 @@ class NextClipTask(LightningModule):
     """Args: ``backbone`` (a :class:`DCRNNNextClip`); ``n_outputs`` (linked from the data, unused);
     ``lr``, ``weight_decay``; ``monitor``/``mode`` (``val/loss``, ``min``); ``early_stopping_patience``;
     ``compile``/``compile_mode`` (:mod:`biosig_lightning.tasks.compile`)."""
+
+    hparams: AttributeDict  # what save_hyperparameters() makes it
 
     def __init__(self, backbone: DCRNNNextClip, n_outputs: int = 2, lr: float = 5e-4,
                  weight_decay: float = 5e-4,

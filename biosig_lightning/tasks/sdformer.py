@@ -25,7 +25,7 @@ import json
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +36,9 @@ from torch import nn
 
 from biosig_lightning.models.modules.learned_graphs import notears_acyclicity, random_dag
 from biosig_lightning.tasks.classification import ClassificationTask, warmup_cosine
+
+if TYPE_CHECKING:
+    from biosig_lightning.models.sdformer import SDFormer
 
 __all__ = ["AUX_TERMS", "SDFormerTask", "learned_edge_density", "resolve_learned_run"]
 
@@ -221,6 +224,8 @@ class SDFormerTask(ClassificationTask):
         random_graph_seed: seed of that redrawn random DAG.
     """
 
+    backbone: SDFormer  # the interface this task uses (forward_with_aux, the graph parts)
+
     def __init__(
         self,
         backbone: nn.Module,
@@ -308,6 +313,7 @@ class SDFormerTask(ClassificationTask):
         """Batch means of the hard graphs' edge density and NOTEARS ``h(A)``."""
         bb = self.backbone
         if getattr(bb, "inferencer", None) is None:
+            assert bb.fixed_adjacency is not None  # the graph is fixed
             adjacency = bb.fixed_adjacency.unsqueeze(0)
         else:
             adjacency = bb.infer_graph(bb.tokenizer(x)[0])[0]
@@ -391,6 +397,7 @@ class SDFormerTask(ClassificationTask):
                              f"0.5, "
                              "more than any DAG can match")
         graph = random_dag(bb.n_nodes, density, self.hparams.random_graph_seed)
+        assert bb.fixed_adjacency is not None  # graph="random" keeps a fixed graph
         bb.fixed_adjacency.copy_(graph.to(bb.fixed_adjacency))
         self.matched_graph_density = density
         self.matched_graph_source = str(source)

@@ -67,7 +67,7 @@ class Objective:
             cli = trial_cli(args)
             check_launcher(cli.trainer, cli.trainer.strategy.__class__.__name__)
             pruning = OptunaPruning(trial, self.metric, self.direction, storage_url=self.storage_url)
-            cli.trainer.callbacks.append(pruning)
+            cli.trainer.callbacks.append(pruning)  # type: ignore[attr-defined]  # set by Lightning's connector
             trial.set_user_attr("run_dir", str(cli.trainer.log_dir))
             cli.trainer.fit(cli.model, datamodule=cli.datamodule)
             returned = cli.trainer.callback_metrics  # from rank 0 of a spawned multi-process trial too
@@ -79,6 +79,7 @@ class Objective:
                 raise optuna.TrialPruned(f"pruned at epoch {int(returned['optuna/pruned_epoch'])}")
             ckpt = next((cb for cb in cli.trainer.checkpoint_callbacks
                          if isinstance(cb, ModelCheckpoint) and cb.monitor == self.metric), None)
+            score: Any  # the checkpoint's tensor, or a float from the metrics
             score = ckpt.best_model_score if ckpt is not None and ckpt.best_model_score is not None else None
             if score is None:
                 score = returned.get("optuna/best", pruning.best)

@@ -71,11 +71,11 @@ class OptunaPruning(Callback):
     def on_validation_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if trainer.sanity_checking:
             return
-        value = trainer.callback_metrics.get(self.metric)
-        if value is None:
+        logged = trainer.callback_metrics.get(self.metric)
+        if logged is None:
             raise FatalTrialError(f"--metric {self.metric!r} was not logged; logged: "
                                   f"{sorted(trainer.callback_metrics)}")
-        value = float(value)
+        value = float(logged)
         epoch = trainer.current_epoch
         if math.isfinite(value) and (
             self.best is None or (value > self.best if self.direction == "maximize" else value < self.best)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import optuna
 import yaml
@@ -49,7 +49,8 @@ def tune(config_args: list[str], space_path: str | Path, study_name: str, n_tria
     url = storage or f"sqlite:///{study_name}.db"
     store = open_storage(url, grace=grace_period)
     study = optuna.create_study(study_name=study_name, storage=store,
-                                direction=direction, load_if_exists=True)
+                                direction=cast(Literal["minimize", "maximize"], direction),  # checked above
+                                load_if_exists=True)
     if study.direction.name.lower() != direction:
         raise TuneError(f"study {study_name!r} in {shown_url(url)} was created to "
                         f"{study.direction.name.lower()}, "

@@ -107,15 +107,15 @@ def render(groups: Groups, metrics: list[str], fmt: str, digits: int = 3) -> str
                     *(f"{d}/{short_name(m)}/{part}" for d,
                       m in cols for part in ("mean", "std", "n", "best"))])
         for row in rows:
-            cells: list[Any] = []
+            fields: list[Any] = []
             for d, m in cols:
                 stat = stats.get((row, d, m))
                 if stat is None:
-                    cells += ["", "", "", ""]
+                    fields += ["", "", "", ""]
                     continue
                 mean, std, n = stat
-                cells += [repr(mean), repr(std) if math.isfinite(std) else "", n, int((row, d, m) in best)]
-            w.writerow([row.model, row.variant, row.experiment, *cells])
+                fields += [repr(mean), repr(std) if math.isfinite(std) else "", n, int((row, d, m) in best)]
+            w.writerow([row.model, row.variant, row.experiment, *fields])
         return buf.getvalue().rstrip("\n")
     if fmt == "latex":
         def esc(s: str) -> str:

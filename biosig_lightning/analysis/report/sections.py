@@ -86,7 +86,8 @@ def per_subject_section(groups: Groups, subjects: Subjects, scale: float, digits
     datasets = list(dict.fromkeys(d for _, d in groups))
     shown, raw = [], []
     for row in rows:
-        cells, nums = [], []
+        cells: list[str] = []
+        nums: list[float | None] = []
         for ds in datasets:
             if (row, ds) not in groups:
                 cells.append("–")

@@ -79,7 +79,7 @@ class ArrayReader:
         digest = hashlib.blake2b(digest_size=16)
         for arr in (self.x, self.y, self.subjects.astype(np.int64)):
             digest.update(str(arr.shape).encode())
-            digest.update(memoryview(np.ascontiguousarray(arr)).cast("B"))
+            digest.update(np.ascontiguousarray(arr).data.cast("B"))
         return {"reader": "arrays", "version": READER_VERSION, "spec": self.spec.to_dict(),
                 "data": digest.hexdigest()}
 

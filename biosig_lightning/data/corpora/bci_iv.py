@@ -243,7 +243,9 @@ class BCIIVReader:
     def iter_blocks(self) -> Iterator[WindowBlock]:
         """Yield validated blocks, subject by subject, sessions in release order."""
         for path in self._files:
-            subject = int(re.match(r"[AB](\d{2})", path.name).group(1))
+            match = re.match(r"[AB](\d{2})", path.name)
+            assert match is not None  # _expected_files names every file A01T... / B01T...
+            subject = int(match.group(1))
             reader = self._mat_blocks if self.format == "mat" else self._gdf_blocks
             yield from reader(path, subject)
 

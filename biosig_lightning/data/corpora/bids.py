@@ -103,8 +103,8 @@ class BIDSReader:
         if len(self.classes) < 2:
             source = (f"participants.tsv column {participants_column!r}" if labels == "participants"
                       else "events.tsv trial_type")
-            found = ", ".join(self.classes) or "none"
-            raise DataError(f"bids: {self.root}: fewer than two classes ({found}) in {source}")
+            named = ", ".join(self.classes) or "none"
+            raise DataError(f"bids: {self.root}: fewer than two classes ({named}) in {source}")
         with reading(self.paths[0].fpath, "the BIDS recording"):
             first = _mne_bids().read_raw_bids(self.paths[0], verbose="error")
         self.native_sfreq = float(first.info["sfreq"])
@@ -131,6 +131,7 @@ class BIDSReader:
         return [chosen[k] for k in sorted(chosen)]
 
     def _participants(self) -> dict[str, str]:
+        assert self.participants_column is not None  # labels='participants' requires it (__init__)
         path = self.root / "participants.tsv"
         if not path.is_file():
             raise DataError(f"bids: {path} not found (labels='participants')")

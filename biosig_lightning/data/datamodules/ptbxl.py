@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from biosig_lightning.data.corpora.ptbxl_wfdb import PTBXL, SYNTHETIC_DEFAULTS
 from biosig_lightning.data.module import BiosignalDataModule
@@ -31,7 +31,7 @@ class PTBXLDataModule(BiosignalDataModule):
     def default_split(self) -> SplitConfig:
         if self.synthetic:
             return SplitConfig(strategy="ratio", ratios=(0.8, 0.1, 0.1), seed=0, stratify=False)
-        folds = self.reader().strat_fold_split()
+        folds = cast(PTBXL, self.reader()).strat_fold_split()  # make_reader's PTBXL (not synthetic)
         return SplitConfig(strategy="fixed", train=folds["train"], val=folds["val"], test=folds["test"])
 
     def synthetic_defaults(self) -> dict[str, Any]:

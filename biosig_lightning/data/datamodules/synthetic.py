@@ -40,7 +40,7 @@ class SyntheticDataModule(BiosignalDataModule):
         recordings_per_subject: int = 1,
         **kwargs: Any,
     ) -> None:
-        self._shape = dict(n_chans=n_chans, sfreq=sfreq, n_times=n_times, n_classes=n_classes,
+        self._shape: dict[str, Any] = dict(n_chans=n_chans, sfreq=sfreq, n_times=n_times, n_classes=n_classes,
                            label_level=label_level)
         self._size = dict(kind=kind, n_subjects=n_subjects, windows_per_subject=windows_per_subject,
                           recordings_per_subject=recordings_per_subject)

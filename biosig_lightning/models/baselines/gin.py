@@ -12,7 +12,7 @@ Sizes are ours (the paper's 25,794 parameters do not come with a configuration).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -64,7 +64,7 @@ class GIN(BiosignalModel):
         h = band_power(x, self.sfreq)
         h = (h - h.mean(dim=(1, 2), keepdim=True)) / h.std(dim=(1, 2), keepdim=True).clamp_min(1e-6)
         readouts = []
-        for layer, mlp in enumerate(self.mlps):
+        for layer, mlp in enumerate(cast("Sequence[nn.Sequential]", self.mlps)):  # a ModuleList of them
             agg = (1 + self.eps[layer]) * h + adj @ h
             b, c, f = agg.shape
             h = mlp[0](agg)

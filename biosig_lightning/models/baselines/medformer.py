@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from itertools import groupby
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 from torch import nn
@@ -78,6 +78,9 @@ class MultiGranularityEmbedding(nn.Module):
     ``B' = B`` (or ``B * C`` with ``single_channel``). Tokens of granularity ``i`` occupy
     ``[offsets[i], offsets[i] + n_tokens[i])``; the last of them is its router.
     """
+
+    positions: torch.Tensor  # buffers
+    channel_tag: torch.Tensor  # (variant head only)
 
     def __init__(
         self, *, n_chans: int, n_times: int, d_model: int,
@@ -157,6 +160,8 @@ class MultiGranularityLayer(PostNormLayer):
     the routers. Dropout on attention weights and the TSLib post-norm FFN follow.
     """
 
+    router_index: torch.Tensor  # buffer
+
     def __init__(
         self, *, d_model: int, n_heads: int, d_ff: int, dropout: float,
         groups: Sequence[tuple[int, int]], router_index: torch.Tensor, inter_attention: bool,
@@ -195,8 +200,9 @@ class MultiGranularityLayer(PostNormLayer):
         return torch.cat(outs, dim=1)
 
     def inter(self, routers: torch.Tensor) -> torch.Tensor:
-        q, k, v = split_heads(self.inter_qkv(routers), self.n_heads)
-        return self.inter_out(merge_heads(softmax_attention(q, k, v, self.attn_dropout)))
+        # called only with inter attention, when both layers exist
+        q, k, v = split_heads(cast(nn.Linear, self.inter_qkv)(routers), self.n_heads)
+        return cast(nn.Linear, self.inter_out)(merge_heads(softmax_attention(q, k, v, self.attn_dropout)))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         attn = self.intra(x)
@@ -310,6 +316,8 @@ class Medformer(BiosignalModel):
     style_channel_dim: int = -1
     align_site: str | None = "norm"
     align_channel_dim: int = -1
+
+    router_index: torch.Tensor  # buffer
 
     def __init__(
         self, *, n_chans: int, n_outputs: int, n_times: int, sfreq: float,

@@ -21,7 +21,7 @@ variants, the domain-generalisation sites and implementation notes: :class:`Tran
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 from torch import nn
@@ -241,7 +241,7 @@ class TransformerClassifier(BiosignalModel):
 
     def tokens(self, x: torch.Tensor) -> torch.Tensor:
         """Encoded tokens ``(batch, n_tokens, d_model)`` after the final LayerNorm."""
-        return self.encoder.norm(self._encode(x))
+        return cast(nn.LayerNorm, self.encoder.norm)(self._encode(x))  # built with a final LayerNorm
 
     def forward_tokens(self, x: torch.Tensor) -> torch.Tensor:
         """Final-layer temporal embedding ``(batch, n_tokens, d_model)``, before the final LayerNorm.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import nn
@@ -150,7 +150,7 @@ class BioFormer(BiosignalModel):
         self.n_tokens = sum(self.seq_lens)
 
         self.kernel_mode = resolve_kernel_mode(kernel_mode, n_outputs)
-        common = dict(
+        common: dict[str, Any] = dict(
             d_token=d_token, kernel_size=kernel_size, dropout=fbam_dropout, kernel_mode=self.kernel_mode,
             kernel_momentum=kernel_momentum, token_init=token_init, eval_kernel=eval_kernel,
             band_attention=band_attention,

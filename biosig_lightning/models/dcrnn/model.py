@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 from torch import nn
@@ -198,6 +198,7 @@ def dcgru_encode(cells: Sequence[DCGRUCell], supports: list[torch.Tensor], seq: 
         if op is None:
             op = diffusion_operator(supports, cell.n_matrices_k)
             rows = diffusion_rows(op, cell.n_matrices, seq.shape[1])
+        assert rows is not None  # built with the first layer's operator
         w_in, wg_h, wc_h, bias = cell.weights()
         pre = cell.input_part(op, seq, w_in, bias)  # (T, B, N, 3U)
         pre_gate, pre_cand = pre.split([2 * cell.units, cell.units], dim=-1)
@@ -279,6 +280,8 @@ class DCRNN(BiosignalModel):
             ``num_rnn_layers`` DCGRU layers initialise this model's (Tang et al.'s fine-tuning copies
             the encoder's diffusion convolutions; the classifier stays freshly initialised).
     """
+
+    support: torch.Tensor  # buffer: the distance graph's scaled Laplacian (empty otherwise)
 
     def __init__(
         self,
@@ -370,7 +373,7 @@ class DCRNN(BiosignalModel):
         if supports is None:
             supports = self.graph_supports(x)
         seq = x.reshape(b, self.n_chans, self.n_steps, self.step).permute(2, 0, 1, 3)  # (T, B, N, F)
-        finals, _ = dcgru_encode(self.cells, supports, seq)
+        finals, _ = dcgru_encode(cast("Sequence[DCGRUCell]", self.cells), supports, seq)  # a ModuleList
         return finals
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,7 @@ cell object for them); the first decoder layer takes the step features (``output
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 from torch import nn
@@ -54,8 +54,8 @@ class DCRNNNextClip(BiosignalModel):
                              ch_names=ch_names,
                              adj=adj, rnn_units=rnn_units, num_rnn_layers=num_rnn_layers,
                              max_diffusion_step=max_diffusion_step, top_k=top_k, activation=activation)
-        self.encoder.head = None  # the encoder's classifier is not part of pre-training
-        step, n_matrices = self.encoder.step, self.encoder.cells[0].n_matrices
+        self.encoder.head = None  # type: ignore[assignment]  # the encoder's classifier is not part of pre-training
+        step, n_matrices = self.encoder.step, cast(DCGRUCell, self.encoder.cells[0]).n_matrices
         first = DCGRUCell(step, rnn_units, n_matrices, activation)
         first.n_matrices_k = max_diffusion_step
         cells = [first]
@@ -86,7 +86,8 @@ class DCRNNNextClip(BiosignalModel):
             new_states = []
             layer_in = inp
             for cell, h in zip(self.decoder_cells, states, strict=True):
-                finals, _ = dcgru_encode([cell], supports, layer_in.unsqueeze(0), initial=[h])
+                finals, _ = dcgru_encode([cast(DCGRUCell, cell)], supports, layer_in.unsqueeze(0),
+                                         initial=[h])
                 layer_in = finals[0]
                 new_states.append(layer_in)
             states = new_states

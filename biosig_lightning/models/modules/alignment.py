@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 from torch import nn
@@ -109,7 +109,7 @@ def fbam_options(host: str, kernel_mode: str, n_outputs: int, extra: dict[str, A
     return opts
 
 
-def eval_is_batch_independent(modules: Sequence[nn.Module] | None) -> bool:
+def eval_is_batch_independent(modules: Sequence[nn.Module] | nn.ModuleList | None) -> bool:
     """Whether eval outputs of a host holding these aligners depend on each sample alone.
 
     False when any of them averages its kernel over the batch at eval (``kernel_mode="batch"``
@@ -122,8 +122,8 @@ def eval_is_batch_independent(modules: Sequence[nn.Module] | None) -> bool:
     )
 
 
-def aligned_layers(z: torch.Tensor, layers: Sequence[nn.Module],
-                   aligners: Sequence[nn.Module] | None) -> torch.Tensor:
+def aligned_layers(z: torch.Tensor, layers: Sequence[nn.Module] | nn.ModuleList,
+                   aligners: Sequence[nn.Module] | nn.ModuleList | None) -> torch.Tensor:
     """Run encoder ``layers`` in order on tokens ``z``, each preceded by its aligner when ``aligners`` is
     given.
 
@@ -218,6 +218,9 @@ class BandController(nn.Module):
 
 class _Alignment(nn.Module):
     """Shared plumbing: sequence bookkeeping, controller, and the batch-shared kernel rule."""
+
+    running_kernel: torch.Tensor  # buffers of the running eval kernel (when kept)
+    num_batches_tracked: torch.Tensor
 
     def __init__(
         self, *, d_model: int, n_tokens: int | Sequence[int], n_bins: Sequence[int], n_bands: int,
@@ -352,6 +355,8 @@ class FBAM(_Alignment):
         eps: the ``eps`` of Algorithm 1 and of the log descriptors.
     """
 
+    descriptor_index: torch.Tensor  # buffer
+
     def __init__(
         self, d_model: int, n_tokens: int | Sequence[int], n_bands: int = 6, band_edges: EdgesSpec = None, *,
         d_token: int | None = None, kernel_size: int = 3, dropout: float = 0.1,
@@ -443,7 +448,8 @@ class FBAM(_Alignment):
                 if self.gain_mode == "tanh":
                     gain = torch.tanh(raw_gain)
                 else:
-                    gain = (1.0 + self.gain_scale * 0.5 * torch.tanh(raw_gain)).clamp(0.5, 1.5)
+                    gain_scale = cast(nn.Parameter, self.gain_scale)  # set for the offset gain
+                    gain = (1.0 + gain_scale * 0.5 * torch.tanh(raw_gain)).clamp(0.5, 1.5)
                 delta = self.layout.to_bins(gain).unsqueeze(1) * (smoothed - mag)
                 if self.magnitude_clamp is not None:
                     bound = self.magnitude_clamp * mag

@@ -21,6 +21,7 @@ flagged in :attr:`BandLayout.valid` and masked by the modules.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -68,7 +69,7 @@ def resolve_edges(spec: EdgesSpec, n_bins: Sequence[int], n_bands: int) -> list[
     """
     if spec is None:
         return [uniform_edges(n, n_bands) for n in n_bins]
-    spec = list(spec)
+    spec = cast("list[Any]", list(spec))  # fractions or per-segment lists, told apart below
     if len(spec) == 0:
         raise ValueError("band_edges must not be empty (use None for uniform bands)")
     nested = [isinstance(e, (list, tuple)) for e in spec]
@@ -122,6 +123,14 @@ class BandLayout(nn.Module):
       Eq. 6 never mixes two bands, and a one-bin band is left unchanged by any kernel
       that sums to one.
     """
+
+    band_bins: torch.Tensor  # buffers (see __init__)
+    band_mask: torch.Tensor
+    band_count: torch.Tensor
+    valid: torch.Tensor
+    bin_band: torch.Tensor
+    neighbours: torch.Tensor
+    membership: torch.Tensor
 
     def __init__(self, n_bins: Sequence[int], edges: Sequence[Sequence[int]],
                  n_bands: int, kernel_size: int) -> None:

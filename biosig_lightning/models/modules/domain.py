@@ -28,7 +28,7 @@ both papers use. Both modules are identity in eval mode and on a batch of one sa
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -269,7 +269,7 @@ def mmd_loss(a: torch.Tensor, b: torch.Tensor,
     off = d2[~torch.eye(n, dtype=torch.bool, device=z.device)]
     h = off.median().detach() if off.numel() else d2.new_tensor(1.0)
     h = h.clamp_min(torch.finfo(d2.dtype).eps)
-    k = sum(torch.exp(-d2 / (s * h)) for s in scales) / len(scales)
+    k = cast(torch.Tensor, sum(torch.exp(-d2 / (s * h)) for s in scales)) / len(scales)
     na = a.shape[0]
     return k[:na, :na].mean() + k[na:, na:].mean() - 2 * k[:na, na:].mean()
 

@@ -45,6 +45,8 @@ class SinusoidalPositionalEncoding(nn.Module):
     enters checkpoints and follows the module across devices and dtypes.
     """
 
+    pe: torch.Tensor  # buffer (max_len, d_model)
+
     def __init__(self, d_model: int, max_len: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.register_buffer("pe", sinusoidal_positions(max_len, d_model), persistent=False)

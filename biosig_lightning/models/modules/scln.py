@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 
@@ -41,7 +43,7 @@ class SampleConditionalLayerNorm(nn.Module):
             nn.ReLU(),
             nn.Linear(d_model, 2 * d_model),
         )
-        last = self.mlp[-1]
+        last = cast(nn.Linear, self.mlp[-1])
         nn.init.zeros_(last.weight)
         with torch.no_grad():
             last.bias.copy_(torch.cat([torch.ones(d_model), torch.zeros(d_model)]))

@@ -580,6 +580,9 @@ class SDFormer(BiosignalModel):
     representation that ``head`` maps to logits.
     """
 
+    fixed_adjacency: torch.Tensor | None  # buffer: the fixed graph, None when it is learned
+    eye: torch.Tensor  # buffer
+
     def __init__(
         self, *, n_chans: int, n_outputs: int, n_times: int, sfreq: float,
         d_model: int = 128, n_layers: int = 6, n_heads: int = 4, d_ff: int = 512, dropout: float = 0.1,
@@ -692,6 +695,7 @@ class SDFormer(BiosignalModel):
         """Per-sample graph ``(adjacency, edge_probs)``, each ``(B, M, M)``, zero diagonal."""
         batch = tokens.shape[0]
         if self.inferencer is None:
+            assert self.fixed_adjacency is not None  # graph is fixed
             fixed = self.fixed_adjacency.to(tokens.dtype).expand(batch, -1, -1)
             return fixed, fixed
         nodes = self._graph_nodes(tokens)
@@ -730,7 +734,8 @@ class SDFormer(BiosignalModel):
         """Mean of the final token states ``(B, feature_dim)``; ``forward == head(forward_features)``."""
         return self._encode(x)[0].mean(dim=1)
 
-    def forward(self, x: torch.Tensor, return_aux: bool = False) -> torch.Tensor | SDFormerOutput:
+    def forward(self, x: torch.Tensor,  # type: ignore[override]  # return_aux widens the return
+                return_aux: bool = False) -> torch.Tensor | SDFormerOutput:
         """Logits ``(B, n_outputs)``, or the full :class:`SDFormerOutput` when ``return_aux``."""
         if return_aux:
             return self.forward_with_aux(x)

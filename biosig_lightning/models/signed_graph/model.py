@@ -25,7 +25,7 @@ count exactly; the inferred sizes, and the readings of the paper's other ambigui
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 from torch import nn
@@ -188,6 +188,11 @@ class SignedGraphDenoiser(nn.Module):
         d_star: eq. 28's shift (distances are in ``[0, 1]``, so its middle, 0.5).
     """
 
+    spatial_mask: torch.Tensor  # buffers (see __init__)
+    node_mask: torch.Tensor
+    polarity: torch.Tensor
+    polarity_fitted: torch.Tensor
+
     def __init__(self, n_chans: int, n_times: int, n_chunks: int = 6, n_blocks: int = 3, conv_layers: int = 4,
                  conv_width: int = 7, feature_dim: int = 63, metric: sg.DistanceKind = "mahalanobis",
                  n_metric_candidates: int = 5, metric_rank: int = 13, selection_temperature: float = 0.1,
@@ -264,7 +269,8 @@ class SignedGraphDenoiser(nn.Module):
         nodes4 = nodes.reshape(b, self.n_chunks, self.n_chans, d)
         with torch.no_grad(), _float32(nodes):
             gap_s, sum_gap_s, gap_t = pg.edge_gaps(nodes4)
-        ds, dt = self.blocks[block].edge_distances(nodes4, gap_s, gap_t, self.spatial_mask)
+        ds, dt = cast(BalancedGraphLearning, self.blocks[block]).edge_distances(nodes4, gap_s, gap_t,
+                                                                                self.spatial_mask)
         if self.graph != "balanced":
             ws, wt = pg.edge_weights(ds, dt, self.spatial_mask, self.graph, d_star=self.d_star)
             return pg.edge_laplacian(*pg.normalize_edge_weights(ws, wt),
@@ -288,7 +294,7 @@ class SignedGraphDenoiser(nn.Module):
         mask = self.node_mask
         with torch.no_grad(), _float32(nodes):
             gap, sum_gap = sg.signal_gaps(nodes)
-        dist = self.blocks[block].distances(nodes, gap, mask)
+        dist = cast(BalancedGraphLearning, self.blocks[block]).distances(nodes, gap, mask)
         if self.graph != "balanced":
             w = sg.normalize_weights(sg.signed_weights(dist, mask, self.graph, d_star=self.d_star))
             return (
@@ -362,7 +368,7 @@ class SignedGraphDenoiser(nn.Module):
             return self.polarity
         was_training = self.training
         self.eval()  # no BatchNorm statistics from this pass
-        beta = sg.covariance_polarity(windows, self.polarity_ref, pool=True)
+        beta: torch.Tensor | None = sg.covariance_polarity(windows, self.polarity_ref, pool=True)
         x = windows
         for block in range(len(self.blocks)):
             nodes = sg.chunk_nodes(x, self.n_chunks)
@@ -384,6 +390,7 @@ class SignedGraphDenoiser(nn.Module):
         if self.graph == "balanced" and not fixed:
             beta = sg.covariance_polarity(y.detach(), self.polarity_ref)
         x = y
+        lap: pg.ProductLaplacian | torch.Tensor
         for block in range(len(self.blocks)):
             nodes = sg.chunk_nodes(x, self.n_chunks)
             if fixed:
@@ -504,7 +511,7 @@ class SignedGraphClassifier(BiosignalModel):
         for c, den in enumerate(self.denoisers):
             own = windows[labels == c]
             if own.shape[0]:
-                den.fit_polarity(own)
+                cast(SignedGraphDenoiser, den).fit_polarity(own)
 
     def denoise(self, y: torch.Tensor, cls: int) -> torch.Tensor:
         """``Psi_cls(y)``."""

@@ -33,7 +33,7 @@ The feature interface: :meth:`forward_features` returns the flattened central to
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -70,6 +70,8 @@ def sinusoidal_table(length: int, d: int) -> torch.Tensor:
 class PositionalEncoding(nn.Module):
     """Adds a positional encoding over ``length`` positions (``pe``: see the module docstring)."""
 
+    table: torch.Tensor  # buffer (length, d)
+
     def __init__(self, length: int, d: int, pe: PE = "sinusoidal") -> None:
         super().__init__()
         if pe not in ("sinusoidal", "learnable", "learnable_tokens"):
@@ -87,7 +89,7 @@ class PositionalEncoding(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         offset = self.offset()
-        return self.mlp(x + self.table) if offset is None else x + offset
+        return cast(nn.Module, self.mlp)(x + self.table) if offset is None else x + offset  # learnable_tokens
 
 
 @register_backbone(

@@ -42,7 +42,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import torch
@@ -216,10 +216,10 @@ class STDROTask(DGTask):
         for key, value in checks.items():
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"model.init_args.{key} must be a positive integer, got {value!r}")
-        for key, value in {"ascent_lr": ascent_lr, "penalty": penalty, "alpha": alpha, "beta": beta,
-                           "m_lr": m_lr, "clean_weight": clean_weight, "eig_floor": eig_floor}.items():
-            if value < 0:
-                raise ValueError(f"model.init_args.{key} must be >= 0, got {value}")
+        for key, rate in {"ascent_lr": ascent_lr, "penalty": penalty, "alpha": alpha, "beta": beta,
+                          "m_lr": m_lr, "clean_weight": clean_weight, "eig_floor": eig_floor}.items():
+            if rate < 0:
+                raise ValueError(f"model.init_args.{key} must be >= 0, got {rate}")
         if gap not in ("max_min", "max_mean"):
             raise ValueError(f"model.init_args.gap must be 'max_min' or 'max_mean', got {gap!r}")
         if smooth not in ("squared", "frobenius"):
@@ -266,6 +266,7 @@ class STDROTask(DGTask):
         if clip:
             if self.hparams.grad_clip is None:
                 self.hparams.grad_clip = float(clip)
+            assert trainer is not None  # clip came from it
             trainer.gradient_clip_val = None
         return super().configure_callbacks()
 
@@ -432,7 +433,8 @@ class STDROTask(DGTask):
     # ---- theta step ----------------------------------------------------------------------------------
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         hp = self.hparams
-        opt = self.optimizers()
+        # the one optimiser of configure_optimizers: a LightningOptimizer, an instance of its class
+        opt = cast(torch.optim.Optimizer, self.optimizers())
         x, y = batch["x"], batch["y"]
         x_adv, d_sum = self.inner_maximisation(x, y)
         loss, logits, extra = self.training_loss({**batch, "x": x_adv})
@@ -444,7 +446,7 @@ class STDROTask(DGTask):
         if hp.grad_clip is not None:
             self.clip_gradients(opt, gradient_clip_val=hp.grad_clip, gradient_clip_algorithm="norm")
         opt.step()
-        sched = self.lr_schedulers()
+        sched = cast("torch.optim.lr_scheduler.LRScheduler | None", self.lr_schedulers())  # its one scheduler
         if sched is not None:
             sched.step()
         n = y.shape[0]
@@ -549,9 +551,10 @@ class STDROTask(DGTask):
             with torch.enable_grad():
                 loss = F.cross_entropy(self.backbone(x_adv), rec["y"])
                 grads = torch.autograd.grad(loss, params, create_graph=True, allow_unused=True)
-                inner = sum((gi * hi).sum() for gi, hi in zip(grads, g, strict=True) if gi is not None)
+                inner = cast(torch.Tensor, sum((gi * hi).sum() for gi, hi in zip(grads, g, strict=True)
+                                               if gi is not None))
                 return torch.autograd.grad(inner, x_adv)[0]
-        norm = torch.sqrt(sum((gi * gi).sum() for gi in g)).clamp_min(1e-12)
+        norm = torch.sqrt(cast(torch.Tensor, sum((gi * gi).sum() for gi in g))).clamp_min(1e-12)
         r = self.hparams.fd_radius / norm
         saved = [p.detach().clone() for p in params]
         try:
@@ -573,7 +576,7 @@ class STDROTask(DGTask):
                       ) -> tuple[torch.Tensor, dict[str, float]]:
         """``dR/dM`` of eq. 6-8 (:class:`STDROTask`), ``(N, C, C)``, identical on every rank."""
         hp = self.hparams
-        params = [p for p in self.backbone.parameters() if p.requires_grad]
+        params: list[torch.Tensor] = [p for p in self.backbone.parameters() if p.requires_grad]
         was_training = self.backbone.training
         self.backbone.eval()
         try:
@@ -590,7 +593,8 @@ class STDROTask(DGTask):
                     g_a[t] += (vm @ dm.T + dm @ vm.T).double()
         finally:
             self.backbone.train(was_training)
-        lr = float(self.optimizers().param_groups[0]["lr"]) if self._trainer is not None else float(hp.lr)
+        opt = cast(torch.optim.Optimizer, self.optimizers()) if self._trainer is not None else None
+        lr = float(opt.param_groups[0]["lr"]) if opt is not None else float(hp.lr)
         scale = lr * hp.ascent_lr * hp.penalty * steps_in_block / max(1, len(records))
         g_a = _all_reduce(g_a * scale, op="mean").to(w.dtype)
         grad_m = w.transpose(-1, -2) @ g_a
