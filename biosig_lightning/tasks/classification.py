@@ -31,6 +31,7 @@ from biosig_lightning.metrics import (
     threshold_metrics,
 )
 from biosig_lightning.tasks.compile import CompileSetting, check_compile_options, compile_backbone
+from biosig_lightning.tasks.optimizers import multi_tensor_optimizer
 
 
 def warmup_cosine(step: int, warmup_steps: int, total_steps: int, min_ratio: float = 0.0) -> float:
@@ -280,13 +281,14 @@ class ClassificationTask(LightningModule):
 
     # ---- optimisation ------------------------------------------------------------------------
     def build_optimizer(self) -> torch.optim.Optimizer:
-        """The configured optimiser over all trainable parameters (also used by ``biosig profile``)."""
+        """The configured optimiser over all trainable parameters (also used by ``biosig profile``), fused
+        where PyTorch has the kernel (:func:`~biosig_lightning.tasks.optimizers.multi_tensor_optimizer`)."""
         hp = self.hparams
         params = [p for p in self.parameters() if p.requires_grad]
-        if hp.optimizer == "adamw":
-            return torch.optim.AdamW(params, lr=hp.lr, weight_decay=hp.weight_decay, betas=tuple(hp.betas))
-        if hp.optimizer == "adam":
-            return torch.optim.Adam(params, lr=hp.lr, weight_decay=hp.weight_decay, betas=tuple(hp.betas))
+        classes = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}
+        if hp.optimizer in classes:
+            return multi_tensor_optimizer(classes[hp.optimizer], params, trainer=self._trainer, lr=hp.lr,
+                                          weight_decay=hp.weight_decay, betas=tuple(hp.betas))
         raise ValueError(f"model.init_args.optimizer must be 'adamw' or 'adam', got {hp.optimizer!r}")
 
     def configure_optimizers(self) -> Any:

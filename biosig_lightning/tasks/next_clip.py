@@ -20,6 +20,7 @@ from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 
 from biosig_lightning.models.dcrnn.ssl import DCRNNNextClip
 from biosig_lightning.tasks.compile import CompileSetting, check_compile_options, compile_backbone
+from biosig_lightning.tasks.optimizers import multi_tensor_optimizer
 
 __all__ = ["NextClipTask"]
 
@@ -71,7 +72,8 @@ class NextClipTask(LightningModule):
         return loss
 
     def configure_optimizers(self) -> Any:
-        opt = torch.optim.Adam(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        opt = multi_tensor_optimizer(torch.optim.Adam, list(self.parameters()), trainer=self._trainer,
+                                     lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
         epochs = self.trainer.max_epochs if self.trainer.max_epochs and self.trainer.max_epochs > 0 else 1
         return {"optimizer": opt,
                 "lr_scheduler": torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)}
