@@ -80,8 +80,8 @@ class ClassificationTask(LightningModule):
             adds none.
         early_stopping_min_delta: the least change of ``monitor`` that counts as an
             improvement for early stopping (BioFormer's authors' code: 1e-5).
-        compile, compile_mode: ``torch.compile`` the backbone when the fit starts (``false``,
-            ``true``, or ``auto`` = on CUDA devices only), with ``torch.compile``'s ``mode``
+        compile, compile_mode: ``torch.compile`` the backbone when the fit starts (``auto``, the
+            default: on CUDA devices only; ``true``; ``false``), with ``torch.compile``'s ``mode``
             (``reduce-overhead`` adds CUDA graphs); see :mod:`biosig_lightning.tasks.compile`.
     """
 
@@ -106,7 +106,7 @@ class ClassificationTask(LightningModule):
         early_stopping_patience: int | None = 10,
         eval_metrics: Literal["default", "detection", "classification", "sleep"] = "default",
         early_stopping_min_delta: float = 0.0,
-        compile: CompileSetting = False,  # noqa: A002 (the option's name in YAMLs)
+        compile: CompileSetting = "auto",  # noqa: A002 (the option's name in YAMLs)
         compile_mode: str | None = None,
     ) -> None:
         super().__init__()
@@ -143,7 +143,7 @@ class ClassificationTask(LightningModule):
     def on_fit_start(self) -> None:
         """Compile the backbone when ``compile`` asks for it on this device (the model is on it now)."""
         super().on_fit_start()
-        compile_backbone(self.backbone, self.hparams.get("compile", False),
+        compile_backbone(self.backbone, self.hparams.get("compile", "auto"),
                          self.hparams.get("compile_mode"), self.device)
 
     # ---- forward and loss ------------------------------------------------------------------

@@ -33,7 +33,7 @@ class NextClipTask(LightningModule):
     def __init__(self, backbone: DCRNNNextClip, n_outputs: int = 2, lr: float = 5e-4,
                  weight_decay: float = 5e-4,
                  monitor: str = "val/loss", mode: Literal["min", "max"] = "min",
-                 early_stopping_patience: int | None = None, compile: CompileSetting = False,  # noqa: A002
+                 early_stopping_patience: int | None = None, compile: CompileSetting = "auto",  # noqa: A002
                  compile_mode: str | None = None) -> None:
         super().__init__()
         check_compile_options(compile, compile_mode)
