@@ -308,6 +308,25 @@ def run_worker(root: Path, name: str, steps: int, threads: int, timeout: float,
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def run_rounds(base: Path, name: str, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``--rounds`` turns of the base checkout then this one (eager), their step times pooled per side:
+    on a shared machine the load drifts, and alternating lets both sides meet the same drift."""
+    runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    for _ in range(args.rounds):
+        runs["before"].append(run_worker(base, name, args.steps, args.threads, args.timeout))
+        runs["after"].append(run_worker(REPO, name, args.steps, args.threads, args.timeout))
+    pooled = []
+    for side in ("before", "after"):
+        failed = [r for r in runs[side] if "error" in r]
+        if failed:
+            pooled.append(failed[0])
+            continue
+        times = [t for r in runs[side] for t in r["step_ms"]]
+        pooled.append({**runs[side][0], "step_ms": times, "rounds": args.rounds,
+                       "step_ms_median": round(statistics.median(times), 2) if times else None})
+    return pooled[0], pooled[1]
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 2) if a and b else None
 
@@ -378,8 +397,8 @@ def docs_page(result: dict[str, Any]) -> dict[str, Any]:
                 "plus every call of a generated fused kernel, i.e. the launches of a step. The targets are "
                 "met where the ratio to *before* reaches them, per mode; a compiled count is never the "
                 "eager one. CPU step times: eager, median ms of "
-                f"{meta['steps']} steps, {meta['threads']} thread(s), the two checkouts back to back, "
-                "model by model."
+                f"{meta['steps']} steps x {meta.get('rounds', 1)} turns of the two checkouts, model by "
+                f"model, {meta['threads']} thread(s)."
             )},
             {"table": {"columns": columns, "align": ["left"] + ["right"] * (len(columns) - 1), "rows": rows}},
             *([{"text": meta["note"]}] if meta.get("note") else []),
@@ -422,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", default=None, help="model names (default: all five)")
     ap.add_argument("--steps", type=int, default=5, help="timed CPU steps per model and checkout (default 5)")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="turns of the two checkouts per model, step times pooled (default 1)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per model and checkout")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "dispatch_calls.json")
     ap.add_argument("--docs-out", type=Path, default=REPO / "docs" / "results" / "perf_dispatch_calls.json",
@@ -457,9 +478,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         row: dict[str, Any] = {**rows.get(name, {}), "model": name,
                                "config": f"experiments/{dict(PAPER_MODELS)[name]}"}
-        if args.base is not None and "before" in args.sides:
+        if args.base is not None and {"before", "after"} <= set(args.sides):
+            row["before"], row["after"] = run_rounds(args.base, name, args)
+        elif args.base is not None and "before" in args.sides:
             row["before"] = run_worker(args.base, name, args.steps, args.threads, args.timeout)
-        if "after" in args.sides:
+        elif "after" in args.sides:
             row["after"] = run_worker(REPO, name, args.steps, args.threads, args.timeout)
         if "compiled" in args.sides:  # counts only: a CPU compile takes minutes; its step time is no goal
             row["compiled"] = run_worker(REPO, name, 0, args.threads, args.timeout, mode="compiled")
@@ -479,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
                                  "benchmarks/performance/dispatch_calls.py", *(argv or sys.argv[1:])]),
             "machine": f"cpu ({platform.processor() or platform.machine()}), torch {torch.__version__}, "
                        f"Python {platform.python_version()}",
-            "threads": args.threads, "steps": args.steps, "head": _git_head(REPO),
+            "threads": args.threads, "steps": args.steps, "rounds": args.rounds, "head": _git_head(REPO),
             "sides_measured": args.sides,
             "base": _git_head(args.base) if args.base is not None else previous.get("meta", {}).get("base"),
             "loadavg": os.getloadavg()[0]}
