@@ -309,12 +309,14 @@ def run_worker(root: Path, name: str, steps: int, threads: int, timeout: float,
 
 
 def run_rounds(base: Path, name: str, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``--rounds`` turns of the base checkout then this one (eager), their step times pooled per side:
-    on a shared machine the load drifts, and alternating lets both sides meet the same drift."""
+    """``--rounds`` turns of the two checkouts (eager; the base first in even turns, this one first in odd
+    ones), their step times pooled per side: on a shared machine the load drifts, and alternating lets
+    both sides meet the same drift."""
     runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
-    for _ in range(args.rounds):
-        runs["before"].append(run_worker(base, name, args.steps, args.threads, args.timeout))
-        runs["after"].append(run_worker(REPO, name, args.steps, args.threads, args.timeout))
+    roots = {"before": base, "after": REPO}
+    for turn in range(args.rounds):
+        for side in ("before", "after") if turn % 2 == 0 else ("after", "before"):
+            runs[side].append(run_worker(roots[side], name, args.steps, args.threads, args.timeout))
     pooled = []
     for side in ("before", "after"):
         failed = [r for r in runs[side] if "error" in r]
