@@ -430,6 +430,8 @@ def add_rows(args: argparse.Namespace) -> int:
         row[side] = json.loads(text[-1]) if text else {"error": f"no output in {path}"}
         row["ratios"] = compare(row)
     result["models"] = [rows[n] for n, _ in PAPER_MODELS if n in rows]
+    if args.note:
+        result["meta"]["note"] = args.note
     atomic_write_json(args.out, result)
     if str(args.docs_out):
         atomic_write_json(args.docs_out, docs_page(result))
@@ -456,6 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--add", nargs=3, action="append", metavar=("MODEL", "SIDE", "WORKER_JSON"), default=[],
                     help="put a worker's JSON output (--worker MODEL > FILE) into --out as MODEL's SIDE, "
                          "measure nothing")
+    ap.add_argument("--note", default="", help="a sentence for the results page (how the run was made)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--mode", choices=("eager", "compiled"), default="eager", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -507,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
             "threads": args.threads, "steps": args.steps, "rounds": args.rounds, "head": _git_head(REPO),
             "sides_measured": args.sides,
             "base": _git_head(args.base) if args.base is not None else previous.get("meta", {}).get("base"),
-            "loadavg": os.getloadavg()[0]}
+            "loadavg": os.getloadavg()[0], **({"note": args.note} if args.note else {})}
     result = {"meta": meta, "models": [rows[n] for n, _ in PAPER_MODELS if n in rows]}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(args.out, result)
