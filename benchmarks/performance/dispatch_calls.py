@@ -376,8 +376,9 @@ def docs_page(result: dict[str, Any]) -> dict[str, Any]:
             a.get("calls", a.get("error", "")), c.get("launches", c.get("error", "")),
             r.get("calls_ratio", ""), r.get("compiled_launches_ratio", ""), r.get("target_ratio", ""),
             _met(r.get("target_met_eager")), _met(r.get("target_met_compiled")),
-            b.get("step_ms_median", ""), a.get("step_ms_median", ""), r.get("cpu_step_time_ratio", ""),
+            b.get("step_ms_median"), a.get("step_ms_median"), r.get("cpu_step_time_ratio"),
         ])
+        rows[-1] = ["" if v is None else v for v in rows[-1]]  # not measured
     columns = ["model", "batch", "calls before (eager)", "calls after (eager)", "launches after (compiled)",
                "fewer, eager (x)", "fewer, compiled (x)", "target (x)", "met eager", "met compiled",
                "CPU ms before", "CPU ms after", "CPU time after / before"]
