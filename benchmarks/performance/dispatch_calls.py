@@ -14,14 +14,20 @@ Views (``OpOverload.is_view``: ``view``, ``transpose``, ``split``, ``expand``, `
 no data and launch nothing; they are counted apart and left out of ``calls``.
 
 A step is what ``biosig fit`` runs (as in ``gpu_steps.py``): the recipe's ``training_loss``
-(STDRO with its inner maximisation), backward, the YAML's gradient-norm clip, the recipe's
-optimiser. The optimiser and the clip run with ``foreach=True``, the implementation PyTorch picks on
-CUDA (on the CPU it would loop over the parameters): the count is a GPU's, measured anywhere. Each
-model runs at its paper batch on its YAML's synthetic stand-in (SPDTransNet: a random batch of its
-shape and of 8 windows, :data:`RANDOM_BATCH`), in a fresh subprocess per checkout.
+(STDRO with its inner maximisation), backward, the YAML's gradient-norm clip (``foreach=True``), the
+recipe's optimiser as the task builds it (fused where PyTorch has the kernel; a checkout whose task
+builds it otherwise is set to ``foreach=True``, the implementation PyTorch picks on CUDA). Each model
+runs at its paper batch on its YAML's synthetic stand-in (SPDTransNet: a random batch of its shape and
+of 8 windows, :data:`RANDOM_BATCH`), in a fresh subprocess per checkout and mode.
 
-The CPU step time (median of ``--steps`` timed steps after one warm-up, ``--threads`` threads) of
-both checkouts is measured in the same run, checkouts taking turns model by model.
+Three measurements per model: *before* (``--base``, eager), *after* (this checkout, eager) and
+*compiled* (this checkout, the backbone compiled by the tasks' ``compile`` option, TorchInductor).
+A compiled step's launches are the operators still dispatched (loss, optimiser, Inductor's ``extern``
+matmuls and allocations, counted as above: the mode declares itself an infra mode so that Dynamo runs
+the compiled code under it) plus every call of a generated fused kernel (counted in the generated
+wrapper's globals), so the compiled count stands beside the eager ones, never in their place. The CPU
+step time (median of ``--steps`` timed steps after one warm-up, ``--threads`` threads) of both
+checkouts is measured eagerly in the same run, checkouts taking turns model by model.
 
 Usage::
 
@@ -62,6 +68,10 @@ PAPER_MODELS: list[tuple[str, str]] = [
     ("STDRO-DCRNN", "stdro_tusz.yaml"),
 ]
 PHASES = ("forward", "backward", "optimizer")
+#: fewer dispatched calls per step than the base commit that each model is to reach (the speed goal)
+TARGETS = {"BioFormer": 5.0, "SD-Former": 3.0, "SPDTransNet": 3.0, "SignedGraphPair": 5.0, "STDRO-DCRNN": 5.0}
+#: what is measured: the base checkout eager, this checkout eager, this checkout with a compiled backbone
+SIDES = ("before", "after", "compiled")
 #: windows per subject of the synthetic stand-in (enough for one batch at every paper batch size)
 STANDIN_WINDOWS = 48
 #: YAMLs whose step is counted on a random batch of the DataModule's shape, and its size: building the
@@ -160,12 +170,19 @@ def _counting_mode() -> Any:
     class CountCalls(TorchDispatchMode):
         """Counts every dispatched operator, by phase, views apart."""
 
+        @classmethod
+        def is_infra_mode(cls) -> bool:
+            # Dynamo runs a compiled function eagerly under a user's dispatch mode; as an "infra" mode
+            # (as profiling and fake-tensor modes are) this one sees the compiled code's own calls
+            return True
+
         def __init__(self) -> None:
             super().__init__()
             self.current = "forward"
             self.calls: Counter[str] = Counter()
             self.views: Counter[str] = Counter()
             self.ops: Counter[str] = Counter()
+            self.kernels: Counter[str] = Counter()  # generated kernels (compiled mode), by phase
 
         @contextlib.contextmanager
         def phase(self, name: str) -> Any:
@@ -186,8 +203,44 @@ def _counting_mode() -> Any:
     return CountCalls()
 
 
-def worker(name: str, steps: int, threads: int) -> dict[str, Any]:
-    """Counts and CPU step times of ``name`` in the checkout that ``biosig_lightning`` imports from."""
+@contextlib.contextmanager
+def _generated_kernel_calls(counter: Any) -> Any:
+    """Counts, by ``counter``'s phase, every call of a kernel that TorchInductor generated and loaded
+    so far (``cpp_fused_*`` on a CPU, ``triton_*`` on CUDA): the generated wrapper looks its kernels up
+    in its module's globals at each call, so each is wrapped there while the context is active. These
+    calls never pass through the dispatcher; everything else the compiled code runs (the ``extern``
+    matmuls and convolutions, allocations, fallback operators) is dispatched and counted as calls."""
+    from torch._inductor.codecache import PyCodeCache  # noqa: PLC0415
+
+    modules = list(PyCodeCache.modules)
+    modules += [m for m in getattr(PyCodeCache, "modules_no_attr", {}).values() if m not in modules]
+    wrapped: list[tuple[Any, str, Any]] = []
+
+    def counted(fn: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            counter.kernels[counter.current] += 1
+            return fn(*args, **kwargs)
+        return call
+
+    for module in modules:
+        for attr, fn in list(vars(module).items()):
+            if attr.startswith(("cpp_fused", "triton_")):
+                if callable(fn):
+                    wrapped.append((module, attr, fn))
+                    setattr(module, attr, counted(fn))
+                elif callable(getattr(fn, "run", None)):  # a Triton kernel is launched by its .run
+                    wrapped.append((fn, "run", fn.run))
+                    fn.run = counted(fn.run)
+    try:
+        yield len(wrapped)
+    finally:
+        for owner, attr, fn in wrapped:
+            setattr(owner, attr, fn)
+
+
+def worker(name: str, steps: int, threads: int, mode: str = "eager") -> dict[str, Any]:
+    """Counts and CPU step times of ``name`` in the checkout that ``biosig_lightning`` imports from;
+    ``mode="compiled"``: with the backbone compiled by the tasks' ``compile`` option (Inductor)."""
     import torch  # noqa: PLC0415
     from lightning.pytorch import seed_everything  # noqa: PLC0415
 
@@ -201,16 +254,32 @@ def worker(name: str, steps: int, threads: int) -> dict[str, Any]:
     _prepare_stdro(task, batch)
     counter = _counting_mode()
     step = _step_fn(task, batch, clip, counter)
+    extra: dict[str, Any] = {}
+    if mode == "compiled":
+        from biosig_lightning.tasks.compile import compile_backbone  # noqa: PLC0415
+
+        t0 = time.perf_counter()
+        compile_backbone(task.backbone, True, None, torch.device("cpu"))
+        step()  # compiles the forward graph(s), then the backward graph(s) when they first run
+        extra["compile_s"] = round(time.perf_counter() - t0, 1)
     step()  # uncounted: lazily built state (optimiser moments, caches) is not the steady state
-    with counter:
+    with contextlib.ExitStack() as stack:
+        if mode == "compiled":
+            extra["kernels_loaded"] = stack.enter_context(_generated_kernel_calls(counter))
+        stack.enter_context(counter)
         step()
+    if mode == "compiled":
+        kernels = {p: counter.kernels[p] for p in PHASES}
+        extra |= {"fused_kernels": sum(kernels.values()), "fused_kernels_by_phase": kernels,
+                  "launches": sum(counter.calls.values()) + sum(kernels.values()),
+                  "launches_by_phase": {p: counter.calls[p] + kernels[p] for p in PHASES}}
     times = []
     for _ in range(steps):
         t0 = time.perf_counter()
         step()
         times.append(time.perf_counter() - t0)
     return {
-        "package": str(Path(biosig_lightning.__file__).resolve().parents[1]),
+        "package": str(Path(biosig_lightning.__file__).resolve().parents[1]), "mode": mode,
         "batch": int(batch["y"].shape[0]), "input_shape": list(batch["x"].shape[1:]),
         "params": sum(p.numel() for p in task.parameters() if p.requires_grad),
         "param_tensors": sum(1 for p in task.parameters() if p.requires_grad),
@@ -218,17 +287,19 @@ def worker(name: str, steps: int, threads: int) -> dict[str, Any]:
         "calls_by_phase": {p: counter.calls[p] for p in PHASES},
         "views_by_phase": {p: counter.views[p] for p in PHASES},
         "top_ops": dict(counter.ops.most_common(12)),
+        **extra,
         "step_ms": [round(t * 1000, 2) for t in times],
         "step_ms_median": round(statistics.median(times) * 1000, 2) if times else None,
     }
 
 
 # ---------------------------------------------------------------- driver (both checkouts, all models)
-def run_worker(root: Path, name: str, steps: int, threads: int, timeout: float) -> dict[str, Any]:
+def run_worker(root: Path, name: str, steps: int, threads: int, timeout: float,
+               mode: str = "eager") -> dict[str, Any]:
     """``worker`` in a subprocess that imports the package from ``root``."""
     env = {**os.environ, "PYTHONPATH": str(root), "WANDB_MODE": "offline"}
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--steps", str(steps),
-           "--threads", str(threads)]
+           "--threads", str(threads), "--mode", mode]
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
                           timeout=timeout, cwd=root, check=False)
     if proc.returncode != 0:
@@ -237,20 +308,61 @@ def run_worker(root: Path, name: str, steps: int, threads: int, timeout: float) 
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def run_rounds(base: Path, name: str, args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``--rounds`` turns of the two checkouts (eager; the base first in even turns, this one first in odd
+    ones), their step times pooled per side: on a shared machine the load drifts, and alternating lets
+    both sides meet the same drift."""
+    runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    roots = {"before": base, "after": REPO}
+    for turn in range(args.rounds):
+        for side in ("before", "after") if turn % 2 == 0 else ("after", "before"):
+            runs[side].append(run_worker(roots[side], name, args.steps, args.threads, args.timeout))
+    pooled = []
+    for side in ("before", "after"):
+        failed = [r for r in runs[side] if "error" in r]
+        if failed:
+            pooled.append(failed[0])
+            continue
+        times = [t for r in runs[side] for t in r["step_ms"]]
+        pooled.append({**runs[side][0], "step_ms": times, "rounds": args.rounds,
+                       "step_ms_median": round(statistics.median(times), 2) if times else None})
+    return pooled[0], pooled[1]
+
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 2) if a and b else None
 
 
-def compare(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-    """The ratios of one model: calls before / after (higher is better), step time after / before."""
-    if "error" in before or "error" in after:
+def compare(row: dict[str, Any]) -> dict[str, Any]:
+    """The ratios of one model (higher is better for the counts): eager calls before / after, eager
+    calls before / compiled launches after (calls still dispatched + generated-kernel calls), the CPU
+    step time after / before (eager both), and whether each mode reaches the model's target."""
+    before, after, compiled = (row.get(side, {}) for side in SIDES)
+    if not before or "error" in before:
         return {}
-    return {
-        "calls_ratio": _ratio(before["calls"], after["calls"]),
-        "calls_ratio_by_phase": {p: _ratio(before["calls_by_phase"][p],
-                                           after["calls_by_phase"][p]) for p in PHASES},
-        "cpu_step_time_ratio": _ratio(after["step_ms_median"], before["step_ms_median"]),
-    }
+    out: dict[str, Any] = {}
+    target = TARGETS.get(row["model"])
+    if after and "error" not in after:
+        out |= {"calls_ratio": _ratio(before["calls"], after["calls"]),
+                "calls_ratio_by_phase": {p: _ratio(before["calls_by_phase"][p],
+                                                   after["calls_by_phase"][p]) for p in PHASES},
+                "cpu_step_time_ratio": _ratio(after["step_ms_median"], before["step_ms_median"])}
+    if compiled and "error" not in compiled and compiled.get("launches"):
+        out |= {"compiled_launches_ratio": _ratio(before["calls"], compiled["launches"]),
+                "compiled_launches_ratio_by_phase": {p: _ratio(before["calls_by_phase"][p],
+                                                               compiled["launches_by_phase"][p])
+                                                     for p in PHASES}}
+    if target is not None:
+        out["target_ratio"] = target
+        for key, met in (("calls_ratio", "target_met_eager"),
+                         ("compiled_launches_ratio", "target_met_compiled")):
+            if out.get(key) is not None:
+                out[met] = out[key] >= target
+    return out
+
+
+def _met(value: bool | None) -> str:
+    return "" if value is None else ("yes" if value else "no")
 
 
 def docs_page(result: dict[str, Any]) -> dict[str, Any]:
@@ -258,13 +370,18 @@ def docs_page(result: dict[str, Any]) -> dict[str, Any]:
     meta = result["meta"]
     rows = []
     for row in result["models"]:
-        b, a, r = row.get("before", {}), row.get("after", {}), row.get("ratios", {})
+        b, a, c, r = (row.get(side, {}) for side in (*SIDES, "ratios"))
         rows.append([
             row["model"], a.get("batch", b.get("batch", "")), b.get("calls", b.get("error", "")),
-            a.get("calls", a.get("error", "")),
-            r.get("calls_ratio", ""), b.get("views", ""), a.get("views", ""),
-            b.get("step_ms_median", ""), a.get("step_ms_median", ""), r.get("cpu_step_time_ratio", ""),
+            a.get("calls", a.get("error", "")), c.get("launches", c.get("error", "")),
+            r.get("calls_ratio", ""), r.get("compiled_launches_ratio", ""), r.get("target_ratio", ""),
+            _met(r.get("target_met_eager")), _met(r.get("target_met_compiled")),
+            b.get("step_ms_median"), a.get("step_ms_median"), r.get("cpu_step_time_ratio"),
         ])
+        rows[-1] = ["" if v is None else v for v in rows[-1]]  # not measured
+    columns = ["model", "batch", "calls before (eager)", "calls after (eager)", "launches after (compiled)",
+               "fewer, eager (x)", "fewer, compiled (x)", "target (x)", "met eager", "met compiled",
+               "CPU ms before", "CPU ms after", "CPU time after / before"]
     return {
         "title": "Dispatched aten calls per training step (device-independent)",
         "machine": meta["machine"],
@@ -273,42 +390,20 @@ def docs_page(result: dict[str, Any]) -> dict[str, Any]:
         "source": "`benchmarks/results/dispatch_calls.json` (per phase, top operators, every step time)",
         "page": "performance",
         "items": [
-            {
-                "text": (
-                    "Operators one training step dispatches (forward + loss, backward, gradient clip + "
-                    "optimiser "
-                    "with `foreach=True` as on CUDA), counted with a `TorchDispatchMode` below autograd, "
-                    "views "
-                    f"apart, at each model's paper batch on its YAML's stand-in: *before* is the package at "
-                    f"`{meta['base']}`, *after* this checkout (`{meta['head']}`). Each non-view call is one "
-                    f"kernel "
-                    "launch on a GPU. CPU step times: median ms, "
-                    f"{meta['threads']} threads"
-                    + (
-                        "."
-                        if meta.get("note")
-                        else "; both checkouts measured in the same run, model by model."
-                    )
-                )
-            },
-            {
-                "table": {
-                    "columns": [
-                        "model",
-                        "batch",
-                        "calls before",
-                        "calls after",
-                        "fewer calls (x)",
-                        "views before",
-                        "views after",
-                        "CPU ms before",
-                        "CPU ms after",
-                        "CPU time after / before",
-                    ],
-                    "align": ["left"] + ["right"] * 9,
-                    "rows": rows,
-                }
-            },
+            {"text": (
+                "Operators one training step dispatches (forward + loss, backward, gradient clip + optimiser "
+                "as the task builds it: fused where PyTorch has the kernel), counted with a "
+                "`TorchDispatchMode` below autograd, views apart, at each model's paper batch on its YAML's "
+                f"stand-in. *before*: the package at `{meta['base']}`, eager; *after*: this checkout "
+                f"(`{meta['head']}`), eager; *compiled*: this checkout with the backbone compiled by the "
+                "tasks' `compile` option (TorchInductor, on this CPU), counting the calls still dispatched "
+                "plus every call of a generated fused kernel, i.e. the launches of a step. The targets are "
+                "met where the ratio to *before* reaches them, per mode; a compiled count is never the "
+                "eager one. CPU step times: eager, median ms of "
+                f"{meta['steps']} steps x {meta.get('rounds', 1)} turns of the two checkouts, model by "
+                f"model, {meta['threads']} thread(s)."
+            )},
+            {"table": {"columns": columns, "align": ["left"] + ["right"] * (len(columns) - 1), "rows": rows}},
             *([{"text": meta["note"]}] if meta.get("note") else []),
         ],
     }
@@ -328,15 +423,16 @@ def add_rows(args: argparse.Namespace) -> int:
     result = json.loads(args.out.read_text()) if args.out.is_file() else {"meta": {}, "models": []}
     rows = {r["model"]: r for r in result["models"]}
     for name, side, path in args.add:
-        if name not in dict(PAPER_MODELS) or side not in ("before", "after"):
+        if name not in dict(PAPER_MODELS) or side not in SIDES:
             print(f"dispatch_calls: --add {name} {side}: unknown model or side", file=sys.stderr)
             return 2
         text = Path(path).read_text().strip().splitlines()
         row = rows.setdefault(name, {"model": name, "config": f"experiments/{dict(PAPER_MODELS)[name]}"})
         row[side] = json.loads(text[-1]) if text else {"error": f"no output in {path}"}
-        if "before" in row and "after" in row:
-            row["ratios"] = compare(row["before"], row["after"])
+        row["ratios"] = compare(row)
     result["models"] = [rows[n] for n, _ in PAPER_MODELS if n in rows]
+    if args.note:
+        result["meta"]["note"] = args.note
     atomic_write_json(args.out, result)
     if str(args.docs_out):
         atomic_write_json(args.docs_out, docs_page(result))
@@ -350,20 +446,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", default=None, help="model names (default: all five)")
     ap.add_argument("--steps", type=int, default=5, help="timed CPU steps per model and checkout (default 5)")
     ap.add_argument("--threads", type=int, default=2, help="torch intra-op threads (default 2)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="turns of the two checkouts per model, step times pooled (default 1)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per model and checkout")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "dispatch_calls.json")
     ap.add_argument("--docs-out", type=Path, default=REPO / "docs" / "results" / "perf_dispatch_calls.json",
                     help="the Performance page's rendering ('' to skip)")
-    ap.add_argument("--sides", nargs="+", choices=("before", "after"), default=["before", "after"],
-                    help="which checkouts to measure now (default both; a side not measured keeps its "
-                         "earlier row)")
+    ap.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES),
+                    help="what to measure now: 'before' (--base, eager), 'after' (this checkout, eager), "
+                         "'compiled' (this checkout, backbone compiled); default all; a side not measured "
+                         "keeps its earlier row")
     ap.add_argument("--add", nargs=3, action="append", metavar=("MODEL", "SIDE", "WORKER_JSON"), default=[],
                     help="put a worker's JSON output (--worker MODEL > FILE) into --out as MODEL's SIDE, "
                          "measure nothing")
+    ap.add_argument("--note", default="", help="a sentence for the results page (how the run was made)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--mode", choices=("eager", "compiled"), default="eager", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        print(json.dumps(worker(args.worker, args.steps, args.threads)))
+        print(json.dumps(worker(args.worker, args.steps, args.threads, args.mode)))
         return 0
     if args.add:
         return add_rows(args)
@@ -383,18 +484,21 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         row: dict[str, Any] = {**rows.get(name, {}), "model": name,
                                "config": f"experiments/{dict(PAPER_MODELS)[name]}"}
-        if args.base is not None and "before" in args.sides:
+        if args.base is not None and {"before", "after"} <= set(args.sides):
+            row["before"], row["after"] = run_rounds(args.base, name, args)
+        elif args.base is not None and "before" in args.sides:
             row["before"] = run_worker(args.base, name, args.steps, args.threads, args.timeout)
-        if "after" in args.sides:
+        elif "after" in args.sides:
             row["after"] = run_worker(REPO, name, args.steps, args.threads, args.timeout)
-        if "before" in row and "after" in row:
-            row["ratios"] = compare(row["before"], row["after"])
+        if "compiled" in args.sides:  # counts only: a CPU compile takes minutes; its step time is no goal
+            row["compiled"] = run_worker(REPO, name, 0, args.threads, args.timeout, mode="compiled")
+        row["ratios"] = compare(row)
         rows[name] = row
         print(f"[{time.perf_counter() - t0:7.1f} s] {name}: "
               + json.dumps({k: row.get(k) for k in ("ratios",)} | {
-                  side: {k: row[side].get(k) for k in ("calls", "views",
+                  side: {k: row[side].get(k) for k in ("calls", "launches", "views",
                                                        "step_ms_median", "error") if k in row[side]}
-                  for side in ("before", "after") if side in row}), flush=True)
+                  for side in SIDES if side in row}), flush=True)
     import torch  # noqa: PLC0415
 
     from biosig_lightning.atomic_io import atomic_write_json  # noqa: PLC0415
@@ -404,17 +508,17 @@ def main(argv: list[str] | None = None) -> int:
                                  "benchmarks/performance/dispatch_calls.py", *(argv or sys.argv[1:])]),
             "machine": f"cpu ({platform.processor() or platform.machine()}), torch {torch.__version__}, "
                        f"Python {platform.python_version()}",
-            "threads": args.threads, "steps": args.steps, "head": _git_head(REPO),
+            "threads": args.threads, "steps": args.steps, "rounds": args.rounds, "head": _git_head(REPO),
             "sides_measured": args.sides,
             "base": _git_head(args.base) if args.base is not None else previous.get("meta", {}).get("base"),
-            "loadavg": os.getloadavg()[0]}
+            "loadavg": os.getloadavg()[0], **({"note": args.note} if args.note else {})}
     result = {"meta": meta, "models": [rows[n] for n, _ in PAPER_MODELS if n in rows]}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(args.out, result)
     if str(args.docs_out):
         atomic_write_json(args.docs_out, docs_page(result))
     print(f"wrote {args.out} ({time.perf_counter() - t0:.0f} s)")
-    return 1 if any("error" in r.get(s, {}) for r in result["models"] for s in ("before", "after")) else 0
+    return 1 if any("error" in r.get(s, {}) for r in result["models"] for s in SIDES) else 0
 
 
 if __name__ == "__main__":

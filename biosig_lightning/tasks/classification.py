@@ -32,6 +32,7 @@ from biosig_lightning.metrics import (
     threshold_metrics,
 )
 from biosig_lightning.tasks.compile import CompileSetting, check_compile_options, compile_backbone
+from biosig_lightning.tasks.optimizers import multi_tensor_optimizer
 
 
 def warmup_cosine(step: int, warmup_steps: int, total_steps: int, min_ratio: float = 0.0) -> float:
@@ -80,8 +81,8 @@ class ClassificationTask(LightningModule):
             adds none.
         early_stopping_min_delta: the least change of ``monitor`` that counts as an
             improvement for early stopping (BioFormer's authors' code: 1e-5).
-        compile, compile_mode: ``torch.compile`` the backbone when the fit starts (``false``,
-            ``true``, or ``auto`` = on CUDA devices only), with ``torch.compile``'s ``mode``
+        compile, compile_mode: ``torch.compile`` the backbone when the fit starts (``auto``, the
+            default: on CUDA devices only; ``true``; ``false``), with ``torch.compile``'s ``mode``
             (``reduce-overhead`` adds CUDA graphs); see :mod:`biosig_lightning.tasks.compile`.
     """
 
@@ -109,7 +110,7 @@ class ClassificationTask(LightningModule):
         early_stopping_patience: int | None = 10,
         eval_metrics: Literal["default", "detection", "classification", "sleep"] = "default",
         early_stopping_min_delta: float = 0.0,
-        compile: CompileSetting = False,  # noqa: A002 (the option's name in YAMLs)
+        compile: CompileSetting = "auto",  # noqa: A002 (the option's name in YAMLs)
         compile_mode: str | None = None,
     ) -> None:
         super().__init__()
@@ -146,7 +147,7 @@ class ClassificationTask(LightningModule):
     def on_fit_start(self) -> None:
         """Compile the backbone when ``compile`` asks for it on this device (the model is on it now)."""
         super().on_fit_start()
-        compile_backbone(self.backbone, self.hparams.get("compile", False),
+        compile_backbone(self.backbone, self.hparams.get("compile", "auto"),
                          self.hparams.get("compile_mode"), self.device)
 
     # ---- forward and loss ------------------------------------------------------------------
@@ -285,13 +286,14 @@ class ClassificationTask(LightningModule):
 
     # ---- optimisation ------------------------------------------------------------------------
     def build_optimizer(self) -> torch.optim.Optimizer:
-        """The configured optimiser over all trainable parameters (also used by ``biosig profile``)."""
+        """The configured optimiser over all trainable parameters (also used by ``biosig profile``), fused
+        where PyTorch has the kernel (:func:`~biosig_lightning.tasks.optimizers.multi_tensor_optimizer`)."""
         hp = self.hparams
         params = [p for p in self.parameters() if p.requires_grad]
-        if hp.optimizer == "adamw":
-            return torch.optim.AdamW(params, lr=hp.lr, weight_decay=hp.weight_decay, betas=tuple(hp.betas))
-        if hp.optimizer == "adam":
-            return torch.optim.Adam(params, lr=hp.lr, weight_decay=hp.weight_decay, betas=tuple(hp.betas))
+        classes = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}
+        if hp.optimizer in classes:
+            return multi_tensor_optimizer(classes[hp.optimizer], params, trainer=self._trainer, lr=hp.lr,
+                                          weight_decay=hp.weight_decay, betas=tuple(hp.betas))
         raise ValueError(f"model.init_args.optimizer must be 'adamw' or 'adam', got {hp.optimizer!r}")
 
     def configure_optimizers(self) -> Any:

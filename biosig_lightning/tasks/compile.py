@@ -7,8 +7,8 @@ reduce-overhead``, replays the whole step as CUDA graphs. The backbone is compil
 (``nn.Module.compile``), so its parameter names, checkpoints and ``state_dict`` keys do not change;
 a backbone's ``forward_with_aux`` (the ``aux`` capability, SD-Former's full objective) is compiled too.
 
-``compile``: ``false`` (default), ``true``, or ``auto`` (compile when the fit runs on a CUDA
-device; eager on a CPU, where compiling costs minutes for a step that is compute-bound anyway).
+``compile``: ``auto`` (the default: compile when the fit runs on a CUDA device; eager on a CPU,
+where compiling costs minutes for a step that is compute-bound anyway), ``true`` or ``false``.
 ``compile_mode``: ``torch.compile``'s ``mode`` (``null`` = its default, ``reduce-overhead``,
 ``max-autotune``, ``max-autotune-no-cudagraphs``). Every paper model compiles as one graph
 (``tests/models/test_compile_fullgraph.py``); a fit does not insist on it (``fullgraph=False``), so a

@@ -21,6 +21,7 @@ from lightning.pytorch.utilities.parsing import AttributeDict
 
 from biosig_lightning.models.dcrnn.ssl import DCRNNNextClip
 from biosig_lightning.tasks.compile import CompileSetting, check_compile_options, compile_backbone
+from biosig_lightning.tasks.optimizers import multi_tensor_optimizer
 
 __all__ = ["NextClipTask"]
 
@@ -35,7 +36,7 @@ class NextClipTask(LightningModule):
     def __init__(self, backbone: DCRNNNextClip, n_outputs: int = 2, lr: float = 5e-4,
                  weight_decay: float = 5e-4,
                  monitor: str = "val/loss", mode: Literal["min", "max"] = "min",
-                 early_stopping_patience: int | None = None, compile: CompileSetting = False,  # noqa: A002
+                 early_stopping_patience: int | None = None, compile: CompileSetting = "auto",  # noqa: A002
                  compile_mode: str | None = None) -> None:
         super().__init__()
         check_compile_options(compile, compile_mode)
@@ -74,7 +75,8 @@ class NextClipTask(LightningModule):
         return loss
 
     def configure_optimizers(self) -> Any:
-        opt = torch.optim.Adam(self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
+        opt = multi_tensor_optimizer(torch.optim.Adam, list(self.parameters()), trainer=self._trainer,
+                                     lr=self.hparams.lr, weight_decay=self.hparams.weight_decay)
         epochs = self.trainer.max_epochs if self.trainer.max_epochs and self.trainer.max_epochs > 0 else 1
         return {"optimizer": opt,
                 "lr_scheduler": torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)}

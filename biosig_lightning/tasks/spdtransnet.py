@@ -21,6 +21,7 @@ from torchmetrics.functional.classification import multiclass_f1_score, multicla
 
 from biosig_lightning import accel
 from biosig_lightning.tasks.classification import ClassificationTask
+from biosig_lightning.tasks.optimizers import multi_tensor_optimizer
 
 __all__ = ["SPDTransNetTask"]
 
@@ -67,9 +68,9 @@ class SPDTransNetTask(ClassificationTask):
 
     def build_optimizer(self) -> torch.optim.Optimizer:
         params = [p for p in self.parameters() if p.requires_grad]
-        return torch.optim.Adam(params, lr=self.hparams.lr, betas=tuple(self.hparams.betas),
-                                eps=self.adam_eps,
-                                weight_decay=self.hparams.weight_decay)
+        return multi_tensor_optimizer(torch.optim.Adam, params, trainer=self._trainer, lr=self.hparams.lr,
+                                      betas=tuple(self.hparams.betas), eps=self.adam_eps,
+                                      weight_decay=self.hparams.weight_decay)
 
     def configure_optimizers(self) -> Any:
         opt = self.build_optimizer()

@@ -68,7 +68,8 @@ def test_compile_option_compiles_the_backbone_in_place_where_it_asks() -> None:
         _task(compile="yes")
     with pytest.raises(ValueError, match="model.init_args.compile_mode must be"):
         _task(compile=True, compile_mode="fastest")
-    auto = _task(compile="auto")
+    auto = _task()
+    assert auto.hparams.compile == "auto"  # the default: compiled where the fit runs on CUDA
     auto.on_fit_start()  # on a CPU: stays eager
     assert auto.backbone._compiled_call_impl is None
     task = _task(compile=True, compile_mode="reduce-overhead")
