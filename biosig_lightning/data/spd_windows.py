@@ -14,6 +14,9 @@ DataModule's reader: the same windows (real files under ``root`` or the stand-in
 * Borders: ``trim`` and ``test_trim`` default to 0 here, so every window of every split is classified
   (the same test windows as every other method on the corpus); the paper's 24-epoch test trim is for
   whole-night recordings.
+* Whitening: per recording (the paper's, Sec. 3.3) where labels vary within a recording; from the training
+  recordings only where a corpus labels whole subjects (APAVA's AD vs healthy): a recording's own reference
+  is its class's mean there, so whitening by it removes the class, and ``whitening: recording`` is refused.
 * A corpus needs at least two channels: an SPD covariance of one electrode is a number, not a matrix.
 """
 
@@ -27,7 +30,7 @@ from typing import Any
 
 from biosig_lightning.data.cache import WindowCache
 from biosig_lightning.data.module import BiosignalDataModule, merge_groups
-from biosig_lightning.data.spd import SPDDataModule
+from biosig_lightning.data.spd import Scope, SPDDataModule
 from biosig_lightning.data.spec import CorpusReader, CorpusSpec
 from biosig_lightning.data.splits import SplitConfig, split_subjects
 
@@ -67,13 +70,15 @@ class SPDWindowsDataModule(SPDDataModule):
         n_subwindows: ``S``; ``None``: 1-s subwindows (:func:`subwindows_for`).
         shrinkage: towards the scaled identity (``SPDDataModule``); 0.01 by default here, since windows of a
             few seconds give few samples per band-passed subwindow.
+        whitening: ``recording`` or ``train`` (``SPDDataModule``); ``None``: ``train`` for a corpus with
+            subject-level labels, else ``recording`` (module docstring).
         context, trim, test_trim, **kwargs: :class:`~biosig_lightning.data.spd.SPDDataModule`'s.
     """
 
     def __init__(self, corpus: str, corpus_args: dict[str, Any] | None = None,
                  n_subwindows: int | None = None,
                  context: int = 3, trim: int | None = 0, test_trim: int = 0, shrinkage: float = 0.01,
-                 **kwargs: Any) -> None:
+                 whitening: Scope | None = None, **kwargs: Any) -> None:
         cls = _corpus_class(corpus)
         self.corpus_name = corpus
         self.corpus_args = dict(corpus_args or {})
@@ -88,9 +93,16 @@ class SPDWindowsDataModule(SPDDataModule):
             raise ValueError(f"data.init_args.n_subwindows={s} does not divide the {raw.n_times}-sample "
                              f"windows "
                              f"of {raw.name}")
+        per_subject = raw.label_level == "subject"
+        if whitening is None:
+            whitening = "train" if per_subject else "recording"
+        elif whitening == "recording" and per_subject:
+            raise ValueError(f"data.init_args.whitening=recording on {raw.name}, whose labels are per "
+                             "subject: each recording's own reference would whiten its class away; use "
+                             "whitening: train")
         self.subject_groups = self.corpus.subject_groups
         super().__init__(context=context, n_subwindows=s, trim=trim, test_trim=test_trim, shrinkage=shrinkage,
-                         **kwargs)
+                         whitening=whitening, **kwargs)
 
     def raw_spec(self) -> CorpusSpec:
         return self.corpus.spec

@@ -57,3 +57,15 @@ def test_subwindows_follow_the_window_length_and_one_channel_is_refused(tmp_path
                              synthetic=True, cache_dir=str(tmp_path))
     with pytest.raises(ValueError, match="dotted class path"):
         SPDWindowsDataModule(corpus="APAVADataModule", synthetic=True, cache_dir=str(tmp_path))
+
+
+def test_whitening_follows_the_label_level_and_refuses_recording_for_subject_labels(tmp_path) -> None:
+    # APAVA labels whole subjects (one recording each): a recording's own reference is its class's mean
+    apava = "biosig_lightning.data.datamodules.APAVADataModule"
+    assert SPDWindowsDataModule(corpus=apava, synthetic=True, cache_dir=str(tmp_path)).whitening == "train"
+    with pytest.raises(ValueError, match="whitening=recording on apava.*labels are per subject"):
+        SPDWindowsDataModule(corpus=apava, synthetic=True, whitening="recording", cache_dir=str(tmp_path))
+    # sleep stages change within a night: the paper's per-recording reference
+    sleep = SPDWindowsDataModule(corpus="biosig_lightning.data.datamodules.SleepEDFDataModule",
+                                 synthetic=True, cache_dir=str(tmp_path))
+    assert sleep.whitening == "recording"
