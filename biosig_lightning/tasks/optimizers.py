@@ -19,6 +19,7 @@ rounding).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -34,7 +35,7 @@ def fused_allowed(trainer: Any) -> bool:
     return not isinstance(plugin, MixedPrecision)
 
 
-def multi_tensor_optimizer(cls: type[torch.optim.Optimizer], params: list[torch.Tensor], *,
+def multi_tensor_optimizer(cls: Callable[..., torch.optim.Optimizer], params: Iterable[torch.Tensor], *,
                            trainer: Any = None, **kwargs: Any) -> torch.optim.Optimizer:
     """``cls(params, **kwargs)`` with ``fused=True`` where supported, else ``foreach=True``.
 
@@ -45,6 +46,7 @@ def multi_tensor_optimizer(cls: type[torch.optim.Optimizer], params: list[torch.
         trainer: the attached Trainer, if any; mixed precision selects ``foreach``.
         **kwargs: the optimiser's hyper-parameters.
     """
+    params = list(params)  # read twice when the fused kernel is refused
     if fused_allowed(trainer):
         try:
             return cls(params, fused=True, **kwargs)
