@@ -120,16 +120,10 @@ def _prepare_stdro(task: Any, batch: dict[str, Any]) -> None:
 
 
 def _loss(task: Any, batch: dict[str, Any]) -> Any:
-    """The recipe's training loss, STDRO's adversarial objective included (as ``gpu_steps.py``)."""
-    from biosig_lightning.robust.stdro import STDROTask  # noqa: PLC0415
+    """The recipe's training loss, STDRO's adversarial objective included: ``gpu_steps.py``'s own."""
+    from gpu_steps import training_objective  # noqa: PLC0415  (this script's folder is on sys.path)
 
-    if isinstance(task, STDROTask) and int(task.hparams.ascent_steps) > 0:
-        x_adv, _ = task.inner_maximisation(batch["x"], batch["y"])
-        loss = task.training_loss({**batch, "x": x_adv})[0]
-        if task.hparams.clean_weight > 0:
-            loss = loss + task.hparams.clean_weight * task.training_loss(batch)[0]
-        return loss
-    return task.training_loss(batch)[0]
+    return training_objective(task, batch)
 
 
 def _foreach_optimizer(task: Any) -> Any:
