@@ -79,6 +79,7 @@ def read_wandb_offline(path: Path) -> dict[str, Any]:
     """
     import struct
 
+    from google.protobuf.message import DecodeError
     from wandb.proto import wandb_internal_pb2 as pb
 
     raw = Path(path).read_bytes()
@@ -93,6 +94,8 @@ def read_wandb_offline(path: Path) -> dict[str, Any]:
         if kind == 0 and length == 0:
             pos += left
             continue
+        if pos + 7 + length > len(raw):  # the service is still writing this chunk: read it next time
+            break
         chunk, pos = raw[pos + 7:pos + 7 + length], pos + 7 + length
         if kind == 1:
             records.append(chunk)
@@ -110,7 +113,11 @@ def read_wandb_offline(path: Path) -> dict[str, Any]:
 
     for data in records:
         rec = pb.Record()
-        rec.ParseFromString(data)
+        try:
+            rec.ParseFromString(data)
+        except DecodeError:  # a record torn by a concurrent write; a finished run has none
+            out["torn"] = True
+            continue
         which = rec.WhichOneof("record_type")
         if which == "run":
             out["name"], out["group"] = rec.run.display_name, rec.run.run_group
@@ -133,8 +140,9 @@ def wait_for_wandb_run(path: Path, timeout: float = 60.0) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
         run = read_wandb_offline(path)
-        if run["finished"] or time.monotonic() > deadline:
-            assert run["finished"], f"{path}: wandb never wrote the run's exit record"
+        done = run["finished"] and not run.get("torn")
+        if done or time.monotonic() > deadline:
+            assert done, f"{path}: wandb never wrote the run's exit record (or left a torn record)"
             return run
         time.sleep(0.2)
 

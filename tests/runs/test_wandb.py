@@ -10,7 +10,7 @@ import pytest
 
 from biosig_lightning.cli import main
 from tests.conftest import EXPERIMENTS
-from tests.helpers import wait_for_wandb_run
+from tests.helpers import read_wandb_offline, wait_for_wandb_run
 
 WANDB = ["--config", str(EXPERIMENTS / "overlays" / "demo.yaml"), "--config",
          str(EXPERIMENTS / "overlays" / "smoke.yaml"),
@@ -119,3 +119,18 @@ def test_the_anonymous_setting_warning_is_not_shown(in_tmp: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "wandb: Tracking run" in proc.stderr  # wandb does talk here ...
     assert "anonymous setting" not in proc.stderr  # ... but not about the argument Lightning always passes
+
+
+def test_a_run_file_read_while_wandb_writes_it_reads_its_whole_records_so_far(in_tmp: Path) -> None:
+    """The reader sees the file the background service is appending to: every prefix of a run
+    file reads without error and holds the history rows whose records it holds whole."""
+    main(["fit", *WANDB, "--trainer.max_epochs", "1"])
+    (path,) = sorted(in_tmp.rglob("offline-run-*/run-*.wandb"))
+    full = wait_for_wandb_run(path)
+    raw, cut, seen = path.read_bytes(), in_tmp / "partial.wandb", 0
+    for end in [*range(8, len(raw), max(1, len(raw) // 200)), len(raw)]:
+        cut.write_bytes(raw[:end])
+        rows = read_wandb_offline(cut)["history"]
+        assert seen <= len(rows) and rows == full["history"][:len(rows)], end
+        seen = len(rows)
+    assert seen == len(full["history"]) > 0
