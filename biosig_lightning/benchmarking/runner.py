@@ -27,7 +27,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -195,11 +195,13 @@ def run_cell(grid: Grid, cell: Cell, out: Path, inline: bool = False) -> Path | 
     return job.results if result == DONE else None
 
 
-def _progress(study: optuna.Study, total: int) -> str:
+def _progress(study: optuna.Study, cells: Collection[str]) -> str:
+    """``done/total cells done, n running`` over ``cells`` (those --only selects, not the whole study)."""
     held = trials_by_cell(study)
-    done = sum(any(t.state == TrialState.COMPLETE for t in ts) for ts in held.values())
-    running = sum(any(t.state == TrialState.RUNNING for t in ts) for ts in held.values())
-    return f"{done}/{total} cells done, {running} running"
+    mine = [held.get(cid, []) for cid in cells]
+    done = sum(any(t.state == TrialState.COMPLETE for t in ts) for ts in mine)
+    running = sum(any(t.state == TrialState.RUNNING for t in ts) for ts in mine)
+    return f"{done}/{len(cells)} cells done, {running} running"
 
 
 def _objective(grid: Grid, cells: dict[str, Cell], out: Path, inline: bool,
@@ -251,24 +253,24 @@ def run_grid(grid: Grid, out: Path, storage: str, inline: bool = False, grace: i
     fail_dead_trials(study)
     added = enqueue_missing(study, list(cells))
     _say(f"grid {grid.name}: {len(cells)} cells ({len(added)} queued now), "
-         f"{len(grid.not_applicable())} n/a pairs; {_progress(study, len(cells))}")
+         f"{len(grid.not_applicable())} n/a pairs; {_progress(study, cells)}")
     objective = _objective(grid, cells, out, inline, study)
     with forwarding_signals():
-        _work(study, objective, len(cells))
+        _work(study, objective, cells)
     held = trials_by_cell(study)
     failed = [cid for cid in cells if not any(t.state == TrialState.COMPLETE for t in held.get(cid, []))]
-    _say(f"grid {grid.name}: {_progress(study, len(cells))}" + (f"; failed: {failed}" if failed else ""))
+    _say(f"grid {grid.name}: {_progress(study, cells)}" + (f"; failed: {failed}" if failed else ""))
     return failed
 
 
-def _work(study: optuna.Study, objective: Callable[[optuna.Trial], float], total: int) -> None:
+def _work(study: optuna.Study, objective: Callable[[optuna.Trial], float], cells: Collection[str]) -> None:
     """Pop and run cells until none is waiting or running, or a preemption signal came."""
     while not stop_signal():
         fail_dead_trials(study)
         waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
         if waiting:
             study.optimize(objective, n_trials=1, catch=(Exception,))
-            _say(_progress(study, total))
+            _say(_progress(study, cells))
             continue
         if not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             break
