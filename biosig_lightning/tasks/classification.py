@@ -289,12 +289,17 @@ class ClassificationTask(LightningModule):
         """The configured optimiser over all trainable parameters (also used by ``biosig profile``), fused
         where PyTorch has the kernel (:func:`~biosig_lightning.tasks.optimizers.multi_tensor_optimizer`)."""
         hp = self.hparams
-        params = [p for p in self.parameters() if p.requires_grad]
+        params = self.parameter_groups()
         classes = {"adamw": torch.optim.AdamW, "adam": torch.optim.Adam}
         if hp.optimizer in classes:
             return multi_tensor_optimizer(classes[hp.optimizer], params, trainer=self._trainer, lr=hp.lr,
                                           weight_decay=hp.weight_decay, betas=tuple(hp.betas))
         raise ValueError(f"model.init_args.optimizer must be 'adamw' or 'adam', got {hp.optimizer!r}")
+
+    def parameter_groups(self) -> list[dict[str, Any]]:
+        """The optimiser's parameter groups: one, every trainable parameter at ``lr``. A recipe that gives
+        some parameters their own learning rate returns more (each group's ``lr`` over the task's)."""
+        return [{"params": [p for p in self.parameters() if p.requires_grad]}]
 
     def configure_optimizers(self) -> Any:
         hp = self.hparams

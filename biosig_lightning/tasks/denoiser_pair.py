@@ -19,7 +19,14 @@ shipped configs (App. E.4: "early stopping ... based on validation performance")
 Readings:
 
 * Norms are per-element means (MSE), so ``rho = 1`` (App. E.4) is on the scale of the unit-variance
-  windows the DataModule hands over; with sums over all ``C x T`` samples the hinge would never act.
+  windows the DataModule hands over; with sums over all ``C x T`` samples the hinge would never act. On
+  that scale ``rho = 1`` asks denoiser ``c`` to miss the other class's clean window by as much as an
+  all-zero output does, which only a denoiser that discards most of its input meets; a ``margin``
+  between ``sigma_n^2`` (the error of returning the noisy window) and 1 asks for less.
+* ``cutoff_lr``: each cutoff ``omega`` (eq. 31) is one scalar per block in eigenvalue units, and Adam
+  moves a parameter by about its learning rate per step, so at the paper's 1e-3 a cutoff travels about
+  0.1 per hundred steps. App. E.4 trains up to 100 epochs at batch 8 (thousands of steps); a shorter
+  budget can give the cutoffs their own, larger rate (``None``: the task's ``lr``).
 * The close pairs of eq. 23 are formed inside each training batch: every window is paired with its
   nearest window of another class in the batch (none in the batch: no hinge term for it).
 * Each term is averaged over the windows of the batch it covers; the two denoisers' losses are added
@@ -78,6 +85,8 @@ class DenoiserPairTask(ClassificationTask):
             start of the (seeded, shuffled) training loader; 0 leaves them to the backbone (per input).
         spatial_graph: ``backbone`` (the backbone's own spatial edges) or ``montage`` (from the
             corpus's channel names at setup, see the module docstring).
+        cutoff_lr: the learning rate of the denoisers' cutoffs (see the module docstring); ``None``
+            trains them at ``lr`` with every other parameter.
         **kwargs: everything :class:`ClassificationTask` takes (``n_outputs``, ``optimizer``, ``lr``,
             ``monitor``, ...).
     """
@@ -87,7 +96,8 @@ class DenoiserPairTask(ClassificationTask):
     def __init__(self, backbone: nn.Module, loss: Literal["contrastive", "mse"] = "contrastive",
                  margin: float = 1.0, restart_period: int | None = 5, restart_mult: int = 1,
                  min_lr: float = 1e-5, val_noise_seed: int = 0, polarity_windows: int = 32,
-                 spatial_graph: Literal["backbone", "montage"] = "backbone", **kwargs: Any) -> None:
+                 spatial_graph: Literal["backbone", "montage"] = "backbone", cutoff_lr: float | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(backbone=backbone, **kwargs)
         denoisers = getattr(backbone, "denoisers", None)
         if not isinstance(denoisers, nn.ModuleList) or not hasattr(backbone, "noise_std"):
@@ -116,6 +126,9 @@ class DenoiserPairTask(ClassificationTask):
                              f"{spatial_graph!r}")
         self.spatial_graph = spatial_graph
         self.spatial_rule = "backbone"
+        if cutoff_lr is not None and not cutoff_lr > 0:
+            raise ValueError(f"model.init_args.cutoff_lr must be > 0 (or null), got {cutoff_lr!r}")
+        self.cutoff_lr = cutoff_lr
 
     # ---- the corpus's spatial graph ----------------------------------------------------------
     def setup(self, stage: str) -> None:
@@ -199,6 +212,17 @@ class DenoiserPairTask(ClassificationTask):
         return super().validation_step(batch, batch_idx)
 
     # ---- optimisation ------------------------------------------------------------------------
+    def parameter_groups(self) -> list[dict[str, Any]]:
+        """Every trainable parameter at ``lr``, the denoisers' cutoffs at ``cutoff_lr`` where it is set."""
+        if self.cutoff_lr is None:
+            return super().parameter_groups()
+        named = [(n, p) for n, p in self.named_parameters() if p.requires_grad]
+        cutoffs = [p for n, p in named if n.rsplit(".", 1)[-1] == "cutoffs"]
+        if not cutoffs:
+            raise ValueError("model.init_args.cutoff_lr is set but the backbone's denoisers have no cutoffs")
+        return [{"params": [p for n, p in named if n.rsplit(".", 1)[-1] != "cutoffs"]},
+                {"params": cutoffs, "lr": self.cutoff_lr}]
+
     def configure_optimizers(self) -> Any:
         if self.restart_period is None:
             return super().configure_optimizers()

@@ -35,21 +35,22 @@ def fused_allowed(trainer: Any) -> bool:
     return not isinstance(plugin, MixedPrecision)
 
 
-def multi_tensor_optimizer(cls: Callable[..., torch.optim.Optimizer], params: Iterable[torch.Tensor], *,
+def multi_tensor_optimizer(cls: Callable[..., torch.optim.Optimizer],
+                           params: Iterable[torch.Tensor] | Iterable[dict[str, Any]], *,
                            trainer: Any = None, **kwargs: Any) -> torch.optim.Optimizer:
     """``cls(params, **kwargs)`` with ``fused=True`` where supported, else ``foreach=True``.
 
     Args:
         cls: an optimiser class with a ``fused`` and a ``foreach`` argument (``Adam``, ``AdamW``, ``SGD``).
-        params: the trainable parameters (on the device they train on: Lightning moves the model
-            before it calls ``configure_optimizers``).
+        params: the trainable parameters, or parameter groups (on the device they train on: Lightning
+            moves the model before it calls ``configure_optimizers``).
         trainer: the attached Trainer, if any; mixed precision selects ``foreach``.
         **kwargs: the optimiser's hyper-parameters.
     """
-    params = list(params)  # read twice when the fused kernel is refused
+    groups: list[Any] = list(params)  # read twice when the fused kernel is refused
     if fused_allowed(trainer):
         try:
-            return cls(params, fused=True, **kwargs)
+            return cls(groups, fused=True, **kwargs)
         except (RuntimeError, TypeError, ValueError):
             pass  # no fused kernel for this PyTorch, device or dtype: the foreach path below
-    return cls(params, foreach=True, **kwargs)
+    return cls(groups, foreach=True, **kwargs)

@@ -1,0 +1,45 @@
+"""The denoiser pair's optimiser: the cutoffs' own learning rate."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from biosig_lightning.tasks.denoiser_pair import DenoiserPairTask
+from tests.tasks.test_denoiser_pair_montage import small
+
+
+def _one_adam_step(task: DenoiserPairTask) -> dict[str, float]:
+    """How far one optimiser step moves each parameter (Adam's first step, without weight decay, moves
+    every parameter with a gradient by its group's learning rate, whatever the gradient's size)."""
+    opt = task.build_optimizer()
+    before = {n: p.detach().clone() for n, p in task.named_parameters()}
+    x, y = torch.randn(8, 6, 32), torch.tensor([0, 1] * 4)
+    loss, _, _ = task.denoising_loss(x, y, torch.randn_like(x))
+    loss.backward()
+    opt.step()
+    return {n: float((p.detach() - before[n]).abs().max()) for n, p in task.named_parameters()}
+
+
+def test_cutoff_lr_trains_the_cutoffs_at_their_own_rate_and_nothing_else_changes() -> None:
+    base = DenoiserPairTask(small(2), n_outputs=2, restart_period=None, scheduler="none", lr=1e-3,
+                            weight_decay=0.0)
+    fast = DenoiserPairTask(small(2), n_outputs=2, restart_period=None, scheduler="none", lr=1e-3,
+                            weight_decay=0.0, cutoff_lr=3e-2)
+    groups = fast.parameter_groups()
+    grouped = [id(p) for g in groups for p in g["params"]]
+    assert sorted(grouped) == sorted(id(p) for p in fast.parameters() if p.requires_grad)  # each once
+    assert [g.get("lr") for g in groups] == [None, 3e-2]  # the first group takes the task's lr
+    moved, moved_base = _one_adam_step(fast), _one_adam_step(base)
+    cutoffs = [n for n in moved if n.endswith("cutoffs")]
+    assert len(cutoffs) == 2  # one per denoiser
+    for n in cutoffs:
+        assert moved[n] == pytest.approx(3e-2, rel=1e-3)
+        assert moved_base[n] == pytest.approx(1e-3, rel=1e-3)
+    others = [n for n in moved if n not in cutoffs and moved[n] > 0]
+    assert others and all(moved[n] == pytest.approx(moved_base[n], rel=1e-4) for n in others)
+
+
+def test_cutoff_lr_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="cutoff_lr must be > 0"):
+        DenoiserPairTask(small(2), n_outputs=2, restart_period=None, scheduler="none", cutoff_lr=0.0)
