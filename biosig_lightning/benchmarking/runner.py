@@ -219,6 +219,7 @@ def _objective(grid: Grid, cells: dict[str, Cell], out: Path, inline: bool,
             trial.set_user_attr("duplicate", cid)
             raise optuna.TrialPruned(f"{cid} is held by an earlier trial")
         cell = cells[cid]
+        trial.set_user_attr("args", grid.cell_args(cell, out))  # what stale_cells compares later
         results = run_cell(grid, cell, out, inline)
         if results is None:
             raise RuntimeError(f"cell {cid} wrote no results.json")
@@ -241,6 +242,17 @@ def select(grid: Grid, only: list[str] | None = None) -> dict[str, Cell]:
     return cells
 
 
+def stale_cells(study: optuna.Study, grid: Grid, cells: dict[str, Cell], out: Path) -> list[str]:
+    """The finished cells whose fit ran with other arguments than the grid's lines give them now (a grid
+    line changed after they ran); their results are kept, not rerun."""
+    stale = []
+    for cid, trials in trials_by_cell(study).items():
+        done = [t for t in trials if t.state == TrialState.COMPLETE and "args" in t.user_attrs]
+        if cid in cells and done and done[0].user_attrs["args"] != grid.cell_args(cells[cid], out):
+            stale.append(cid)
+    return sorted(stale)
+
+
 def run_grid(grid: Grid, out: Path, storage: str, inline: bool = False, grace: int = 60,
              heartbeat: int | None = 10, only: list[str] | None = None) -> list[str]:
     """One worker: enqueue the grid's missing cells (those ``only`` selects), then run cells until none is
@@ -254,6 +266,12 @@ def run_grid(grid: Grid, out: Path, storage: str, inline: bool = False, grace: i
     added = enqueue_missing(study, list(cells))
     _say(f"grid {grid.name}: {len(cells)} cells ({len(added)} queued now), "
          f"{len(grid.not_applicable())} n/a pairs; {_progress(study, cells)}")
+    stale = stale_cells(study, grid, cells, out)
+    if stale:
+        more = ", ..." if len(stale) > 3 else ""
+        _say(f"{len(stale)} finished cell(s) ran with other settings than the grid's lines give now "
+             f"({', '.join(stale[:3])}{more}): their results are kept; a new --out runs them as the grid "
+             f"is now")
     objective = _objective(grid, cells, out, inline, study)
     with forwarding_signals():
         _work(study, objective, cells)
