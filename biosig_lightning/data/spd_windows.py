@@ -18,6 +18,10 @@ DataModule's reader: the same windows (real files under ``root`` or the stand-in
   recordings only where a corpus labels whole subjects (APAVA's AD vs healthy): a recording's own reference
   is its class's mean there, so whitening by it removes the class, and ``whitening: recording`` is refused.
 * A corpus needs at least two channels: an SPD covariance of one electrode is a number, not a matrix.
+* Tokens: ``tokens: diagonal`` serves every token with its off-diagonal entries at 0, the value the log of
+  a diagonal matrix has there, so the model reads only the diagonal of each log-whitened matrix (a
+  diagnosis of what the between-electrode entries add; ``benchmarks/standins_spd_probe.py``). The caches
+  are the same as for ``full``.
 """
 
 from __future__ import annotations
@@ -26,15 +30,45 @@ import importlib
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+import numpy as np
+import torch
 
 from biosig_lightning.data.cache import WindowCache
 from biosig_lightning.data.module import BiosignalDataModule, merge_groups
-from biosig_lightning.data.spd import Scope, SPDDataModule
+from biosig_lightning.data.spd import Scope, SPDDataModule, SPDSequenceDataset
 from biosig_lightning.data.spec import CorpusReader, CorpusSpec
 from biosig_lightning.data.splits import SplitConfig, split_subjects
+from biosig_lightning.features.spd import token_dim
 
-__all__ = ["SPDWindowsDataModule", "subwindows_for"]
+__all__ = ["SPDWindowsDataModule", "diagonal_entries", "subwindows_for"]
+Tokens = Literal["full", "diagonal"]
+
+
+def diagonal_entries(width: int) -> np.ndarray:
+    """Mask of a token's entries on its matrix's diagonal: a token of ``width = d(m)`` numbers is the
+    row-major upper triangle of an ``m x m`` symmetric matrix
+    (:func:`~biosig_lightning.features.spd.tokens_from_sym`), so entry ``k`` is on the diagonal when its
+    row and column (``torch.triu_indices(m, m)[:, k]``) agree."""
+    m = int(round(((8 * width + 1) ** 0.5 - 1) / 2))
+    if token_dim(m) != width:
+        raise ValueError(f"token width {width} is not a triangular number d(m) = m(m+1)/2")
+    r, c = torch.triu_indices(m, m).numpy()
+    return r == c
+
+
+class _DiagonalTokens(SPDSequenceDataset):
+    """The sequences of an :class:`SPDSequenceDataset` with every token's off-diagonal entries at 0."""
+
+    def __init__(self, inner: SPDSequenceDataset) -> None:
+        super().__init__(inner.cache, inner.indices, inner.neighbours)
+        self.keep = torch.from_numpy(diagonal_entries(int(inner.cache.signals.shape[-1])))
+
+    def __getitems__(self, positions: Sequence[int]) -> dict[str, torch.Tensor]:
+        batch = super().__getitems__(positions)
+        batch["x"] = batch["x"] * self.keep.to(batch["x"].dtype)
+        return batch
 
 
 def subwindows_for(spec: CorpusSpec) -> int:
@@ -72,13 +106,18 @@ class SPDWindowsDataModule(SPDDataModule):
             few seconds give few samples per band-passed subwindow.
         whitening: ``recording`` or ``train`` (``SPDDataModule``); ``None``: ``train`` for a corpus with
             subject-level labels, else ``recording`` (module docstring).
+        tokens: ``full`` (the model's) or ``diagonal``: off-diagonal entries at 0 (module docstring; for
+            the diagnosis only).
         context, trim, test_trim, **kwargs: :class:`~biosig_lightning.data.spd.SPDDataModule`'s.
     """
 
     def __init__(self, corpus: str, corpus_args: dict[str, Any] | None = None,
                  n_subwindows: int | None = None,
                  context: int = 3, trim: int | None = 0, test_trim: int = 0, shrinkage: float = 0.01,
-                 whitening: Scope | None = None, **kwargs: Any) -> None:
+                 whitening: Scope | None = None, tokens: Tokens = "full", **kwargs: Any) -> None:
+        if tokens not in ("full", "diagonal"):
+            raise ValueError(f"data.init_args.tokens must be 'full' or 'diagonal', got {tokens!r}")
+        self.tokens = tokens
         cls = _corpus_class(corpus)
         self.corpus_name = corpus
         self.corpus_args = dict(corpus_args or {})
@@ -125,7 +164,14 @@ class SPDWindowsDataModule(SPDDataModule):
         labels = cache.subject_labels() if self.corpus.spec.label_level == "subject" else None
         return split_subjects(list(ids), cfg, labels)
 
+    def setup(self, stage: str | None = None) -> None:
+        fresh = not self.datasets
+        super().setup(stage)
+        if fresh and self.tokens == "diagonal":
+            for split, ds in self.datasets.items():
+                self.datasets[split] = _DiagonalTokens(ds)  # type: ignore[assignment]  # same loader API
+
     def describe(self) -> dict[str, Any]:
         out = super().describe()
-        out["spd"].update(corpus=self.corpus_name, n_subwindows=self.n_subwindows)
+        out["spd"].update(corpus=self.corpus_name, n_subwindows=self.n_subwindows, tokens=self.tokens)
         return out

@@ -69,3 +69,33 @@ def test_whitening_follows_the_label_level_and_refuses_recording_for_subject_lab
     sleep = SPDWindowsDataModule(corpus="biosig_lightning.data.datamodules.SleepEDFDataModule",
                                  synthetic=True, cache_dir=str(tmp_path))
     assert sleep.whitening == "recording"
+
+
+def test_diagonal_tokens_keep_each_matrix_diagonal_and_zero_the_rest(tmp_path) -> None:
+    import torch
+
+    from biosig_lightning.data.spd_windows import diagonal_entries
+    from biosig_lightning.features.spd import tokens_from_sym
+
+    # the mask picks exactly a symmetric matrix's diagonal out of its token
+    sym = torch.arange(1.0, 17.0).reshape(4, 4)
+    sym = sym + sym.T
+    assert torch.equal(tokens_from_sym(sym)[torch.from_numpy(diagonal_entries(10))], sym.diagonal())
+    kwargs = dict(corpus="biosig_lightning.data.datamodules.APAVADataModule", synthetic=True,
+                  synthetic_options=OPTIONS, split=SPLIT, whitening="train", cache_dir=str(tmp_path))
+    full, diag = SPDWindowsDataModule(**kwargs), SPDWindowsDataModule(tokens="diagonal", **kwargs)
+    full.setup()
+    diag.setup()
+    keep = diagonal_entries(153)
+    assert keep.sum() == 17  # SPD(17): 16 electrodes and the augmentation's corner
+    for split in ("train", "test"):
+        rows = list(range(len(full.datasets[split])))
+        x_full = full.datasets[split].__getitems__(rows)["x"].numpy()
+        batch = diag.datasets[split].__getitems__(rows)
+        x = batch["x"].numpy()
+        assert x.shape == x_full.shape and np.abs(x_full[..., ~keep]).min() > 0
+        assert np.array_equal(x[..., keep], x_full[..., keep]) and not x[..., ~keep].any()
+    loaded = next(iter(diag.test_dataloader()))["x"].numpy()  # what the model is fed
+    assert loaded[..., keep].any() and not loaded[..., ~keep].any()
+    with pytest.raises(ValueError, match="tokens must be 'full' or 'diagonal'"):
+        SPDWindowsDataModule(tokens="offdiagonal", **kwargs)
