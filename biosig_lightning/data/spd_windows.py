@@ -30,7 +30,7 @@ import importlib
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 import torch
@@ -169,7 +169,8 @@ class SPDWindowsDataModule(SPDDataModule):
         super().setup(stage)
         if fresh and self.tokens == "diagonal":
             for split, ds in self.datasets.items():
-                self.datasets[split] = _DiagonalTokens(ds)  # type: ignore[assignment]  # same loader API
+                inner = cast(SPDSequenceDataset, ds)  # SPDDataModule's datasets
+                self.datasets[split] = _DiagonalTokens(inner)  # type: ignore[assignment]  # same loader API
 
     def describe(self) -> dict[str, Any]:
         out = super().describe()
