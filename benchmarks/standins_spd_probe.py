@@ -128,8 +128,9 @@ def token_regressions(corpus: str) -> dict[str, Any]:
 
 
 def fit_cell(seed: int, tokens: str, out: Path) -> dict[str, Any]:
-    """APAVA's grid cell trained by ``biosig fit`` on ``tokens``; its test metrics."""
-    from standins_diagnosis import GRID
+    """APAVA's grid cell trained by ``biosig fit`` on ``tokens``; its training, validation and test
+    scores."""
+    from standins_diagnosis import GRID, _train_acc
 
     from biosig_lightning.benchmarking.grid import Cell, load_grid
     from biosig_lightning.benchmarking.launch import launch_fit
@@ -147,6 +148,7 @@ def fit_cell(seed: int, tokens: str, out: Path) -> dict[str, Any]:
     pred = np.load(res_path.parent / "test_predictions.npz")
     right = pred["probs"].argmax(1) == pred["y"]
     row = {"tokens": tokens, "seed": seed, "epochs": res.get("epochs"),
+           "train_acc": _train_acc(res_path.parent), "best_val": res.get("best_val"),
            **{k: float(res["metrics"][f"test/{k}"]) for k in ("f1", "acc", "auroc") if f"test/{k}" in
               res["metrics"]},
            "per_subject_acc": {int(s): float(right[pred["subject"] == s].mean())
@@ -176,8 +178,9 @@ def main() -> None:
         fits = list(pool.map(lambda j: fit_cell(j[0], j[1], args.out / stamp), jobs))
     reg_rows = [[r["corpus"], r["metric"], " ".join(map(str, r["test_subjects"])), f"{r['band_power']:.3f}",
                  *(f"{r[v]['test']:.3f} ({r[v]['train']:.2f})" for v in VIEWS)] for r in regressions]
-    fit_rows = [[f["tokens"], str(f["seed"]), str(f["epochs"]), f"{f['f1']:.3f}", f"{f['acc']:.3f}",
-                 f"{f['auroc']:.3f}", " / ".join(f"{s}: {a:.2f}" for s, a in f["per_subject_acc"].items())]
+    fit_rows = [[f["tokens"], str(f["seed"]), str(f["epochs"]),
+                 *(f"{f[k]:.3f}" for k in ("train_acc", "best_val", "f1", "acc", "auroc")),
+                 " / ".join(f"{s}: {a:.2f}" for s, a in f["per_subject_acc"].items())]
                 for f in fits]
     doc = {
         "title": "SPDTransNet on the stand-ins: what its tokens carry",
@@ -207,12 +210,15 @@ def main() -> None:
             {"text": "APAVA's `spdtransnet` cell of the grid trained with `biosig fit` (its model, "
                      "optimiser, learning rate, epochs and batch), once on the full tokens and once with "
                      "`data.init_args.tokens=diagonal` (every token's off-diagonal entries at 0, the log "
-                     "of a diagonal matrix: the model reads band powers only); test F1, accuracy and "
-                     "AUROC of the best-validation checkpoint, and the share of each test subject's "
+                     "of a diagonal matrix: the model reads band powers only); the training accuracy "
+                     "at the last epoch, the best validation F1, the test F1, accuracy and AUROC of the "
+                     "best-validation checkpoint, and the share of each test subject's "
                      "windows it classifies right (subject: share; every APAVA subject is one class):"},
-            {"table": {"columns": ["tokens", "seed", "epochs", "test F1", "test acc", "test AUROC",
-                                   "windows right per test subject"], "rows": fit_rows,
-                       "align": ["left", "right", "right", "right", "right", "right", "left"]}},
+            {"table": {"columns": ["tokens", "seed", "epochs", "train acc, last epoch", "best val F1",
+                                   "test F1", "test acc", "test AUROC", "windows right per test subject"],
+                       "rows": fit_rows,
+                       "align": ["left", "right", "right", "right", "right", "right", "right", "right",
+                                 "left"]}},
         ],
         "regressions": regressions,
         "fits": fits,
