@@ -56,6 +56,7 @@ from torch import nn
 
 from biosig_lightning.features.montage import spatial_graph_mask
 from biosig_lightning.tasks.classification import ClassificationTask
+from biosig_lightning.tasks.compile import compile_backbone
 
 __all__ = ["DenoiserPairTask", "contrastive_pairs"]
 
@@ -147,6 +148,14 @@ class DenoiserPairTask(ClassificationTask):
             den.set_spatial_mask(torch.from_numpy(mask))
         self.spatial_rule = rule
         return rule
+
+    def on_fit_start(self) -> None:
+        """Compile the backbone (validation and test call its forward) and each denoiser, which the training
+        step calls on its own (eq. 23), when ``compile`` asks for it on this device."""
+        super().on_fit_start()
+        for denoiser in self.backbone.denoisers:
+            compile_backbone(denoiser, self.hparams.get("compile", "auto"), self.hparams.get("compile_mode"),
+                             self.device)
 
     # ---- class polarities (Sec. 3.1, eq. 5) ---------------------------------------------------------
     def on_train_epoch_start(self) -> None:
