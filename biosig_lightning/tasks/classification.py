@@ -145,10 +145,20 @@ class ClassificationTask(LightningModule):
             self.register_buffer("decision_threshold", torch.tensor(DEFAULT_THRESHOLD, dtype=torch.float64))
 
     def on_fit_start(self) -> None:
-        """Compile the backbone when ``compile`` asks for it on this device (the model is on it now)."""
+        """Compile what the training step runs when ``compile`` asks for it on this device (the model is on
+        it now)."""
         super().on_fit_start()
-        compile_backbone(self.backbone, self.hparams.get("compile", "auto"),
-                         self.hparams.get("compile_mode"), self.device)
+        self.compile_for_fit()
+
+    def compile_for_fit(self, setting: CompileSetting | None = None, backend: str = "inductor") -> None:
+        """Compile, in place, the modules this task's steps call: the backbone.
+
+        Args:
+            setting: one of ``compile``'s values (``None``: the task's own).
+            backend: ``torch.compile``'s (benchmarks and tests on a CPU).
+        """
+        setting = self.hparams.get("compile", "auto") if setting is None else setting
+        compile_backbone(self.backbone, setting, self.hparams.get("compile_mode"), self.device, backend)
 
     # ---- forward and loss ------------------------------------------------------------------
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -56,7 +56,7 @@ from torch import nn
 
 from biosig_lightning.features.montage import spatial_graph_mask
 from biosig_lightning.tasks.classification import ClassificationTask
-from biosig_lightning.tasks.compile import compile_backbone
+from biosig_lightning.tasks.compile import CompileSetting, compile_backbone
 
 __all__ = ["DenoiserPairTask", "contrastive_pairs"]
 
@@ -149,13 +149,13 @@ class DenoiserPairTask(ClassificationTask):
         self.spatial_rule = rule
         return rule
 
-    def on_fit_start(self) -> None:
-        """Compile the backbone (validation and test call its forward) and each denoiser, which the training
-        step calls on its own (eq. 23), when ``compile`` asks for it on this device."""
-        super().on_fit_start()
+    def compile_for_fit(self, setting: CompileSetting | None = None, backend: str = "inductor") -> None:
+        """The backbone (validation and test call its forward) and each denoiser, which the training step
+        calls on its own (eq. 23)."""
+        super().compile_for_fit(setting, backend)
+        setting = self.hparams.get("compile", "auto") if setting is None else setting
         for denoiser in self.backbone.denoisers:
-            compile_backbone(denoiser, self.hparams.get("compile", "auto"), self.hparams.get("compile_mode"),
-                             self.device)
+            compile_backbone(denoiser, setting, self.hparams.get("compile_mode"), self.device, backend)
 
     # ---- class polarities (Sec. 3.1, eq. 5) ---------------------------------------------------------
     def on_train_epoch_start(self) -> None:

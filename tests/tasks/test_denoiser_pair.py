@@ -45,27 +45,18 @@ def test_cutoff_lr_must_be_positive() -> None:
         DenoiserPairTask(small(2), n_outputs=2, restart_period=None, scheduler="none", cutoff_lr=0.0)
 
 
-def test_compile_reaches_the_denoisers_the_training_step_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compile_reaches_the_denoisers_the_training_step_calls() -> None:
     """``compile`` compiles each denoiser too (the step calls them, not the backbone's forward), and the
     compiled loss and logits are the eager ones (``aot_eager``: Inductor's C++ build is too slow here)."""
-    import biosig_lightning.tasks.classification as classification
-    import biosig_lightning.tasks.denoiser_pair as denoiser_pair
-    from biosig_lightning.tasks import compile as compile_module
-
-    def quick(module, setting, mode, device, backend="inductor"):  # noqa: ANN001, ANN202
-        return compile_module.compile_backbone(module, setting, mode, device, backend="aot_eager")
-
-    monkeypatch.setattr(classification, "compile_backbone", quick)
-    monkeypatch.setattr(denoiser_pair, "compile_backbone", quick)
     torch._dynamo.reset()
-    task = DenoiserPairTask(small(2), n_outputs=2, restart_period=None, scheduler="none", compile=True)
+    task = DenoiserPairTask(small(2), n_outputs=2, restart_period=None, scheduler="none")
     x, y = torch.randn(4, 6, 32), torch.tensor([0, 1, 0, 1])
     noise = torch.randn_like(x)
     task.backbone.fit_polarity(x, y)
     task.eval()
     with torch.no_grad():
         want_loss, want_logits = task.denoising_loss(x, y, noise)[0], task.backbone(x)
-    task.on_fit_start()
+    task.compile_for_fit(True, backend="aot_eager")
     assert all(den._compiled_call_impl is not None for den in task.backbone.denoisers)
     with torch.no_grad():
         torch.testing.assert_close(task.denoising_loss(x, y, noise)[0], want_loss, rtol=1e-4, atol=1e-5)
