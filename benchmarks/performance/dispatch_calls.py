@@ -14,7 +14,8 @@ Views (``OpOverload.is_view``: ``view``, ``transpose``, ``split``, ``expand``, `
 no data and launch nothing; they are counted apart and left out of ``calls``.
 
 A step is what ``biosig fit`` runs (as in ``gpu_steps.py``): the recipe's ``training_loss``
-(STDRO with its inner maximisation), backward, the YAML's gradient-norm clip (``foreach=True``), the
+(STDRO with its inner maximisation; the denoiser pair on the class polarities its task fits at every
+epoch start), backward, the YAML's gradient-norm clip (``foreach=True``), the
 recipe's optimiser as the task builds it (fused where PyTorch has the kernel; a checkout whose task
 builds it otherwise is set to ``foreach=True``, the implementation PyTorch picks on CUDA). Each model
 runs at its paper batch on its YAML's synthetic stand-in (SPDTransNet: a random batch of its shape and
@@ -117,6 +118,13 @@ def _prepare_stdro(task: Any, batch: dict[str, Any]) -> None:
     bounds = period_bounds(int(x.shape[-1]), int(task.hparams.n_periods), task._step_bins())
     c = int(x.shape[-2])
     task.init_cost(torch.eye(c).expand(len(bounds), c, c).clone(), bounds)
+
+
+def _prepare_polarity(task: Any, batch: dict[str, Any]) -> None:
+    """The denoiser pair's epoch-start class polarities: ``gpu_steps.py``'s own."""
+    from gpu_steps import prepare_polarity  # noqa: PLC0415  (this script's folder is on sys.path)
+
+    prepare_polarity(task, batch)
 
 
 def _loss(task: Any, batch: dict[str, Any]) -> Any:
@@ -246,14 +254,13 @@ def worker(name: str, steps: int, threads: int, mode: str = "eager") -> dict[str
     task, batch, clip = _build(yaml_name)
     task.train()
     _prepare_stdro(task, batch)
+    _prepare_polarity(task, batch)
     counter = _counting_mode()
     step = _step_fn(task, batch, clip, counter)
     extra: dict[str, Any] = {}
     if mode == "compiled":
-        from biosig_lightning.tasks.compile import compile_backbone  # noqa: PLC0415
-
         t0 = time.perf_counter()
-        compile_backbone(task.backbone, True, None, torch.device("cpu"))
+        task.compile_for_fit(True)  # what the task compiles when a fit starts
         step()  # compiles the forward graph(s), then the backward graph(s) when they first run
         extra["compile_s"] = round(time.perf_counter() - t0, 1)
     step()  # uncounted: lazily built state (optimiser moments, caches) is not the steady state
@@ -264,9 +271,12 @@ def worker(name: str, steps: int, threads: int, mode: str = "eager") -> dict[str
         step()
     if mode == "compiled":
         kernels = {p: counter.kernels[p] for p in PHASES}
-        extra |= {"fused_kernels": sum(kernels.values()), "fused_kernels_by_phase": kernels,
-                  "launches": sum(counter.calls.values()) + sum(kernels.values()),
-                  "launches_by_phase": {p: counter.calls[p] + kernels[p] for p in PHASES}}
+        extra |= {"fused_kernels": sum(kernels.values()), "fused_kernels_by_phase": kernels}
+        if sum(kernels.values()):
+            extra |= {"launches": sum(counter.calls.values()) + sum(kernels.values()),
+                      "launches_by_phase": {p: counter.calls[p] + kernels[p] for p in PHASES}}
+        else:  # the step ran none of the compiled code: its count is the eager one, not a compiled one
+            extra["error"] = "not reached: the step runs no compiled code"
     times = []
     for _ in range(steps):
         t0 = time.perf_counter()

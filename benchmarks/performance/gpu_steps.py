@@ -183,23 +183,24 @@ def make_step(task: Any, clip: float | None, device: Any, bf16: bool,
 
 @contextlib.contextmanager
 def execution(task: Any, kind: str, backend: str, device: Any) -> Any:
-    """The backbone eager, compiled (the tasks' ``compile`` option) or compiled with CUDA graphs, for the
-    block."""
+    """Eager, compiled (what the task compiles when a fit starts: ``compile_for_fit``) or compiled with CUDA
+    graphs, for the block."""
     import torch  # noqa: PLC0415
-
-    from biosig_lightning.tasks.compile import compile_backbone  # noqa: PLC0415
 
     if kind == "eager":
         yield
         return
     torch._dynamo.reset()
-    bb = task.backbone
-    compile_backbone(bb, True, "reduce-overhead" if kind == "cudagraphs" else None, device, backend=backend)
+    mode = task.hparams.get("compile_mode")
+    task.hparams["compile_mode"] = "reduce-overhead" if kind == "cudagraphs" else None
+    task.compile_for_fit(True, backend=backend)
     try:
         yield
     finally:
-        bb._compiled_call_impl = None  # back to eager: nn.Module.compile's own attribute
-        bb.__dict__.pop("forward_with_aux", None)
+        task.hparams["compile_mode"] = mode
+        for module in task.modules():  # back to eager: nn.Module.compile's own attribute
+            module._compiled_call_impl = None
+        task.backbone.__dict__.pop("forward_with_aux", None)
         torch._dynamo.reset()
 
 
@@ -250,6 +251,16 @@ def prepare_stdro(task: Any, batch: dict[str, Any]) -> None:
     bounds = period_bounds(int(x.shape[-1]), int(task.hparams.n_periods), task._step_bins())
     c = int(x.shape[-2])
     task.init_cost(torch.eye(c, device=x.device).expand(len(bounds), c, c).clone(), bounds)
+
+
+def prepare_polarity(task: Any, batch: dict[str, Any]) -> None:
+    """The denoiser pair's class polarities (eq. 5), which ``DenoiserPairTask`` re-estimates from its
+    classes' training windows at every epoch start, so that the steps of ``biosig fit`` filter on fixed
+    signs; here from the batch's windows (without them each step would refine signs per input, a path
+    training does not take)."""
+    fit = getattr(task.backbone, "fit_polarity", None)
+    if fit is not None and int(getattr(task, "polarity_windows", 0) or 0) > 0:
+        fit(batch["x"], batch["y"])
 
 
 def time_steps(step: Callable[[dict], None], batch: dict[str, Any], device: Any, warmup: int, steps: int,
@@ -367,6 +378,7 @@ def measure(name: str, yaml_name: str, args: argparse.Namespace, device: Any) ->
     row["input_shape"] = list(batch["x"].shape[1:])
     task.to(device).train()
     prepare_stdro(task, batch)
+    prepare_polarity(task, batch)
     init = {k: v.detach().clone() for k, v in task.state_dict().items()}
     try:
         flops = step_flops(task, batch)
