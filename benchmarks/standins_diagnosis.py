@@ -69,6 +69,21 @@ def _corpus_datamodule(corpus: str, options: dict[str, Any], split_seed: int) ->
                split=SplitConfig(**split), **kwargs), c.metrics[0]
 
 
+def probe_doc(title: str, script: str, started: float, items: list[dict[str, Any]],
+              **extra: Any) -> dict[str, Any]:
+    """The Benchmark page's results file of a probe script run here since ``started`` (the docs hook's
+    format: ``docs/hooks/results.py``)."""
+    import sys
+
+    return {"title": title, "page": "benchmark",
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs; Python "
+                       f"{platform.python_version()}",
+            "dates": [time.strftime("%Y-%m-%d")],
+            "command": " ".join([f"python benchmarks/{script}", *sys.argv[1:]])
+                       + f"  ({time.time() - started:.0f} s)",
+            "items": items, **extra}
+
+
 def channel_correlations(x: np.ndarray) -> np.ndarray:
     """``(N, C (C - 1) / 2)`` Pearson correlations of every channel pair within each window ``(N, C, T)``."""
     xc = x - x.mean(-1, keepdims=True)

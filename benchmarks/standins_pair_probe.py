@@ -24,8 +24,6 @@ since Adam moves a scalar by at most about its learning rate per step, and a thi
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -165,15 +163,7 @@ def main() -> None:
               f"{r['residuals_lr']:.3f}",
               " / ".join(f"{m:.2f}" for m in r["own_mse"]), f"{r['sigma2']:.2f}",
               " ".join(f"{c:.2f}" for c in r["cutoffs"])] for r in rows]
-    doc = {
-        "title": "The signed-graph pair on the stand-ins: what its reconstruction errors carry",
-        "page": "benchmark",
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs; Python "
-                   f"{platform.python_version()}",
-        "dates": [time.strftime("%Y-%m-%d")],
-        "command": "python benchmarks/standins_pair_probe.py " + " ".join(sys.argv[1:])
-                   + f"  ({time.time() - started:.0f} s)",
-        "items": [
+    items = [
             {"text": "The stand-in grid's pair cell trained in a plain loop with the task's objective "
                      "(the module docstring of `benchmarks/standins_pair_probe.py` lists what it "
                      "shares with the grid), read on the held-out test subjects at the grid's epoch "
@@ -188,9 +178,11 @@ def main() -> None:
                                    "residuals, regression", "own-class MSE (per denoiser)", "sigma_n^2",
                                    "cutoffs"],
                        "rows": table}},
-        ],
-        "rows": rows,
-    }
+    ]
+    from standins_diagnosis import probe_doc
+
+    doc = probe_doc("The signed-graph pair on the stand-ins: what its reconstruction errors carry",
+                    "standins_pair_probe.py", started, items, rows=rows)
     atomic_write_json(args.results, doc)
     print(args.results)
 

@@ -35,8 +35,6 @@ import argparse
 import contextlib
 import io
 import json
-import os
-import platform
 import sys
 import time
 import warnings
@@ -182,15 +180,7 @@ def main() -> None:
                  *(f"{f[k]:.3f}" for k in ("train_acc", "best_val", "f1", "acc", "auroc")),
                  " / ".join(f"{s}: {a:.2f}" for s, a in f["per_subject_acc"].items())]
                 for f in fits]
-    doc = {
-        "title": "SPDTransNet on the stand-ins: what its tokens carry",
-        "page": "benchmark",
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs; Python "
-                   f"{platform.python_version()}",
-        "dates": [time.strftime("%Y-%m-%d")],
-        "command": " ".join(["python benchmarks/standins_spd_probe.py", *sys.argv[1:]])
-                   + f"  ({time.time() - started:.0f} s)",
-        "items": [
+    items = [
             {"text": "A standardised logistic regression on the SPD tokens of the stand-in grid's "
                      "`spdtransnet` cells, exactly as the model is fed them (the cell's DataModule, "
                      "context and subject split; whitened per recording on CHB-MIT's and Sleep-EDF's "
@@ -219,10 +209,11 @@ def main() -> None:
                        "rows": fit_rows,
                        "align": ["left", "right", "right", "right", "right", "right", "right", "right",
                                  "left"]}},
-        ],
-        "regressions": regressions,
-        "fits": fits,
-    }
+    ]
+    from standins_diagnosis import probe_doc
+
+    doc = probe_doc("SPDTransNet on the stand-ins: what its tokens carry", "standins_spd_probe.py", started,
+                    items, regressions=regressions, fits=fits)
     atomic_write_json(args.results, doc)
     print(args.results)
 
