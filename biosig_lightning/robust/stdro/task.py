@@ -387,10 +387,10 @@ class STDROTask(DGTask):
             per = F.cross_entropy(self.backbone(z), y0, reduction="none")
             (grad,) = torch.autograd.grad(per.sum(), z)
             delta = z.detach() - x0
-            if bool(delta.any()):  # X~_0 = X: delta and its cost gradient are zero on the first step
-                # d/dX~ of lambda c_w (eq. 2) in closed form: lambda (A_t + A_t^T) delta on each period
-                grad = grad - hp.penalty * cost_gradient(delta, sym, bounds)
-                per = per.detach() - hp.penalty * transport_cost(z.detach(), x0, a, bounds)
+            # d/dX~ of lambda c_w (eq. 2) in closed form: lambda (A_t + A_t^T) delta on each period; both
+            # terms are 0 at X~_0 = X, and computing them there reads nothing back to the host
+            grad = grad - hp.penalty * cost_gradient(delta, sym, bounds)
+            per = per.detach() - hp.penalty * transport_cost(z.detach(), x0, a, bounds)
             return per.detach(), grad
 
         x_adv = x.clone()

@@ -484,3 +484,20 @@ def test_stdro_dcrnn_learns_the_seizure_toy(tmp_path) -> None:  # noqa: ANN001
     x_adv, _ = t.inner_maximisation(x, yb)
     # relative to the displacement: float rounding is ~1e-7 of it, 2 A_t in place of A_t + A_t^T ~5e-3
     assert float((x_adv - x_ref).norm()) <= 1e-5 * float((x_ref - x).norm()), (x_adv - x_ref).abs().max()
+
+
+def test_the_ascent_without_backtracking_reads_nothing_back_to_the_host() -> None:
+    """A host read (``.item()``, ``bool(t)``, ``nonzero``) stalls a GPU step once per ascent step; the
+    default ascent (``ascent_backtracks: 0``) has none, and its first step is the plain gradient step."""
+    from biosig_lightning.robust import matrix
+    from tests.models.test_compile_fullgraph import HostSyncWatch
+
+    data = matrix.matrix_standin()
+    torch.manual_seed(0)
+    task = matrix._task("stdro", matrix._backbone("CNN1D", data), lr=1e-2)
+    matrix._prepare(task, data)
+    x, y, _ = data.split(train=True)
+    with HostSyncWatch() as watch:
+        x_adv, _ = task.inner_maximisation(x[:8], y[:8])
+    assert watch.found == []
+    assert not torch.equal(x_adv, x[:8])  # the ascent moved the windows
