@@ -4,10 +4,11 @@
 balanced graph learning module (BGL, Sec. 4.1, App. E.2) followed by a low-pass filter (LPF, Sec. 3.2,
 App. B, E.3). :class:`SignedGraphClassifier` holds one denoiser per class and classifies a window by
 the smaller reconstruction error (eq. 22); its logits are minus the errors, scaled as the AWGN
-log-likelihood of eq. 18: ``logit_c = -||y - Psi_c(y)||^2 / (2 sigma_n^2)``, so the softmax is the
-posterior under equal priors (App. D) and every metric, the calibration figures and ``results.json``
-work as for any classifier. :class:`~biosig_lightning.tasks.denoiser_pair.DenoiserPairTask` trains
-the denoisers (eq. 21 / eq. 23); cross-entropy on the logits also works (the catalog contract uses it).
+log-likelihood of eq. 18 per sample, ``logit_c = -||y - Psi_c(y)||^2 / (2 sigma_n^2 C T)`` (a tempered
+form of App. D's posterior, see :class:`SignedGraphClassifier`), so every metric, the calibration figures
+and ``results.json`` work as for any classifier.
+:class:`~biosig_lightning.tasks.denoiser_pair.DenoiserPairTask` trains the denoisers (eq. 21 / eq. 23);
+cross-entropy on the logits also works (the catalog contract uses it).
 
 One block (:class:`SignedGraphDenoiser`): chunk nodes (product graph, Fig. 1c) -> CNN features (App. E.2)
 -> Mahalanobis distances (eq. 6) -> channel polarities (eq. 5) -> weights (eq. 7) -> normalisation
@@ -476,8 +477,14 @@ class SignedGraphClassifier(BiosignalModel):
     * ``noise_std`` (``sigma_n`` of eq. 18) only scales the logits; the task adds noise of that level.
 
     ``logits[:, c] = -||y - Psi_c(y)||^2 / (2 noise_std^2)`` (the log-likelihood of eq. 18 up to a
-    constant shared by the classes). All other arguments go to every denoiser (see
-    :class:`SignedGraphDenoiser`); ``n_outputs`` denoisers are built (the paper uses two).
+    constant shared by the classes) divided, with ``logit_scale="sample"`` (the default), by the window's
+    ``C x T`` samples. Reading: App. D's posterior is the softmax of the whole window's log-likelihood
+    (``logit_scale="window"``), but over thousands of samples two classes' log-likelihoods differ by far
+    more than float32's softmax resolves, so nearly every probability is exactly 0 or 1: AUROC then ranks
+    ties, and cross-entropy and STDRO's input gradients are those of a step function. Per sample
+    (a tempered posterior) eq. 22's decision is the same and the softmax ranks windows. All other
+    arguments go to every denoiser (see :class:`SignedGraphDenoiser`); ``n_outputs`` denoisers are built
+    (the paper uses two).
     The catalog pins 29,574 = 2 x 14,787 parameters (Table 1 counts one denoiser, see above).
     """
 
@@ -490,12 +497,15 @@ class SignedGraphClassifier(BiosignalModel):
                  krylov_dim: int = 20, filter_method: FilterMethod = "lanczos",
                  steepness: float = 10.0, cutoff_init: float = 1.0, polarity_ref: int = 0,
                  d_star: float = 0.5, polarity: Literal["class", "input"] = "class",
-                 reorth_passes: int = 0) -> None:
+                 reorth_passes: int = 0, logit_scale: Literal["sample", "window"] = "sample") -> None:
         super().__init__(n_chans=n_chans, n_outputs=n_outputs, n_times=n_times,
                          sfreq=sfreq, chs_info=chs_info)
         if not noise_std > 0:
             raise ValueError(f"{type(self).__name__}: noise_std must be positive, got {noise_std!r}")
-        self.noise_std = float(noise_std)
+        if logit_scale not in ("sample", "window"):
+            raise ValueError(f"{type(self).__name__}: logit_scale must be 'sample' or 'window', got "
+                             f"{logit_scale!r}")
+        self.noise_std, self.logit_scale = float(noise_std), logit_scale
         self.denoisers = nn.ModuleList(
             SignedGraphDenoiser(n_chans, n_times, n_chunks, n_blocks, conv_layers, conv_width, feature_dim,
                                 metric,
@@ -523,4 +533,5 @@ class SignedGraphClassifier(BiosignalModel):
         return torch.stack([(y - d(y)).square().sum((1, 2)) for d in self.denoisers], dim=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return -self.reconstruction_errors(x) / (2 * self.noise_std ** 2)
+        per = x.shape[1] * x.shape[2] if self.logit_scale == "sample" else 1
+        return -self.reconstruction_errors(x) / (2 * self.noise_std ** 2 * per)

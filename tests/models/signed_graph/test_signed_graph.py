@@ -60,11 +60,31 @@ def test_classifier_logits_are_minus_errors_and_train(graph: str, metric: str) -
     logits = model(x)
     assert logits.shape == (6, 2)
     err = torch.stack([(x - model.denoise(x, c)).square().sum((1, 2)) for c in range(2)], 1)
-    torch.testing.assert_close(logits, -err / 0.5)
+    torch.testing.assert_close(logits, -err / (0.5 * 4 * 32))  # per sample (logit_scale="sample")
     F.cross_entropy(logits, torch.tensor([0, 1, 0, 1, 0, 1])).backward()
     dead = [n for n, p in model.named_parameters() if p.grad is None or not torch.isfinite(p.grad).all()
             or p.grad.abs().sum() == 0]
     assert not dead
+
+
+def test_per_sample_logits_rank_windows_where_the_window_posterior_saturates() -> None:
+    """Over a long window the whole-window log-likelihoods of two classes differ by far more than float32's
+    softmax resolves: the window posterior is exactly 0 or 1 and AUROC would rank ties. Per sample the
+    argmax (eq. 22) is the same and every window keeps its own probability."""
+    torch.manual_seed(0)
+    kwargs = dict(noise_std=0.5, **TINY)
+    window = SignedGraphClassifier(4, 2, 512, 100.0, logit_scale="window", **kwargs)
+    sample = SignedGraphClassifier(4, 2, 512, 100.0, **kwargs)
+    sample.load_state_dict(window.state_dict())
+    x = torch.randn(32, 4, 512) * torch.linspace(0.5, 2.0, 32)[:, None, None]
+    with torch.no_grad():
+        lw, ls = window(x), sample(x)
+    assert torch.equal(lw.argmax(1), ls.argmax(1))
+    pw, ps = torch.softmax(lw, -1)[:, 1], torch.softmax(ls, -1)[:, 1]
+    assert len(torch.unique(pw)) < len(x) // 2  # saturated: mostly exactly 0 or 1
+    assert len(torch.unique(ps)) == len(x)
+    with pytest.raises(ValueError, match="logit_scale"):
+        SignedGraphClassifier(4, 2, 32, 100.0, logit_scale="batch", **kwargs)
 
 
 def test_identity_when_cutoff_above_spectrum() -> None:
