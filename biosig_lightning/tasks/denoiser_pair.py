@@ -203,7 +203,9 @@ class DenoiserPairTask(ClassificationTask):
         zero = x.new_zeros(())
         fit = torch.stack(fit_terms).sum() if fit_terms else zero
         hinge = torch.stack(hinge_terms).sum() if hinge_terms else zero
-        logits = -torch.stack(errors, dim=1) / (2 * sigma ** 2)
+        stacked = torch.stack(errors, dim=1)
+        to_logits = getattr(bb, "error_logits", None)  # the backbone's own scale, else the window's
+        logits = to_logits(stacked, noisy) if to_logits else -stacked / (2 * sigma ** 2)
         return fit + hinge, logits, {"denoise_mse": fit.detach(), "hinge": hinge.detach()}
 
     def training_loss(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor,

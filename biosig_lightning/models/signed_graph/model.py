@@ -532,6 +532,11 @@ class SignedGraphClassifier(BiosignalModel):
         self.check_input(y)
         return torch.stack([(y - d(y)).square().sum((1, 2)) for d in self.denoisers], dim=1)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def error_logits(self, errors: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """The logits of the ``(B, n_outputs)`` errors ``||x - Psi_c(x)||^2`` of windows ``x`` (see the class
+        docstring: per sample, or the whole window's with ``logit_scale="window"``)."""
         per = x.shape[1] * x.shape[2] if self.logit_scale == "sample" else 1
-        return -self.reconstruction_errors(x) / (2 * self.noise_std ** 2 * per)
+        return -errors / (2 * self.noise_std ** 2 * per)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.error_logits(self.reconstruction_errors(x), x)
