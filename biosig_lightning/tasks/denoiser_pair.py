@@ -1,48 +1,38 @@
 """Class-conditioned denoiser training for reconstruction-error classification (Yao et al., Sec. 5, App. E.4).
 
 :class:`DenoiserPairTask` trains the denoisers of a
-:class:`~biosig_lightning.models.signed_graph.SignedGraphClassifier` (one per class) on noisy / clean
-pairs: a training window ``x`` of class ``c`` is corrupted with AWGN, ``y = x + sigma_n n`` (eq. 18,
-``sigma_n = backbone.noise_std``), and
+:class:`~biosig_lightning.models.signed_graph.SignedGraphClassifier` (one per class) on noisy / clean pairs:
+a window ``x`` of class ``c`` is corrupted with AWGN, ``y = x + sigma_n n`` (eq. 18, ``sigma_n =
+backbone.noise_std``), and
 
 * ``loss="contrastive"`` (eq. 23, the paper's): denoiser ``c`` minimises
-  ``||x_c - Psi_c(y_c)||^2 + max(rho - ||x_c' - Psi_c(y_c')||^2, 0)``, where ``x_c'`` is the window of
-  another class closest to ``x_c`` in Euclidean distance;
+  ``||x_c - Psi_c(y_c)||^2 + max(rho - ||x_c' - Psi_c(y_c')||^2, 0)``, ``x_c'`` the window of another
+  class closest to ``x_c`` in Euclidean distance;
 * ``loss="mse"`` (eq. 21; Table 3's "single MSE" ablation): the first term only.
 
-Validation and test classify the clean windows by the smaller reconstruction error (eq. 22): the
-backbone's logits, so metrics, ``results.json`` and the report are those of every other classifier.
-``val/denoise_loss`` (the training objective on the validation windows, with noise drawn from a
-fixed seed so it is comparable across epochs) drives checkpoint selection and early stopping in the
-shipped configs (App. E.4: "early stopping ... based on validation performance").
+Validation and test classify the clean windows by the smaller reconstruction error (eq. 22, the backbone's
+logits). ``val/denoise_loss`` (the objective on the validation windows, noise from a fixed seed) drives
+checkpoint selection in the shipped configs (App. E.4: "early stopping ... based on validation performance").
 
 Readings:
 
-* Norms are per-element means (MSE), so ``rho = 1`` (App. E.4) is on the scale of the unit-variance
-  windows the DataModule hands over; with sums over all ``C x T`` samples the hinge would never act. On
-  that scale ``rho = 1`` asks denoiser ``c`` to miss the other class's clean window by as much as an
-  all-zero output does, which only a denoiser that discards most of its input meets; a ``margin``
-  between ``sigma_n^2`` (the error of returning the noisy window) and 1 asks for less.
-* ``cutoff_lr``: each cutoff ``omega`` (eq. 31) is one scalar per block in eigenvalue units, and Adam
-  moves a parameter by about its learning rate per step, so at the paper's 1e-3 a cutoff travels about
-  0.1 per hundred steps. App. E.4 trains up to 100 epochs at batch 8 (thousands of steps); a shorter
-  budget can give the cutoffs their own, larger rate (``None``: the task's ``lr``).
-* The close pairs of eq. 23 are formed inside each training batch: every window is paired with its
-  nearest window of another class in the batch (none in the batch: no hinge term for it).
-* Each term is averaged over the windows of the batch it covers; the two denoisers' losses are added
-  (their parameters are disjoint, so each gets exactly its own gradient).
-* ``train/acc`` is the eq. 22 classification of the *noisy* training windows (both denoisers already run
-  on them), not of the clean ones.
-* Polarity (Sec. 3.1): eq. 5 selects polarities with "a set of training signals", so each denoiser's
-  polarities come from its own class's training windows (pooled covariance, then the GLR summed over
-  the windows) and are re-estimated at every epoch start (``polarity_windows``); at evaluation every
-  input is filtered on its denoiser's class graph signs. This is what lets the two denoisers differ
-  in the sign structure they keep (Table 2's point).
-* Any corpus (``spatial_graph: montage``): each denoiser's spatial graph is set from the DataModule's
-  channel names at ``setup`` (:func:`~biosig_lightning.features.montage.spatial_graph_mask`: 10-20
-  distances where the names are placed, a ring over the channel order otherwise), in place of the
-  backbone's own (``full`` or the bipolar line graph of App. E.1); there is one denoiser per class,
-  the paper's pair being the two-class case, and eq. 22's smallest error picks among them.
+* Norms are per-element means (MSE), so ``rho = 1`` (App. E.4) is on the scale of the unit-variance windows
+  (with sums over all ``C x T`` samples the hinge would never act). On that scale ``rho = 1`` asks denoiser
+  ``c`` to miss the other class's clean window by as much as an all-zero output does; a ``margin`` between
+  ``sigma_n^2`` (the error of returning the noisy window) and 1 asks for less.
+* ``cutoff_lr``: a cutoff ``omega`` (eq. 31) is one scalar in eigenvalue units and Adam moves it by about
+  its learning rate per step; App. E.4 trains for thousands of steps, a shorter budget can give the
+  cutoffs a larger rate of their own.
+* The close pairs of eq. 23 are formed inside each batch (a window with no other class in its batch has no
+  hinge term); each term is averaged over the windows it covers and the denoisers' losses are added.
+* ``train/acc`` is the eq. 22 classification of the *noisy* training windows.
+* Polarity (Sec. 3.1): eq. 5 selects polarities with "a set of training signals", so each denoiser's come
+  from its own class's training windows, re-estimated at every epoch start (``polarity_windows``); at
+  evaluation every input is filtered on its denoiser's class signs (Table 2's point: the denoisers differ
+  in the sign structure they keep).
+* Any corpus (``spatial_graph: montage``): the spatial graph comes from the DataModule's channel names
+  (:func:`~biosig_lightning.features.montage.spatial_graph_mask`: 10-20 distances, else a ring), one
+  denoiser per class; the paper's pair is the two-class case.
 * App. E.4's schedule (Adam 1e-3; cosine warm restarts, ``T_0 = 5`` epochs, ``T_mult = 1``, minimum 1e-5),
   stepped per epoch; ``restart_period: null`` uses :class:`ClassificationTask`'s ``scheduler``.
 """
