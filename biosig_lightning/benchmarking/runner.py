@@ -100,7 +100,7 @@ def run_job(job: Job, inline: bool = False, threads: int | None = None,
         if code == 0 and job.results.is_file():
             say(_finished_line(job, time.perf_counter() - started))
             return DONE
-        where = "" if inline else f", see {job.log}"
+        where = "" if inline else f"{failure_reason(job.log)}, see {job.log}"
         if (job.run_dir / INTERRUPTED).is_file():
             say(f"{job.label}: interrupted (exit {code}), marked {job.run_dir / INTERRUPTED}{where}; "
                 "rerun to resume it")
@@ -109,6 +109,22 @@ def run_job(job: Job, inline: bool = False, threads: int | None = None,
         return FAILED
     finally:
         claim.release()
+
+
+def failure_reason(log: Path) -> str:
+    """``": <the error line>"`` of a failed fit's log (the one line ``biosig`` prints for bad input or
+    config, else a Python exception's last line), or ``""``: so a failed job says why where it is named."""
+    try:
+        with log.open("rb") as fh:
+            fh.seek(max(0, log.stat().st_size - 16384))
+            lines = [ln.strip() for ln in fh.read().decode("utf-8", "replace").splitlines() if ln.strip()]
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        if line.startswith("biosig") and ": error: " in line:
+            return f": {line}"
+    last = lines[-1] if lines else ""
+    return f": {last}" if last.split(":", 1)[0].endswith(("Error", "Exception")) else ""
 
 
 def run_jobs(jobs: Sequence[Job], workers: int = 1, inline: bool = False,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import optuna
+import pytest
 from optuna.trial import TrialState, create_trial
 
 from biosig_lightning.benchmarking.grid import load_grid
@@ -35,3 +36,25 @@ def test_a_finished_cell_whose_grid_line_changed_is_named_stale(tmp_path: Path) 
         study.add_trial(create_trial(state=TrialState.COMPLETE, value=0.5, user_attrs=attrs))
     assert stale_cells(study, grid, cells, tmp_path) == [changed]
     assert stale_cells(study, grid, {same: cells[same]}, tmp_path) == []  # --only leaves it out
+
+
+def test_a_failed_fit_is_named_with_its_error_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Thirty folds of a missing corpus each say why on the line that names them, not only in a log."""
+    from biosig_lightning.benchmarking import runner
+
+    def failing_fit(args: list[str], log: Path, threads: int) -> int:
+        log.write_text("Seed set to 0\nsome warning\nbiosig fit: error: mass_ss3: corpus root /nowhere "
+                       "does not exist (data.init_args.root)\n")
+        return 1
+
+    monkeypatch.setattr(runner, "launch_fit", failing_fit)
+    job = runner.Job("fold 0", tmp_path / "fold_00", ("--config", "x.yaml"), tmp_path / "fold_00.log")
+    said: list[str] = []
+    assert runner.run_job(job, say=said.append) == runner.FAILED
+    assert said[-1] == ("fold 0: FAILED (exit 1): biosig fit: error: mass_ss3: corpus root /nowhere does "
+                        f"not exist (data.init_args.root), see {job.log}")
+    (tmp_path / "crash.log").write_text("Traceback (most recent call last):\n  ...\nRuntimeError: CUDA oom\n")
+    assert runner.failure_reason(tmp_path / "crash.log") == ": RuntimeError: CUDA oom"
+    (tmp_path / "quiet.log").write_text("Epoch 3\n")
+    assert runner.failure_reason(tmp_path / "quiet.log") == ""
+    assert runner.failure_reason(tmp_path / "missing.log") == ""
