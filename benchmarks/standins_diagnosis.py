@@ -46,6 +46,9 @@ CASES: list[tuple[str, str, dict[str, Any], int]] = [
     ("apava", "the grid's stand-in", {}, 0),
     ("apava", "no volume conduction (the earlier stand-in)", {"volume_conduction": 0.0}, 0),
     ("chbmit", "no volume conduction (the earlier stand-in)", {"volume_conduction": 0.0}, 0),
+    ("apava", "no subject drift", {"subject_drift": 0.0}, 0),
+    *[(c, f"volume conduction {w:g} (the grid's: 0.5)", {"volume_conduction": w}, 0)
+      for c in ("apava", "chbmit") for w in (1.0, 2.0)],
 ]
 
 
