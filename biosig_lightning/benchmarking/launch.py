@@ -98,8 +98,9 @@ def launch_fit(args: list[str], log: Path, threads: int | None = None) -> int:
         return launch([sys.executable, "-m", "biosig_lightning.cli", "fit", *args], env, fh)
 
 
-def fit_inline(args: list[str]) -> int:
-    """Run ``biosig fit ARGS`` in this process; 0, or 1 after its one-line refusal (printed to stderr).
+def fit_inline(args: list[str], refusal: list[str] | None = None) -> int:
+    """Run ``biosig fit ARGS`` in this process; 0, or 1 after its one-line refusal (printed to stderr and
+    appended to ``refusal`` when given).
 
     An interrupted fit (Ctrl-C, preemption) is not a failure of this one run: its
     :class:`~biosig_lightning.runs.interrupt.Interrupted` propagates and ends the runner.
@@ -114,7 +115,9 @@ def fit_inline(args: list[str]) -> int:
             raise
         if exc.code in (0, None):
             return 0
-        print(exc.code if isinstance(exc.code, str) else f"biosig fit: exit {exc.code}",
-              file=sys.stderr, flush=True)
+        message = exc.code if isinstance(exc.code, str) else f"biosig fit: exit {exc.code}"
+        print(message, file=sys.stderr, flush=True)
+        if refusal is not None:
+            refusal.append(message)
         return 1
     return 0

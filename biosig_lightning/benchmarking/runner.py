@@ -27,7 +27,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +41,8 @@ from biosig_lightning.runs.resume import resume_plan
 from biosig_lightning.runs.rundir import INTERRUPTED, RunDirError, claim_holder, try_claim
 from biosig_lightning.tuning.coordination import fail_dead_trials, worker_identity
 
-__all__ = ["Job", "fit_command", "run_cell", "run_grid", "run_job", "run_jobs", "study_name"]
+__all__ = ["Job", "describe_failures", "failed_cells", "fit_command", "grid_failures", "run_cell", "run_grid",
+           "run_job", "run_jobs", "study_name"]
 
 POLL_SECONDS = 1.0
 #: what :func:`run_job` found: the job ran (or had run) to its results, failed, or was held elsewhere
@@ -72,10 +73,12 @@ def _finished_line(job: Job, seconds: float) -> str:
 
 
 def run_job(job: Job, inline: bool = False, threads: int | None = None,
-            say: Callable[[str], None] = print) -> str:
+            say: Callable[[str], None] = print, reasons: dict[str, str] | None = None) -> str:
     """Claim, plan and fit one job; :data:`DONE`, :data:`FAILED` or :data:`HELD` (another process has it).
 
-    An interrupted inline fit (:class:`~biosig_lightning.runs.interrupt.Interrupted`) propagates.
+    A failed job's error line (its one-line refusal, else its log's last exception line, else "see LOG")
+    goes into ``reasons[job.label]`` when ``reasons`` is given. An interrupted inline fit
+    (:class:`~biosig_lightning.runs.interrupt.Interrupted`) propagates.
     """
     claim = try_claim(job.run_dir)
     if claim is None:
@@ -96,11 +99,16 @@ def run_job(job: Job, inline: bool = False, threads: int | None = None,
         how = f"resuming from {last}" if last is not None else "fitting"
         say(f"{job.label}: {how} into {job.run_dir}" + ("" if inline else f", log {job.log}"))
         started = time.perf_counter()
-        code = fit_inline(args) if inline else launch_fit(args, job.log, threads)
+        refusal: list[str] = []
+        code = fit_inline(args, refusal) if inline else launch_fit(args, job.log, threads)
         if code == 0 and job.results.is_file():
             say(_finished_line(job, time.perf_counter() - started))
             return DONE
-        where = "" if inline else f"{failure_reason(job.log)}, see {job.log}"
+        reason = (f": {refusal[-1]}" if refusal else "") if inline else failure_reason(job.log)
+        where = reason if inline else f"{reason}, see {job.log}"
+        if reasons is not None:
+            reasons[job.label] = reason.removeprefix(": ") or (
+                "no error line" if inline else f"see {job.log}")
         if (job.run_dir / INTERRUPTED).is_file():
             say(f"{job.label}: interrupted (exit {code}), marked {job.run_dir / INTERRUPTED}{where}; "
                 "rerun to resume it")
@@ -127,10 +135,25 @@ def failure_reason(log: Path) -> str:
     return f": {last}" if last.split(":", 1)[0].endswith(("Error", "Exception")) else ""
 
 
+def describe_failures(failed: Sequence[str], reasons: Mapping[str, str], shown: int = 3) -> str:
+    """The failed jobs grouped by their error line, most common first, a few names per group:
+    ``"fold 0, fold 1, fold 2 and 28 more: biosig fit: error: ..."`` (``"; "`` between groups), so thirty
+    jobs that failed on one bad path read as one line."""
+    groups: dict[str, list[str]] = {}
+    for label in failed:
+        groups.setdefault(reasons.get(label, "no error line recorded"), []).append(label)
+    parts = []
+    for reason, labels in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        more = f" and {len(labels) - shown} more" if len(labels) > shown else ""
+        names = ", ".join(labels[:shown]) + more
+        parts.append(f"{names}: {reason}")
+    return "; ".join(parts)
+
+
 def run_jobs(jobs: Sequence[Job], workers: int = 1, inline: bool = False,
-             say: Callable[[str], None] = print) -> dict[str, str]:
+             say: Callable[[str], None] = print, reasons: dict[str, str] | None = None) -> dict[str, str]:
     """Run ``jobs`` on ``workers`` local workers (threads, each starting one fit at a time); the outcome
-    of each job by label: :data:`DONE` or :data:`FAILED`.
+    of each job by label: :data:`DONE` or :data:`FAILED` (a failed one's error line into ``reasons``).
 
     A job another process holds is passed over and taken up again once its holder is gone (then
     usually found finished); preemption signals reach the running fits and stop the rest.
@@ -151,7 +174,7 @@ def run_jobs(jobs: Sequence[Job], workers: int = 1, inline: bool = False,
                 if not pending:
                     return
                 job = pending.pop(0)
-            result = run_job(job, inline, threads, speak)
+            result = run_job(job, inline, threads, speak, reasons)
             with lock:
                 if result == HELD:
                     pending.append(job)
@@ -202,10 +225,12 @@ def cell_job(grid: Grid, cell: Cell, out: Path) -> Job:
                f"test/{grid.corpora[cell.corpus].metrics[0]}")
 
 
-def run_cell(grid: Grid, cell: Cell, out: Path, inline: bool = False) -> Path | None:
-    """Fit one cell (resuming it where it stopped); returns its ``results.json``, ``None`` if it failed."""
+def run_cell(grid: Grid, cell: Cell, out: Path, inline: bool = False,
+             reasons: dict[str, str] | None = None) -> Path | None:
+    """Fit one cell (resuming it where it stopped); returns its ``results.json``, ``None`` if it failed
+    (its error line then in ``reasons[cell.id]``)."""
     job = cell_job(grid, cell, out)
-    result = run_job(job, inline, say=_say)
+    result = run_job(job, inline, say=_say, reasons=reasons)
     if result == HELD:
         _say(f"{cell.id}: {job.run_dir} is held by {claim_holder(job.run_dir)} outside this queue; not run")
     return job.results if result == DONE else None
@@ -236,8 +261,10 @@ def _objective(grid: Grid, cells: dict[str, Cell], out: Path, inline: bool,
             raise optuna.TrialPruned(f"{cid} is held by an earlier trial")
         cell = cells[cid]
         trial.set_user_attr("args", grid.cell_args(cell, out))  # what stale_cells compares later
-        results = run_cell(grid, cell, out, inline)
+        reasons: dict[str, str] = {}
+        results = run_cell(grid, cell, out, inline, reasons)
         if results is None:
+            trial.set_user_attr("failure", reasons.get(cid, "wrote no results.json"))
             raise RuntimeError(f"cell {cid} wrote no results.json")
         metrics = json.loads(results.read_text()).get("metrics", {})
         score = float(metrics.get(f"test/{grid.corpora[cell.corpus].metrics[0]}", float("nan")))
@@ -270,9 +297,10 @@ def stale_cells(study: optuna.Study, grid: Grid, cells: dict[str, Cell], out: Pa
 
 
 def run_grid(grid: Grid, out: Path, storage: str, inline: bool = False, grace: int = 60,
-             heartbeat: int | None = 10, only: list[str] | None = None) -> list[str]:
+             heartbeat: int | None = 10, only: list[str] | None = None) -> dict[str, str]:
     """One worker: enqueue the grid's missing cells (those ``only`` selects), then run cells until none is
-    waiting or running. Returns the ids of selected cells without a COMPLETE trial at the end (failed).
+    waiting or running. Returns the selected cells without a COMPLETE trial at the end (failed), each with
+    its error line (:func:`failed_cells`).
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -291,10 +319,28 @@ def run_grid(grid: Grid, out: Path, storage: str, inline: bool = False, grace: i
     objective = _objective(grid, cells, out, inline, study)
     with forwarding_signals():
         _work(study, objective, cells)
-    held = trials_by_cell(study)
-    failed = [cid for cid in cells if not any(t.state == TrialState.COMPLETE for t in held.get(cid, []))]
-    _say(f"grid {grid.name}: {_progress(study, cells)}" + (f"; failed: {failed}" if failed else ""))
+    failed = failed_cells(study, cells)
+    _say(f"grid {grid.name}: {_progress(study, cells)}" + (f"; {len(failed)} failed" if failed else ""))
     return failed
+
+
+def failed_cells(study: optuna.Study, cells: Collection[str]) -> dict[str, str]:
+    """The ``cells`` without a COMPLETE trial, each with the error line of its latest failed attempt."""
+    held = trials_by_cell(study)
+    failed = {}
+    for cid in cells:
+        trials = held.get(cid, [])
+        if not any(t.state == TrialState.COMPLETE for t in trials):
+            attempts = [t.user_attrs["failure"] for t in trials if "failure" in t.user_attrs]
+            failed[cid] = attempts[-1] if attempts else "not run"
+    return failed
+
+
+def grid_failures(grid: Grid, out: Path, storage: str, only: list[str] | None = None) -> dict[str, str]:
+    """The selected cells of ``grid`` that have no result in the queue at ``storage``, each with its error
+    line (:func:`failed_cells`): what a parent of several worker processes reports once they have ended."""
+    study = open_study(storage, study_name(grid, out))
+    return failed_cells(study, select(grid, only))
 
 
 def _work(study: optuna.Study, objective: Callable[[optuna.Trial], float], cells: Collection[str]) -> None:

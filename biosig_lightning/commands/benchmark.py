@@ -22,7 +22,13 @@ from biosig_lightning.atomic_io import atomic_write_json
 from biosig_lightning.benchmarking.grid import GridError, load_grid
 from biosig_lightning.benchmarking.launch import forwarding_signals, launch, stop_signal
 from biosig_lightning.benchmarking.queue import default_storage
-from biosig_lightning.benchmarking.runner import fit_command, run_grid, select
+from biosig_lightning.benchmarking.runner import (
+    describe_failures,
+    fit_command,
+    grid_failures,
+    run_grid,
+    select,
+)
 from biosig_lightning.tuning.errors import TuneError
 
 USAGE = ("biosig benchmark --grid FILE --out DIR [--storage URL] [--workers N] [--inline] [--only GLOB ...] "
@@ -93,7 +99,12 @@ def run(argv: list[str]) -> int:
             for t in pool:
                 while t.is_alive():
                     t.join(0.2)
-        failed = ["(a worker)"] if any(codes) else []
+        failed = {}
+        if any(codes):  # the workers said their cells' lines; the queue says which failed, and why
+            try:
+                failed = grid_failures(grid, a.out, storage, a.only) or {"(a worker)": "see its lines above"}
+            except TuneError as err:
+                raise SystemExit(f"biosig benchmark: error: {err}") from None
     if stop_signal():
         raise SystemExit(f"biosig benchmark: interrupted ({stop_signal()}); running cells were stopped and "
                          f"marked; "
@@ -101,5 +112,7 @@ def run(argv: list[str]) -> int:
     _, written = write_leaderboard(a.out, [tuple(p) for p in a.pair])
     print(f"leaderboard: {', '.join(str(p) for p in written)}", flush=True)
     if failed:
-        raise SystemExit(f"biosig benchmark: cell(s) {failed} failed; rerun the same command to retry them")
+        raise SystemExit(f"biosig benchmark: {len(failed)} cell(s) failed "
+                         f"({describe_failures(list(failed), failed)}); rerun the same command to retry them")
     return 0
+

@@ -30,7 +30,7 @@ from typing import Any
 from biosig_lightning.atomic_io import atomic_write_json
 from biosig_lightning.benchmarking import sweep
 from biosig_lightning.benchmarking.grid import FOLD_KEY, fold_key
-from biosig_lightning.benchmarking.runner import FAILED, run_jobs
+from biosig_lightning.benchmarking.runner import FAILED, describe_failures, run_jobs
 from biosig_lightning.benchmarking.sweep import SweepError, fold_jobs, parse_folds
 
 __all__ = ["parse_folds", "run", "summarise", "write_summary"]
@@ -88,13 +88,15 @@ def run(argv: list[str]) -> Path:
         raise CVError("biosig cv needs at least one --config experiment YAML")
     out = Path(args.out) if args.out else Path("runs") / "cv" / Path(configs[0]).stem
     jobs = fold_jobs(fit_args, out, folds, fold_key(args.fold_key))
-    outcome = run_jobs(jobs)
+    reasons: dict[str, str] = {}
+    outcome = run_jobs(jobs, reasons=reasons)
     summary = write_summary(out, folds, tuple(m.strip() for m in args.metrics.split(",") if m.strip()))
     for m, v in summary.items():
         if isinstance(v, dict) and "mean" in v:
             print(f"{m:16s} {100 * v['mean']:6.2f} +- {100 * v['std']:5.2f}  (n={v['n']} folds)")
     print(f"cv: {out / 'cv.json'}")
-    failed = [k for k, j in zip(folds, jobs, strict=True) if outcome.get(j.label, FAILED) == FAILED]
+    failed = [j.label for j in jobs if outcome.get(j.label, FAILED) == FAILED]
     if failed:
-        raise SystemExit(f"biosig cv: fold(s) {failed} did not finish; rerun the same command to resume them")
+        raise SystemExit(f"biosig cv: {len(failed)} fold(s) did not finish "
+                         f"({describe_failures(failed, reasons)}); rerun the same command to resume them")
     return out

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from biosig_lightning.benchmarking.runner import FAILED, run_jobs
+from biosig_lightning.benchmarking.runner import FAILED, describe_failures, run_jobs
 from biosig_lightning.benchmarking.sweep import SEED_MAX, SweepError, parse_seeds, seed_jobs, summarise
 from biosig_lightning.runs.naming import experiment_name
 
@@ -35,7 +35,8 @@ def repeat(fit_args: list[str], seeds: list[int], out: Path | None = None, worke
         raise SweepError(f"--workers must be >= 1, got {workers}")
     out = Path(out) if out is not None else Path("runs") / "repeat" / experiment_name(fit_args)
     jobs = seed_jobs(fit_args, out, seeds)
-    outcome = run_jobs(jobs, workers, inline=workers == 1)
+    reasons: dict[str, str] = {}
+    outcome = run_jobs(jobs, workers, inline=workers == 1, reasons=reasons)
     summary = summarise({str(s): j.run_dir for s, j in zip(seeds, jobs, strict=True)}, SUMMARY_METRICS)
     keys = [k for k in SUMMARY_METRICS if k in summary]
     header = f"{'seed':>8} " + " ".join(f"{k.split('/', 1)[-1]:>16}" for k in keys)
@@ -46,10 +47,10 @@ def repeat(fit_args: list[str], seeds: list[int], out: Path | None = None, worke
         cells = [f"{summary[k]['mean']:.4f} ± {summary[k]['std']:.4f}" for k in keys]
         print(f"{'mean±std':>8} " + " ".join(f"{c:>16}" for c in cells))
     print(f"repeat: {summary['n_folds']}/{len(seeds)} seeds finished under {out}")
-    failed = [int(j.label.split()[1]) for j in jobs if outcome.get(j.label, FAILED) == FAILED]
+    failed = [j.label for j in jobs if outcome.get(j.label, FAILED) == FAILED]
     if failed:
-        raise SystemExit(f"biosig repeat: seed(s) {failed} did not finish; rerun the same command to resume "
-                         f"them")
+        raise SystemExit(f"biosig repeat: {len(failed)} seed(s) did not finish "
+                         f"({describe_failures(failed, reasons)}); rerun the same command to resume them")
     return out
 
 

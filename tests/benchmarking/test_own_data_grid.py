@@ -148,3 +148,23 @@ def test_an_array_file_without_its_arrays_says_which(tmp_path: Path) -> None:
     np.savez(tmp_path / "nosfreq.npz", x=np.zeros((2, 1, 8)), y=np.zeros(2), subjects=np.arange(2))
     with pytest.raises(DataError, match="holds no sfreq; give data.init_args.sfreq"):
         arrays_from_file(tmp_path / "nosfreq.npz")
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_cells_that_fail_on_one_bad_folder_end_as_one_line(tmp_path: Path, workers: str) -> None:
+    """A folder that exists but is no BIDS root passes the grid's path check and fails every cell when it is
+    read; the end says how many failed and the one error line once, not a list of every cell id (with
+    several worker processes too: the parent reads why from the queue)."""
+    (tmp_path / "not_bids").mkdir()
+    grid = _grid(tmp_path, {"bids": str(tmp_path / "not_bids"), "task": "mi"},
+                 {"cnn1d": METHODS["cnn1d"], "eegnet": METHODS["eegnet"]})
+    spec = yaml.safe_load(grid.read_text())
+    spec["seeds"] = [1, 2]
+    grid.write_text(yaml.safe_dump(spec, sort_keys=False))
+    with pytest.raises(SystemExit) as end:
+        main(["benchmark", "--grid", str(grid), "--out", str(tmp_path / "out"), "--inline",
+              "--workers", workers])
+    message = str(end.value.code)
+    assert message.startswith("biosig benchmark: 4 cell(s) failed (mine/cnn1d/seed_1, ")
+    assert " and 1 more: biosig fit: error: bids: " in message and "is not a BIDS root" in message
+    assert message.count("is not a BIDS root") == 1 and "\n" not in message

@@ -58,3 +58,33 @@ def test_a_failed_fit_is_named_with_its_error_line(tmp_path: Path, monkeypatch: 
     (tmp_path / "quiet.log").write_text("Epoch 3\n")
     assert runner.failure_reason(tmp_path / "quiet.log") == ""
     assert runner.failure_reason(tmp_path / "missing.log") == ""
+
+
+def test_failed_jobs_are_grouped_by_their_error_line() -> None:
+    from biosig_lightning.benchmarking.runner import describe_failures
+
+    failed = [f"fold {k}" for k in range(6)]
+    reasons = {**{f"fold {k}": "biosig fit: error: root /x does not exist" for k in range(5)},
+               "fold 5": "RuntimeError: out of memory"}
+    assert describe_failures(failed, reasons) == (
+        "fold 0, fold 1, fold 2 and 2 more: biosig fit: error: root /x does not exist; "
+        "fold 5: RuntimeError: out of memory")
+    assert describe_failures(["seed 1"], {}) == "seed 1: no error line recorded"
+
+
+def test_an_inline_fit_refusal_is_its_jobs_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from biosig_lightning.benchmarking import runner
+
+    def refusing_fit(args: list[str], refusal: list[str] | None = None) -> int:
+        assert refusal is not None
+        refusal.append("biosig fit: error: bids: /d is not a BIDS root (data.init_args.root)")
+        return 1
+
+    monkeypatch.setattr(runner, "fit_inline", refusing_fit)
+    job = runner.Job("seed 1", tmp_path / "seed_1", ("--config", "x.yaml"), tmp_path / "seed_1.log")
+    said: list[str] = []
+    reasons: dict[str, str] = {}
+    line = "biosig fit: error: bids: /d is not a BIDS root (data.init_args.root)"
+    assert runner.run_job(job, inline=True, say=said.append, reasons=reasons) == runner.FAILED
+    assert said[-1] == f"seed 1: FAILED (exit 1): {line}"
+    assert reasons == {"seed 1": line}
