@@ -63,7 +63,8 @@ def run(argv: list[str]) -> int:
         raise SystemExit(f"biosig benchmark: error: --workers must be >= 1, got {a.workers}")
     try:
         grid = load_grid(a.grid)
-    except GridError as err:
+        select(grid, a.only)  # an --only that matches no cell is refused before any worker starts
+    except (GridError, ValueError) as err:
         raise SystemExit(f"biosig benchmark: error: {err}") from None
     if a.print_commands:
         for cell in select(grid, a.only).values():

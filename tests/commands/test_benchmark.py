@@ -282,3 +282,11 @@ def test_a_bad_grid_is_one_line_naming_the_key(tmp_path: Path, edit: dict, messa
     with pytest.raises(SystemExit) as err:
         main(["benchmark", "--grid", str(path), "--out", str(tmp_path / "o"), "--print-commands"])
     assert message in str(err.value) and str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_only_glob_that_matches_no_cell_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as err:
+        main(["benchmark", "--grid", str(SMOKE), "--out", str(tmp_path / "o"), "--only", "sleepedf/*"])
+    message = str(err.value)
+    assert message.startswith("biosig benchmark: error: --only sleepedf/*: no cell of grid smoke matches")
+    assert "\n" not in message and not (tmp_path / "o").exists()
