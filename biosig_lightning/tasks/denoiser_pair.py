@@ -78,6 +78,10 @@ class DenoiserPairTask(ClassificationTask):
             corpus's channel names at setup, see the module docstring).
         cutoff_lr: the learning rate of the denoisers' cutoffs (see the module docstring); ``None``
             trains them at ``lr`` with every other parameter.
+        calibration_windows: before every validation of a fit, the backbone's per-class error offsets
+            (``fit_error_offsets``: each class's prior and normalising constant, which eq. 22 leaves out)
+            are estimated from up to this many clean training windows per class; 0 (the default) keeps
+            eq. 22 as the paper states it.
         **kwargs: everything :class:`ClassificationTask` takes (``n_outputs``, ``optimizer``, ``lr``,
             ``monitor``, ...).
     """
@@ -88,7 +92,7 @@ class DenoiserPairTask(ClassificationTask):
                  margin: float = 1.0, restart_period: int | None = 5, restart_mult: int = 1,
                  min_lr: float = 1e-5, val_noise_seed: int = 0, polarity_windows: int = 32,
                  spatial_graph: Literal["backbone", "montage"] = "backbone", cutoff_lr: float | None = None,
-                 **kwargs: Any) -> None:
+                 calibration_windows: int = 0, **kwargs: Any) -> None:
         super().__init__(backbone=backbone, **kwargs)
         denoisers = getattr(backbone, "denoisers", None)
         if not isinstance(denoisers, nn.ModuleList) or not hasattr(backbone, "noise_std"):
@@ -120,6 +124,12 @@ class DenoiserPairTask(ClassificationTask):
         if cutoff_lr is not None and not cutoff_lr > 0:
             raise ValueError(f"model.init_args.cutoff_lr must be > 0 (or null), got {cutoff_lr!r}")
         self.cutoff_lr = cutoff_lr
+        if calibration_windows < 0:
+            raise ValueError(f"model.init_args.calibration_windows must be >= 0, got {calibration_windows}")
+        if calibration_windows and not hasattr(backbone, "fit_error_offsets"):
+            raise ValueError(f"model.init_args.calibration_windows needs a backbone with fit_error_offsets "
+                             f"(SignedGraphClassifier); {type(backbone).__name__} has none")
+        self.calibration_windows = calibration_windows
 
     # ---- the corpus's spatial graph ----------------------------------------------------------
     def setup(self, stage: str) -> None:
@@ -150,10 +160,25 @@ class DenoiserPairTask(ClassificationTask):
     # ---- class polarities (Sec. 3.1, eq. 5) ---------------------------------------------------------
     def on_train_epoch_start(self) -> None:
         fit = getattr(self.backbone, "fit_polarity", None)
+        if self.polarity_windows and fit is not None:
+            windows = self._class_windows(self.polarity_windows)
+            if windows is not None:
+                fit(*windows)
+
+    # ---- eq. 22's per-class constants (SignedGraphClassifier.fit_error_offsets) ---------------
+    def on_validation_epoch_start(self) -> None:
+        super().on_validation_epoch_start()
+        if self.calibration_windows and self.trainer.state.fn == "fit":
+            windows = self._class_windows(self.calibration_windows)
+            if windows is not None:
+                self.backbone.fit_error_offsets(*windows)
+
+    def _class_windows(self, want: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Up to ``want`` clean training windows per class with their labels, from the start of the (seeded,
+        shuffled) training loader; ``None`` without a DataModule."""
         dm = getattr(self.trainer, "datamodule", None)
-        if not self.polarity_windows or fit is None or dm is None:
-            return
-        want = self.polarity_windows
+        if dm is None:
+            return None
         xs: list[torch.Tensor] = []
         ys: list[torch.Tensor] = []
         counts = torch.zeros(self.n_outputs, dtype=torch.long)
@@ -167,7 +192,7 @@ class DenoiserPairTask(ClassificationTask):
             ys.append(batch["y"][keep])
             if bool((counts >= want).all()):
                 break
-        fit(torch.cat(xs).to(self.device), torch.cat(ys).to(self.device))
+        return torch.cat(xs).to(self.device), torch.cat(ys).to(self.device)
 
     # ---- objective ---------------------------------------------------------------------------
     def denoising_loss(self, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor

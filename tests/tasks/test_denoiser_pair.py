@@ -61,3 +61,22 @@ def test_compile_reaches_the_denoisers_the_training_step_calls() -> None:
     with torch.no_grad():
         torch.testing.assert_close(task.denoising_loss(x, y, noise)[0], want_loss, rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(task.backbone(x), want_logits, rtol=1e-4, atol=1e-4)
+
+
+def test_calibration_windows_fit_the_offsets_before_a_fit_validates(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    task = DenoiserPairTask(small(2), n_outputs=2, calibration_windows=3, restart_period=None,
+                            scheduler="none")
+    batches = [{"x": torch.randn(4, 6, 32), "y": torch.tensor([0, 1, 1, 1])} for _ in range(3)]
+    seen: list[tuple[torch.Tensor, torch.Tensor]] = []
+    monkeypatch.setattr(task.backbone, "fit_error_offsets", lambda x, y: seen.append((x, y)))
+    dm = SimpleNamespace(train_dataloader=lambda: iter(batches))
+    task._trainer = SimpleNamespace(datamodule=dm, state=SimpleNamespace(fn="fit"))
+    task.on_validation_epoch_start()
+    assert len(seen) == 1 and seen[0][1].tolist() == [0, 1, 1, 1, 0, 0]  # three windows of each class
+    task._trainer = SimpleNamespace(datamodule=dm, state=SimpleNamespace(fn="validate"))
+    task.on_validation_epoch_start()  # `biosig validate/test` keep the checkpoint's offsets
+    assert len(seen) == 1
+    with pytest.raises(ValueError, match="calibration_windows must be >= 0"):
+        DenoiserPairTask(small(2), n_outputs=2, calibration_windows=-1, restart_period=None, scheduler="none")

@@ -478,7 +478,13 @@ class SignedGraphClassifier(BiosignalModel):
 
     ``logits[:, c] = -||y - Psi_c(y)||^2 / (2 noise_std^2)`` (the log-likelihood of eq. 18 up to a
     constant shared by the classes) divided, with ``logit_scale="sample"`` (the default), by the window's
-    ``C x T`` samples. Reading: App. D's posterior is the softmax of the whole window's log-likelihood
+    ``C x T`` samples, minus the class's ``error_offsets`` (zero, eq. 22 itself, unless
+    :meth:`fit_error_offsets` set them). Reading: App. D compares the likelihoods at each denoiser's own
+    estimate and leaves out each class's prior and normalising constant; a denoiser that keeps more of its
+    input (a higher cutoff) then has the smaller error on every window, whichever its class, and the
+    comparison names one class for most windows while the errors still rank them. The offsets put those
+    constants back, estimated from labelled training windows (one number per class).
+    Reading: App. D's posterior is the softmax of the whole window's log-likelihood
     (``logit_scale="window"``), but over thousands of samples two classes' log-likelihoods differ by far
     more than float32's softmax resolves, so nearly every probability is exactly 0 or 1: AUROC then ranks
     ties, and cross-entropy and STDRO's input gradients are those of a step function. Per sample
@@ -506,6 +512,7 @@ class SignedGraphClassifier(BiosignalModel):
             raise ValueError(f"{type(self).__name__}: logit_scale must be 'sample' or 'window', got "
                              f"{logit_scale!r}")
         self.noise_std, self.logit_scale = float(noise_std), logit_scale
+        self.register_buffer("error_offsets", torch.zeros(n_outputs))  # see fit_error_offsets
         self.denoisers = nn.ModuleList(
             SignedGraphDenoiser(n_chans, n_times, n_chunks, n_blocks, conv_layers, conv_width, feature_dim,
                                 metric,
@@ -514,6 +521,45 @@ class SignedGraphClassifier(BiosignalModel):
                                 spatial, self.ch_names, krylov_dim, filter_method, steepness, cutoff_init,
                                 polarity_ref, d_star, polarity, reorth_passes=reorth_passes)
             for _ in range(n_outputs))
+
+    error_offsets: torch.Tensor
+
+    def _load_from_state_dict(self, state_dict: dict[str, Any], prefix: str,
+                              *args: Any, **kwargs: Any) -> None:
+        # a checkpoint from before the offsets existed holds none: eq. 22 itself (zero offsets)
+        state_dict.setdefault(prefix + "error_offsets", torch.zeros_like(self.error_offsets))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    @torch.no_grad()
+    def fit_error_offsets(self, windows: torch.Tensor, labels: torch.Tensor,
+                          batch_size: int = 32) -> torch.Tensor:
+        """Set :attr:`error_offsets` to the per-class offsets that minimise the cross-entropy of the
+        offset logits on labelled clean ``windows`` (Newton's method on a convex problem of ``n_outputs``
+        unknowns, centred to sum 0); returns them. Windows without every class leave them as they are."""
+        was_training = self.training
+        self.eval()
+        errors = torch.cat([self.reconstruction_errors(windows[i:i + batch_size])
+                            for i in range(0, len(windows), batch_size)])
+        self.train(was_training)
+        base = (-errors / (2 * self.noise_std ** 2 * (windows.shape[1] * windows.shape[2]
+                                                      if self.logit_scale == "sample" else 1))).double()
+        freq = torch.nn.functional.one_hot(labels.long(), base.shape[1]).double().mean(0)
+        if not bool((freq > 0).all()):
+            return self.error_offsets
+        offsets = torch.zeros(base.shape[1], dtype=torch.float64, device=base.device)
+        for _ in range(100):
+            p = torch.softmax(base - offsets, dim=1)
+            grad = freq - p.mean(0)  # d CE / d offsets
+            hess = torch.diag(p.mean(0)) - p.T @ p / len(p)
+            eye = torch.eye(len(hess), dtype=hess.dtype, device=hess.device)
+            step = torch.linalg.lstsq(hess + 1e-9 * eye, grad.unsqueeze(1)).solution.squeeze(1)
+            step = step * min(1.0, 1.0 / max(float(step.abs().max()), 1e-12))  # no overshoot at saturation
+            offsets = offsets - step
+            offsets = offsets - offsets.mean()
+            if float(step.abs().max()) < 1e-10:
+                break
+        self.error_offsets.copy_(offsets.to(self.error_offsets))
+        return self.error_offsets
 
     def fit_polarity(self, windows: torch.Tensor, labels: torch.Tensor) -> None:
         """Each denoiser's polarities from the windows of its class (see
@@ -536,7 +582,7 @@ class SignedGraphClassifier(BiosignalModel):
         """The logits of the ``(B, n_outputs)`` errors ``||x - Psi_c(x)||^2`` of windows ``x`` (see the class
         docstring: per sample, or the whole window's with ``logit_scale="window"``)."""
         per = x.shape[1] * x.shape[2] if self.logit_scale == "sample" else 1
-        return -errors / (2 * self.noise_std ** 2 * per)
+        return -errors / (2 * self.noise_std ** 2 * per) - self.error_offsets
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.error_logits(self.reconstruction_errors(x), x)

@@ -206,3 +206,29 @@ def test_graph_and_filter_stay_float32_under_autocast(filter_method: str) -> Non
     out.sum().backward()
     assert out.dtype == torch.float32
     torch.testing.assert_close(out, ref, rtol=0.05, atol=0.05 * float(ref.abs().max()))
+
+
+def test_error_offsets_put_back_the_class_constants_eq22_leaves_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Errors that rank every window right but are all smaller for class 1 (a denoiser that keeps more):
+    eq. 22 names class 1 for every window; the fitted offsets read every window right and keep the
+    ranking; a state dict from before the offsets loads as eq. 22 itself."""
+    model = SignedGraphClassifier(n_chans=4, n_outputs=2, n_times=16, sfreq=16.0, n_chunks=2, n_blocks=1,
+                                  conv_layers=1, conv_width=2, feature_dim=4, n_metric_candidates=2,
+                                  metric_rank=2, krylov_dim=2, filter_method="exact")
+    labels = torch.tensor([0, 1] * 20)
+    errors = torch.where(labels.unsqueeze(1) == 0, torch.tensor([1.0, 0.9]), torch.tensor([1.2, 0.8]))
+    errors = errors * 64 * (1 + 0.01 * torch.arange(40.0)).unsqueeze(1)  # C x T = 64 samples per window
+    monkeypatch.setattr(model, "reconstruction_errors", lambda y: errors[: len(y)])
+    x = torch.zeros(40, 4, 16)
+    raw = model(x)
+    assert bool((raw.argmax(1) == 1).all())  # eq. 22 as stated
+    offsets = model.fit_error_offsets(x, labels)
+    assert abs(float(offsets.sum())) < 1e-6 and float(offsets[1]) > 0
+    fitted = model(x)
+    assert bool((fitted.argmax(1) == labels).all())
+    assert torch.equal((fitted[:, 1] - fitted[:, 0]).argsort(), (raw[:, 1] - raw[:, 0]).argsort())
+    state = {k: v for k, v in model.state_dict().items() if k != "error_offsets"}
+    model.load_state_dict(state)
+    assert torch.equal(model.error_offsets, torch.zeros(2))
+    model.fit_error_offsets(x[:10], torch.zeros(10, dtype=torch.long))  # one class only: left as it is
+    assert torch.equal(model.error_offsets, torch.zeros(2))
