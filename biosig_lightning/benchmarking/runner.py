@@ -332,7 +332,7 @@ def failed_cells(study: optuna.Study, cells: Collection[str]) -> dict[str, str]:
         trials = held.get(cid, [])
         if not any(t.state == TrialState.COMPLETE for t in trials):
             attempts = [t.user_attrs["failure"] for t in trials if "failure" in t.user_attrs]
-            failed[cid] = attempts[-1] if attempts else "not run"
+            failed[cid] = attempts[-1] if attempts else "no error line recorded (see the lines above)"
     return failed
 
 

@@ -541,18 +541,20 @@ class SignedGraphClassifier(BiosignalModel):
         errors = torch.cat([self.reconstruction_errors(windows[i:i + batch_size])
                             for i in range(0, len(windows), batch_size)])
         self.train(was_training)
-        base = (-errors / (2 * self.noise_std ** 2 * (windows.shape[1] * windows.shape[2]
-                                                      if self.logit_scale == "sample" else 1))).double()
-        freq = torch.nn.functional.one_hot(labels.long(), base.shape[1]).double().mean(0)
+        per = windows.shape[1] * windows.shape[2] if self.logit_scale == "sample" else 1
+        base = (-errors / (2 * self.noise_std ** 2 * per)).double().cpu()  # a problem of n_outputs numbers
+        freq = torch.nn.functional.one_hot(labels.long().cpu(), base.shape[1]).double().mean(0)
         if not bool((freq > 0).all()):
             return self.error_offsets
-        offsets = torch.zeros(base.shape[1], dtype=torch.float64, device=base.device)
+        offsets = torch.zeros(base.shape[1], dtype=torch.float64)
         for _ in range(100):
             p = torch.softmax(base - offsets, dim=1)
             grad = freq - p.mean(0)  # d CE / d offsets
             hess = torch.diag(p.mean(0)) - p.T @ p / len(p)
-            eye = torch.eye(len(hess), dtype=hess.dtype, device=hess.device)
-            step = torch.linalg.lstsq(hess + 1e-9 * eye, grad.unsqueeze(1)).solution.squeeze(1)
+            # softmax ignores a shift shared by all offsets: solve with offset 0 held, then centre
+            step = torch.zeros_like(offsets)
+            step[1:] = torch.linalg.solve(hess[1:, 1:] + 1e-12 * torch.eye(len(hess) - 1, dtype=hess.dtype),
+                                          grad[1:])
             step = step * min(1.0, 1.0 / max(float(step.abs().max()), 1e-12))  # no overshoot at saturation
             offsets = offsets - step
             offsets = offsets - offsets.mean()
