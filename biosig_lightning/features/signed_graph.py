@@ -236,13 +236,18 @@ def pairwise_distance(f: torch.Tensor, kind: DistanceKind = "mahalanobis", q: to
 
     ``mahalanobis``: ``d_ij = (f_i - f_j)^T M (f_i - f_j)`` with ``M = sum_k mix_k Q_k Q_k^T``, ``q`` of
     shape ``(n_candidates, K, r)`` and ``mix`` ``(B, n_candidates)`` convex weights (one candidate: no mix);
-    ``per_candidate=True`` returns every candidate's distances, ``(B, n_candidates, N, N)``.
+    ``per_candidate=True`` returns every candidate's distances, ``(B, n_candidates, N, N)``. A grouped
+    ``q`` ``(G, n_candidates, K, r)`` gives group ``g``'s factors to the ``g``-th of ``G`` equal slices of
+    the batch (several denoisers' metrics on their own copies of the windows, in one product).
     ``euclidean``: ``M = I``; ``cosine``: ``1 - cos(f_i, f_j)``; ``manhattan``: ``sum |f_i - f_j|``.
     """
     if kind == "mahalanobis":
         if q is None:
             raise ValueError("mahalanobis distance needs the metric factors q")
-        g = torch.einsum("bnk,ckr->bcnr", f, q)  # project once per candidate: ||Q^T (f_i - f_j)||^2
+        if q.ndim == 4:  # grouped: (G * B', N, K) features, one candidate set per group
+            g = torch.einsum("gbnk,gckr->gbcnr", f.reshape(q.shape[0], -1, *f.shape[1:]), q).flatten(0, 1)
+        else:  # project once per candidate: ||Q^T (f_i - f_j)||^2
+            g = torch.einsum("bnk,ckr->bcnr", f, q)
         sq = (g * g).sum(-1)
         flat = g.flatten(0, 1)
         d = torch.baddbmm((sq.unsqueeze(-1) + sq.unsqueeze(-2)).flatten(0, 1), flat,
@@ -386,7 +391,8 @@ def filter_response(eigvals: torch.Tensor, omega: torch.Tensor | float, response
 def exact_filter(lap: torch.Tensor, y: torch.Tensor, omega: torch.Tensor | float,
                  response: Response = "sigmoid",
                  steepness: float = 10.0) -> torch.Tensor:
-    """``V g(Lambda) V^T y`` (eq. 12) for ``lap`` ``(B, N, N)`` and signals ``y`` ``(B, N, D)``.
+    """``V g(Lambda) V^T y`` (eq. 12) for ``lap`` ``(B, N, N)`` and signals ``y`` ``(B, N, D)``; ``omega``
+    one cutoff, or one per window ``(B, 1)``.
 
     The sigmoid response is differentiated as a matrix function (:class:`_SigmoidFilter`), which stays
     finite where eigenvalues coincide; the ideal response (not differentiable in ``omega``) goes through
@@ -441,9 +447,9 @@ class _SigmoidFilter(torch.autograd.Function):
             proj = (vt @ grad) @ (vt @ y).transpose(-1, -2)  # A = (V^T G)(V^T y)^T, (B, N, N)
             g64, lam = g.double(), evals.double()
             slope = -a * g64 * (1 - g64)  # g'(lambda)
-            if ctx.needs_input_grad[2]:
-                grad_omega = (-slope * torch.diagonal(proj, dim1=-2, dim2=-1).double()).sum()
-                grad_omega = grad_omega.to(g.dtype).expand(ctx.omega_shape).clone()
+            if ctx.needs_input_grad[2]:  # summed to omega's shape: one cutoff, or one per window
+                grad_omega = (-slope * torch.diagonal(proj, dim1=-2, dim2=-1).double())
+                grad_omega = grad_omega.sum_to_size(ctx.omega_shape).to(g.dtype)
             if ctx.needs_input_grad[0]:
                 gap = lam.unsqueeze(-1) - lam.unsqueeze(-2)
                 scale = lam.abs().amax(-1, keepdim=True).unsqueeze(-1).clamp_min(1.0)

@@ -5,7 +5,8 @@ encoders' attention, the recurrent cells), so on a GPU it is bound by kernel lau
 Compiling the backbone fuses those chains (TorchInductor) and, with ``compile_mode:
 reduce-overhead``, replays the whole step as CUDA graphs. The backbone is compiled in place
 (``nn.Module.compile``), so its parameter names, checkpoints and ``state_dict`` keys do not change;
-a backbone's ``forward_with_aux`` (the ``aux`` capability, SD-Former's full objective) is compiled too.
+the other entry points a task's step calls (:data:`ENTRY_POINTS`: SD-Former's full objective, the
+denoiser pair's ``denoise_all``) are compiled too.
 
 ``compile``: ``auto`` (the default: compile when the fit runs on a CUDA device; eager on a CPU,
 where compiling costs minutes for a step that is compute-bound anyway), ``true`` or ``false``.
@@ -22,10 +23,16 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-__all__ = ["COMPILE_MODES", "CompileSetting", "check_compile_options", "compile_backbone", "wants_compile"]
+__all__ = [
+    "COMPILE_MODES", "ENTRY_POINTS", "CompileSetting", "check_compile_options", "compile_backbone",
+    "wants_compile",
+]
 
 CompileSetting = bool | Literal["auto"]
 COMPILE_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+#: backbone methods that tasks' steps call besides ``forward`` (``forward_with_aux``: the ``aux``
+#: capability; ``denoise_all``: every denoiser of a pair on one batch, eq. 23)
+ENTRY_POINTS = ("forward_with_aux", "denoise_all")
 
 
 def check_compile_options(setting: CompileSetting, mode: str | None) -> None:
@@ -49,9 +56,10 @@ def compile_backbone(backbone: nn.Module, setting: CompileSetting, mode: str | N
         return False
     options: dict[str, Any] = {"mode": mode} if backend == "inductor" else {}
     backbone.compile(backend=backend, dynamic=False, **options)
-    aux = getattr(backbone, "forward_with_aux", None)
-    if callable(aux):
-        # a plain attribute (nn.Module's __setattr__ is typed for tensors and modules only)
-        backbone.forward_with_aux = torch.compile(  # type: ignore[assignment]
-            aux, backend=backend, dynamic=False, **options)
+    for name in ENTRY_POINTS:
+        method = getattr(backbone, name, None)
+        if callable(method):
+            # a plain attribute (nn.Module's __setattr__ is typed for tensors and modules only)
+            compiled = torch.compile(method, backend=backend, dynamic=False, **options)
+            object.__setattr__(backbone, name, compiled)
     return True

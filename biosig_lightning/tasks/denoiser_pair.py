@@ -60,6 +60,11 @@ def contrastive_pairs(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isfinite(dist.min(dim=1).values), best, torch.full_like(best, -1))
 
 
+def _masked_means(values: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Per row, the mean of ``values`` where ``weights`` is 1; 0 for a row without any."""
+    return (values * weights).sum(1) / weights.sum(1).clamp_min(1)
+
+
 class DenoiserPairTask(ClassificationTask):
     """Train one denoiser per class (eq. 21 / 23), classify by reconstruction error (eq. 22).
 
@@ -150,9 +155,11 @@ class DenoiserPairTask(ClassificationTask):
         return rule
 
     def compile_for_fit(self, setting: CompileSetting | None = None, backend: str = "inductor") -> None:
-        """The backbone (validation and test call its forward) and each denoiser, which the training step
-        calls on its own (eq. 23)."""
+        """The backbone, with its ``denoise_all`` (what the training step calls, eq. 23); a backbone
+        without one: each denoiser, which the step then calls on its own."""
         super().compile_for_fit(setting, backend)
+        if callable(getattr(self.backbone, "denoise_all", None)):
+            return
         setting = self.hparams.get("compile", "auto") if setting is None else setting
         for denoiser in self.backbone.denoisers:
             compile_backbone(denoiser, setting, self.hparams.get("compile_mode"), self.device, backend)
@@ -197,28 +204,29 @@ class DenoiserPairTask(ClassificationTask):
     # ---- objective ---------------------------------------------------------------------------
     def denoising_loss(self, x: torch.Tensor, y: torch.Tensor, noise: torch.Tensor
                        ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-        """``(loss, logits of the noisy windows, terms)`` for clean ``x``, labels ``y`` and unit ``noise``."""
+        """``(loss, logits of the noisy windows, terms)`` for clean ``x``, labels ``y`` and unit ``noise``.
+
+        Per class ``c``: the mean of ``||x - Psi_c(y)||^2`` over its own windows (eq. 21) and, with the
+        contrastive loss, of ``max(0, rho - ||x' - Psi_c(y')||^2)`` over their partners ``x'`` (eq. 23); a
+        class without windows (or partners) in the batch adds nothing. Written with masks, not selections,
+        so the step never waits for the device (no host reads, no data-dependent shapes).
+        """
         bb = self.backbone
         sigma = float(bb.noise_std)
         noisy = x + sigma * noise
-        pair = contrastive_pairs(x, y) if self.loss_kind == "contrastive" else None
-        fit_terms, hinge_terms, errors = [], [], []
-        for c, denoiser in enumerate(bb.denoisers):
-            out = denoiser(noisy)
-            errors.append((noisy - out).square().sum((1, 2)))
-            mse = (x - out).square().mean((1, 2))  # ||x - Psi_c(y)||^2 per element, every window
-            own = y == c
-            if bool(own.any()):
-                fit_terms.append(mse[own].mean())
-            if pair is not None:
-                partner = pair[own]
-                partner = partner[partner >= 0]
-                if partner.numel():
-                    hinge_terms.append((self.margin - mse[partner]).clamp_min(0).mean())
-        zero = x.new_zeros(())
-        fit = torch.stack(fit_terms).sum() if fit_terms else zero
-        hinge = torch.stack(hinge_terms).sum() if hinge_terms else zero
-        stacked = torch.stack(errors, dim=1)
+        denoise_all = getattr(bb, "denoise_all", None)
+        # (K, B, C, T): every class's estimate
+        outs = denoise_all(noisy) if denoise_all else torch.stack([d(noisy) for d in bb.denoisers])
+        stacked = (noisy - outs).square().sum((2, 3)).T  # (B, K)
+        mse = (x - outs).square().mean((2, 3))  # (K, B): ||x - Psi_c(y)||^2 per element, every window
+        own = (y == torch.arange(outs.shape[0], device=y.device).unsqueeze(1)).to(mse.dtype)  # (K, B)
+        fit = _masked_means(mse, own).sum()
+        hinge = x.new_zeros(())
+        if self.loss_kind == "contrastive":
+            pair = contrastive_pairs(x, y)  # (B,) the partner of each window, -1 for none
+            partner_mse = mse.gather(1, pair.clamp_min(0).expand_as(mse))
+            with_partner = own * (pair >= 0).to(mse.dtype)
+            hinge = _masked_means((self.margin - partner_mse).clamp_min(0), with_partner).sum()
         to_logits = getattr(bb, "error_logits", None)  # the backbone's own scale, else the window's
         logits = to_logits(stacked, noisy) if to_logits else -stacked / (2 * sigma ** 2)
         return fit + hinge, logits, {"denoise_mse": fit.detach(), "hinge": hinge.detach()}

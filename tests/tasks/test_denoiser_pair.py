@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from biosig_lightning.tasks.denoiser_pair import DenoiserPairTask
+from biosig_lightning.tasks.denoiser_pair import DenoiserPairTask, contrastive_pairs
+from tests.models.test_compile_fullgraph import HostSyncWatch
 from tests.tasks.test_denoiser_pair_montage import small
 
 
@@ -46,8 +47,9 @@ def test_cutoff_lr_must_be_positive() -> None:
 
 
 def test_compile_reaches_the_denoisers_the_training_step_calls() -> None:
-    """``compile`` compiles each denoiser too (the step calls them, not the backbone's forward), and the
-    compiled loss and logits are the eager ones (``aot_eager``: Inductor's C++ build is too slow here)."""
+    """``compile`` compiles the backbone's ``denoise_all`` too (the step calls it, not the backbone's
+    forward), and the compiled loss and logits are the eager ones (``aot_eager``: Inductor's C++ build is
+    too slow here)."""
     torch._dynamo.reset()
     task = DenoiserPairTask(small(2), n_outputs=2, restart_period=None, scheduler="none")
     x, y = torch.randn(4, 6, 32), torch.tensor([0, 1, 0, 1])
@@ -57,7 +59,7 @@ def test_compile_reaches_the_denoisers_the_training_step_calls() -> None:
     with torch.no_grad():
         want_loss, want_logits = task.denoising_loss(x, y, noise)[0], task.backbone(x)
     task.compile_for_fit(True, backend="aot_eager")
-    assert all(den._compiled_call_impl is not None for den in task.backbone.denoisers)
+    assert getattr(task.backbone.denoise_all, "_torchdynamo_orig_callable", None) is not None
     with torch.no_grad():
         torch.testing.assert_close(task.denoising_loss(x, y, noise)[0], want_loss, rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(task.backbone(x), want_logits, rtol=1e-4, atol=1e-4)
@@ -80,3 +82,41 @@ def test_calibration_windows_fit_the_offsets_before_a_fit_validates(monkeypatch:
     assert len(seen) == 1
     with pytest.raises(ValueError, match="calibration_windows must be >= 0"):
         DenoiserPairTask(small(2), n_outputs=2, calibration_windows=-1, restart_period=None, scheduler="none")
+
+
+def _selected_loss(task: DenoiserPairTask, x: torch.Tensor, y: torch.Tensor,
+                   noise: torch.Tensor) -> torch.Tensor:
+    """Eq. 21 + eq. 23 written with selections, class by class: a class without windows or partners in the
+    batch adds nothing."""
+    noisy = x + task.backbone.noise_std * noise
+    pair = contrastive_pairs(x, y)
+    total = x.new_zeros(())
+    for c, den in enumerate(task.backbone.denoisers):
+        mse = (x - den(noisy)).square().mean((1, 2))
+        own = y == c
+        if own.any():
+            total = total + mse[own].mean()
+        partner = pair[own]
+        partner = partner[partner >= 0]
+        if partner.numel():
+            total = total + (task.margin - mse[partner]).clamp_min(0).mean()
+    return total
+
+
+@pytest.mark.parametrize("labels", [[0, 1, 0, 1, 1], [0, 0, 0, 0, 0], [2, 0, 2, 2, 0]],
+                         ids=["both_classes", "one_class", "a_class_missing"])
+def test_denoising_loss_is_eq23_class_by_class_without_waiting_for_the_device(labels: list[int]) -> None:
+    torch.manual_seed(0)
+    task = DenoiserPairTask(small(3), n_outputs=3, restart_period=None, scheduler="none", margin=2.0)
+    x, y = torch.randn(5, 6, 32), torch.tensor(labels)
+    noise = torch.randn_like(x)
+    task.backbone.fit_polarity(x, torch.arange(5) % 3)  # every class's polarities, as its epochs start
+    task.train()
+    with HostSyncWatch() as watch:
+        loss, logits, _ = task.denoising_loss(x, y, noise)
+        loss.backward()
+    assert watch.found == []
+    assert logits.shape == (5, 3)
+    task.eval()  # the same BatchNorm statistics for both
+    with torch.no_grad():
+        torch.testing.assert_close(task.denoising_loss(x, y, noise)[0], _selected_loss(task, x, y, noise))

@@ -36,7 +36,7 @@ from biosig_lightning.features import signed_graph as sg
 from biosig_lightning.models.base import BiosignalModel, check_positive_ints
 from biosig_lightning.models.catalog import register_backbone
 
-__all__ = ["BalancedGraphLearning", "SignedGraphClassifier", "SignedGraphDenoiser"]
+__all__ = ["BalancedGraphLearning", "SignedGraphClassifier", "SignedGraphDenoiser", "denoise_together"]
 
 Spatial = Literal["full", "line"]
 FilterMethod = Literal["lanczos", "exact", "auto"]
@@ -130,15 +130,18 @@ class BalancedGraphLearning(nn.Module):
         with _float32(f):
             return self._mixed_distances(f, gap, mask)
 
-    def _mixed_distances(self, f: torch.Tensor, gap: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        if self.metric != "mahalanobis" or self.q.shape[0] == 1:
-            return sg.normalise_distance(sg.pairwise_distance(f, self.metric, self.q), mask)
+    def _mixed_distances(self, f: torch.Tensor, gap: torch.Tensor, mask: torch.Tensor,
+                         q: torch.Tensor | None = None) -> torch.Tensor:
+        """Distances from features ``f``; ``q`` replaces :attr:`q` (grouped, see :func:`denoise_together`)
+        and ``mask`` is ``(N, N)`` or one per window ``(B, N, N)``."""
+        q = self.q if q is None else q
+        if self.metric != "mahalanobis" or q.shape[-3] == 1:
+            return sg.normalise_distance(sg.pairwise_distance(f, self.metric, q), mask)
         with torch.no_grad():
-            mean_gap = (gap * mask).sum((1, 2)) / mask.sum()  # (B,)
-        raw = sg.pairwise_distance(
-            f, "mahalanobis", self.q, per_candidate=True
-        )  # (B, n, N, N), every candidate
-        aff = torch.exp(-sg.normalise_distance(raw, mask)) * mask
+            mean_gap = (gap * mask).sum((1, 2)) / mask.sum((-1, -2))  # (B,)
+        raw = sg.pairwise_distance(f, "mahalanobis", q, per_candidate=True)  # (B, n, N, N), every candidate
+        cand_mask = mask.unsqueeze(-3) if mask.ndim == 3 else mask  # over the candidates
+        aff = torch.exp(-sg.normalise_distance(raw, cand_mask)) * cand_mask
         scores = torch.einsum("bnij,bij->bn", aff, gap) / (
             aff.sum((2, 3)) * mean_gap.clamp_min(1e-12).unsqueeze(1)
         )
@@ -292,22 +295,7 @@ class SignedGraphDenoiser(nn.Module):
         dense
         filter forms the ``N x N`` matrix anyway, and every step is one operation per block.
         """
-        mask = self.node_mask
-        with torch.no_grad(), _float32(nodes):
-            gap, sum_gap = sg.signal_gaps(nodes)
-        dist = cast(BalancedGraphLearning, self.blocks[block]).distances(nodes, gap, mask)
-        if self.graph != "balanced":
-            w = sg.normalize_weights(sg.signed_weights(dist, mask, self.graph, d_star=self.d_star))
-            return (
-                sg.signed_laplacian(w) if self.graph == "unbalanced" else sg.combinatorial_laplacian(w)
-            ), None
-        assert beta is not None
-        if refine:
-            beta = sg.refine_polarity(beta, dist.detach(), gap, sum_gap, mask)
-        node_beta = self.node_polarity(beta, nodes.shape[0])
-        w = sg.signed_weights(dist, mask, "balanced", node_beta, mirror=self.negative_weight == "mirror")
-        lap_b, _ = sg.gershgorin_shift(sg.combinatorial_laplacian(sg.normalize_weights(w)))
-        return sg.similarity_transform(lap_b, node_beta), beta
+        return _dense_laplacian([self], block, nodes, beta, refine, self.node_mask)
 
     def laplacian(self, block: int, nodes: torch.Tensor, beta: torch.Tensor | None, refine: bool = True,
                   pool: bool = False) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
@@ -324,10 +312,11 @@ class SignedGraphDenoiser(nn.Module):
         ``c``'s)."""
         return beta.expand(batch, -1).repeat(1, self.n_chunks)
 
-    def lowpass(self, block: int,
-                lap: pg.ProductLaplacian | torch.Tensor, nodes: torch.Tensor) -> torch.Tensor:
-        """``g(L) y`` with block ``block``'s cutoff: Lanczos on the edges (eq. 25) or dense eigh (eq. 12)."""
-        omega = self.cutoffs[block]
+    def lowpass(self, block: int, lap: pg.ProductLaplacian | torch.Tensor, nodes: torch.Tensor,
+                omega: torch.Tensor | None = None) -> torch.Tensor:
+        """``g(L) y`` with block ``block``'s cutoff (or ``omega``, one per window ``(B, 1)``): Lanczos on the
+        edges (eq. 25) or dense eigh (eq. 12)."""
+        omega = self.cutoffs[block] if omega is None else omega
         with _float32(nodes):
             return self._lowpass(omega, lap, nodes.float())
 
@@ -384,8 +373,21 @@ class SignedGraphDenoiser(nn.Module):
         self.train(was_training)
         return self.polarity
 
+    def batch_key(self) -> tuple[Any, ...] | None:
+        """What denoisers must share to run as one batch (:func:`denoise_together`); ``None``: this one
+        cannot (the Lanczos filter works on the edge-stored graph, one denoiser at a time)."""
+        if self.filter_method != "exact":
+            return None
+        bgl = cast(BalancedGraphLearning, self.blocks[0])
+        return (self.n_chans, self.n_chunks, len(self.blocks), self.graph, self.negative_weight,
+                self.steepness, self.polarity_ref, self.d_star, self.polarity_source,
+                self.uses_class_polarity(), bgl.metric, bgl.selection_temperature,
+                None if bgl.q is None else tuple(bgl.q.shape))
+
     def forward(self, y: torch.Tensor) -> torch.Tensor:
         """Denoise windows ``y`` ``(B, C, T)``; returns the estimate of the same shape."""
+        if self.filter_method == "exact":
+            return _dense_together([self], y)[0]
         fixed = self.uses_class_polarity()
         beta = None
         if self.graph == "balanced" and not fixed:
@@ -396,10 +398,7 @@ class SignedGraphDenoiser(nn.Module):
             nodes = sg.chunk_nodes(x, self.n_chunks)
             if fixed:
                 beta = self.polarity[block].unsqueeze(0)
-            if self.filter_method == "exact":
-                lap, beta = self.dense_laplacian(block, nodes, beta, refine=not fixed)
-            else:
-                lap, beta = self.edge_laplacian(block, nodes, beta, refine=not fixed)
+            lap, beta = self.edge_laplacian(block, nodes, beta, refine=not fixed)
             if beta is not None:  # filter T y on the positive graph, map back with T (Sec. 3.2)
                 node_beta = self.node_polarity(beta, nodes.shape[0])
                 nodes = node_beta.unsqueeze(-1) * self.lowpass(block, lap, node_beta.unsqueeze(-1) * nodes)
@@ -408,6 +407,89 @@ class SignedGraphDenoiser(nn.Module):
             x = sg.unchunk_nodes(nodes, self.n_chans)
         return x
 
+
+def denoise_together(denoisers: Sequence[SignedGraphDenoiser], y: torch.Tensor) -> torch.Tensor:
+    """Every denoiser's estimate of the same windows ``y`` ``(B, C, T)``, stacked: ``(K, B, C, T)``.
+
+    Denoisers with one :meth:`~SignedGraphDenoiser.batch_key` (a classifier's, with the dense filter) run
+    as one batch of ``K x B`` windows: only each BGL's CNN runs per denoiser; the metric candidates,
+    polarities, cutoffs and edge sets are stacked, so each graph operation (distances, weights, Laplacian,
+    eigendecomposition, filter) is launched once for all classes instead of ``K`` times. Others run one
+    after the other. Same values either way (tests/models/signed_graph/test_signed_graph.py).
+    """
+    key = denoisers[0].batch_key()
+    if len(denoisers) > 1 and key is not None and all(d.batch_key() == key for d in denoisers[1:]):
+        return _dense_together(denoisers, y)
+    return torch.stack([d(y) for d in denoisers])
+
+
+def _per_window(per_denoiser: torch.Tensor, batch: int) -> torch.Tensor:
+    """``(K, ...)`` -> ``(K * batch, ...)``: each denoiser's value for each of its copies of the windows."""
+    k = per_denoiser.shape[0]
+    return per_denoiser.unsqueeze(1).expand(k, batch, *per_denoiser.shape[1:]).reshape(
+        k * batch, *per_denoiser.shape[1:])
+
+
+def _dense_together(denoisers: Sequence[SignedGraphDenoiser], y: torch.Tensor) -> torch.Tensor:
+    """The dense-filter blocks of :meth:`SignedGraphDenoiser.forward` for ``K`` denoisers of one
+    :meth:`~SignedGraphDenoiser.batch_key` on ``K`` copies of ``y`` (class-major); ``(K, B, C, T)``.
+    With one denoiser nothing is copied or stacked."""
+    first, k, b = denoisers[0], len(denoisers), y.shape[0]
+    fixed = first.uses_class_polarity()
+    x, mask, polarity, cutoffs = y, first.node_mask, first.polarity.unsqueeze(1), None
+    if k > 1:
+        x = y.repeat(k, 1, 1)
+        mask = _per_window(torch.stack([d.node_mask for d in denoisers]), b)
+        polarity = _per_window(torch.stack([d.polarity for d in denoisers]), b).transpose(0, 1)
+        # (n_blocks, K * B, 1): each block's cutoff per window
+        cutoffs = _per_window(torch.stack([d.cutoffs for d in denoisers]), b).T.unsqueeze(-1)
+    beta = None
+    if first.graph == "balanced" and not fixed:
+        beta = sg.covariance_polarity(x.detach(), first.polarity_ref)
+    for block in range(len(first.blocks)):
+        nodes = sg.chunk_nodes(x, first.n_chunks)
+        if fixed:
+            beta = polarity[block]  # (1 or K * B, C)
+        lap, beta = _dense_laplacian(denoisers, block, nodes, beta, not fixed, mask)
+        omega = None if cutoffs is None else cutoffs[block]
+        if beta is not None:  # filter T y on the positive graph, map back with T (Sec. 3.2)
+            node_beta = first.node_polarity(beta, nodes.shape[0]).unsqueeze(-1)
+            nodes = node_beta * first.lowpass(block, lap, node_beta * nodes, omega)
+        else:
+            nodes = first.lowpass(block, lap, nodes, omega)
+        x = sg.unchunk_nodes(nodes, first.n_chans)
+    return x.reshape(k, b, *x.shape[1:])
+
+
+def _dense_laplacian(denoisers: Sequence[SignedGraphDenoiser], block: int, nodes: torch.Tensor,
+                     beta: torch.Tensor | None, refine: bool, mask: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:meth:`SignedGraphDenoiser.dense_laplacian` of ``K`` denoisers on their ``K`` slices of ``nodes``
+    ``(K * B, N, D)``; ``mask`` is ``(N, N)`` or one per window."""
+    first = denoisers[0]
+    with torch.no_grad(), _float32(nodes):
+        gap, sum_gap = sg.signal_gaps(nodes)
+    bgls = [cast(BalancedGraphLearning, d.blocks[block]) for d in denoisers]
+    if len(bgls) == 1:
+        dist = bgls[0].distances(nodes, gap, mask)
+    else:
+        parts = nodes.chunk(len(bgls))
+        f = torch.cat([bgl.features(part) for bgl, part in zip(bgls, parts, strict=True)]).float()
+        q = None if bgls[0].q is None else torch.stack([bgl.q for bgl in bgls])
+        with _float32(f):
+            dist = bgls[0]._mixed_distances(f, gap, mask, q)
+    if first.graph != "balanced":
+        w = sg.normalize_weights(sg.signed_weights(dist, mask, first.graph, d_star=first.d_star))
+        return (
+            sg.signed_laplacian(w) if first.graph == "unbalanced" else sg.combinatorial_laplacian(w)
+        ), None
+    assert beta is not None
+    if refine:
+        beta = sg.refine_polarity(beta, dist.detach(), gap, sum_gap, mask)
+    node_beta = first.node_polarity(beta, nodes.shape[0])
+    w = sg.signed_weights(dist, mask, "balanced", node_beta, mirror=first.negative_weight == "mirror")
+    lap_b, _ = sg.gershgorin_shift(sg.combinatorial_laplacian(sg.normalize_weights(w)))
+    return sg.similarity_transform(lap_b, node_beta), beta
 
 
 @register_backbone(
@@ -575,10 +657,14 @@ class SignedGraphClassifier(BiosignalModel):
         """``Psi_cls(y)``."""
         return self.denoisers[cls](y)
 
+    def denoise_all(self, y: torch.Tensor) -> torch.Tensor:
+        """``Psi_c(y)`` of every class, ``(n_outputs, B, C, T)``, as one batch (:func:`denoise_together`)."""
+        return denoise_together(cast("Sequence[SignedGraphDenoiser]", self.denoisers), y)
+
     def reconstruction_errors(self, y: torch.Tensor) -> torch.Tensor:
         """``(B, n_outputs)`` squared errors ``||y - Psi_c(y)||^2`` (eq. 22)."""
         self.check_input(y)
-        return torch.stack([(y - d(y)).square().sum((1, 2)) for d in self.denoisers], dim=1)
+        return (y - self.denoise_all(y)).square().sum((2, 3)).T
 
     def error_logits(self, errors: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """The logits of the ``(B, n_outputs)`` errors ``||x - Psi_c(x)||^2`` of windows ``x`` (see the class

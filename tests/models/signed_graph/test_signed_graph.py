@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import copy
+from typing import Any, cast
+
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from biosig_lightning.features import product_graph as pg
 from biosig_lightning.features import signed_graph as sg
@@ -233,3 +237,64 @@ def test_error_offsets_put_back_the_class_constants_eq22_leaves_out(monkeypatch:
     assert torch.equal(model.error_offsets, torch.zeros(2))
     model.fit_error_offsets(x[:10:2], torch.zeros(5, dtype=torch.long))  # one class only: left as it is
     assert torch.equal(model.error_offsets, torch.zeros(2))
+
+
+class _EighCount(TorchDispatchMode):
+    """Counts the eigendecompositions a computation dispatches (one per launch on a GPU)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.eigh = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.eigh += func.overloadpacket.__name__ == "_linalg_eigh"
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("fitted", [True, False], ids=["class_polarity", "input_polarity"])
+@pytest.mark.parametrize("graph", ["balanced", "positive"])
+def test_denoise_all_runs_the_classes_as_one_batch_with_their_own_values(graph: str, fitted: bool) -> None:
+    """``denoise_all`` (what the pair's training step calls) gives each denoiser's own estimate, gradients
+    and BatchNorm statistics, while each block's eigendecomposition is launched once for all classes."""
+    torch.manual_seed(0)
+    model = SignedGraphClassifier(n_chans=5, n_outputs=3, n_times=48, sfreq=100.0, n_chunks=4, n_blocks=2,
+                                  conv_layers=2, conv_width=3, feature_dim=6, n_metric_candidates=3,
+                                  metric_rank=2, filter_method="exact", graph=graph)
+    x, y = torch.randn(6, 5, 48), torch.arange(6) % 3
+    if fitted:
+        model.fit_polarity(x, y)
+    with torch.no_grad():
+        for den in model.denoisers:  # each class its own cutoffs, so a mixed-up cutoff shows
+            den.cutoffs.uniform_(0.5, 1.5)
+    alone = copy.deepcopy(model)
+    model.train()
+    alone.train()
+    with _EighCount() as together_count:
+        together = model.denoise_all(x)
+    with _EighCount() as alone_count:
+        each = torch.stack([den(x) for den in alone.denoisers])
+    assert together_count.eigh == 2 and alone_count.eigh == 2 * 3  # per block, not per block and class
+    torch.testing.assert_close(together, each, rtol=1e-4, atol=1e-5)
+    weights = torch.randn_like(each)
+    (together * weights).sum().backward()
+    (each * weights).sum().backward()
+    for (name, p), q in zip(model.named_parameters(), alone.parameters(), strict=True):
+        assert p.grad is not None and q.grad is not None, name
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-3, atol=1e-5 * float(q.grad.abs().max()), msg=name)
+    for (name, b), c in zip(model.named_buffers(), alone.buffers(), strict=True):
+        torch.testing.assert_close(b, c, msg=name)
+    torch.testing.assert_close(model.reconstruction_errors(x), (x - each).square().sum((2, 3)).T)
+
+
+def test_denoisers_that_cannot_share_a_batch_run_one_by_one() -> None:
+    torch.manual_seed(0)
+    model = SignedGraphClassifier(n_chans=5, n_outputs=2, n_times=48, sfreq=100.0, n_chunks=4, n_blocks=1,
+                                  conv_layers=1, conv_width=2, feature_dim=4, n_metric_candidates=2,
+                                  metric_rank=2, filter_method="exact")
+    x, y = torch.randn(4, 5, 48), torch.arange(4) % 2
+    cast(SignedGraphDenoiser, model.denoisers[0]).fit_polarity(x[y == 0])  # class 1 not fitted yet
+    assert model.denoisers[0].batch_key() != model.denoisers[1].batch_key()
+    with _EighCount() as count:
+        out = model.denoise_all(x)
+    assert count.eigh == 2
+    torch.testing.assert_close(out, torch.stack([den(x) for den in model.denoisers]))
