@@ -154,7 +154,9 @@ class DCGRUCell(nn.Module):
 
         r, u = torch.sigmoid(diffuse_into(pre_gate, h, wg_h)).chunk(2, dim=-1)
         c = self.activation(diffuse_into(pre_cand, r * h, wc_h))
-        return torch.lerp(c, h, u)  # u * h + (1 - u) * c
+        # u * h + (1 - u) * c; under mixed precision the products are bfloat16/float16 and the state keeps
+        # its own dtype (lerp takes one; the .to calls are no-ops otherwise)
+        return torch.lerp(c.to(h.dtype), h, u.to(h.dtype))
 
 
 def diffusion_rows(op: torch.Tensor, n_matrices: int, batch: int) -> torch.Tensor:
