@@ -298,3 +298,27 @@ def test_denoisers_that_cannot_share_a_batch_run_one_by_one() -> None:
         out = model.denoise_all(x)
     assert count.eigh == 2
     torch.testing.assert_close(out, torch.stack([den(x) for den in model.denoisers]))
+
+
+def test_the_batched_classes_compile_as_one_graph_and_train_under_bf16() -> None:
+    """The paper configurations' path (dense filter, classes in one batch), which the catalog's test size
+    (Lanczos) does not take in tests/models/test_compile_fullgraph.py and test_bf16_autocast.py."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = SignedGraphClassifier(n_chans=5, n_outputs=2, n_times=48, sfreq=100.0, n_chunks=4, n_blocks=2,
+                                  conv_layers=1, conv_width=2, feature_dim=4, n_metric_candidates=2,
+                                  metric_rank=2, filter_method="exact")
+    x, y = torch.randn(4, 5, 48), torch.arange(4) % 2
+    model.fit_polarity(x, y)
+    model.train()
+    step = torch.compile(lambda a, b: F.cross_entropy(model(a), b), fullgraph=True, dynamic=False,
+                         backend="aot_eager")
+    step(x, y).backward()  # a graph break raises here
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in model.parameters())
+    model.eval()
+    compiled = torch.compile(model, fullgraph=True, dynamic=False, backend="aot_eager")
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
