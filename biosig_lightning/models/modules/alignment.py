@@ -42,6 +42,7 @@ from torch import nn
 
 from biosig_lightning.models.base import check_dropout
 from biosig_lightning.models.modules.bands import BandLayout, EdgesSpec, resolve_edges
+from biosig_lightning.models.modules.spectra import magnitude, sequence_signals, sequence_spectra
 
 __all__ = [
     "AUTHORS_FBAM", "DESCRIPTORS", "eval_is_batch_independent", "FBAM", "TSAM", "BandController",
@@ -324,7 +325,8 @@ class FBAM(_Alignment):
 
     Then ``Z' = [Z_DC, A' P']`` and the inverse rFFT of length ``P`` (Eq. 8). Because
     ``|e^{j beta}| = 1``, Eq. 7 is evaluated in closed form as
-    ``A' P' = A' e^{j beta} Z / (A + eps (A + eps))`` (same value, fewer complex ops).
+    ``A' P' = A' e^{j beta} Z / (A + eps (A + eps))`` (same value, fewer operations), in real arithmetic
+    on the real and imaginary planes (:func:`~biosig_lightning.models.modules.spectra.sequence_spectra`).
     For even ``P`` the Nyquist bin is modulated like any other; the inverse rFFT keeps only
     its real part, which is the real signal nearest to the rotated spectrum. There is no
     outer residual: FBAM replaces its input, as in the paper and the authors' code.
@@ -425,9 +427,9 @@ class FBAM(_Alignment):
         xt = x.transpose(1, 2)
         # under bf16 autocast the tokens arrive in bfloat16, which cuFFT does not transform: at least float32
         xf = xt if xt.dtype in (torch.float32, torch.float64) else xt.float()
-        spectra = [torch.fft.rfft(part, dim=2, norm="ortho") for part in xf.split(self.seq_lens, dim=2)]
-        z = torch.cat([s[..., 1:] for s in spectra], dim=2)  # (B, D, K) non-DC bins of all sequences
-        abs_z = z.abs()
+        dc, bins = sequence_spectra(xf, self.seq_lens)  # (2, B, D, S), (2, B, D, K): real, imaginary
+        re, im = bins
+        abs_z = magnitude(re, im)
         shift = self.eps_mode == "shift"
         mag = abs_z + self.eps if shift else abs_z
         stats = self.layout.band_statistics(mag, self.eps, log_guard=not shift)
@@ -459,19 +461,16 @@ class FBAM(_Alignment):
         if self.use_phase:
             angle = self.layout.to_bins(torch.tanh(params["phase"][..., 0])).unsqueeze(1)  # (B, 1, K)
             if self.phase_mode == "scale":
-                angle = angle * torch.angle(z)  # theta -> theta + beta * theta
-            rotation = torch.polar(torch.ones_like(angle), angle)
-            z_new = z * rotation * (new_mag / (abs_z + self.eps * (abs_z + self.eps)))
+                angle = angle * torch.atan2(im, re)  # theta -> theta + beta * theta, theta = angle(Z)
+            cos, sin = torch.cos(angle), torch.sin(angle)
+            rotated = torch.stack([re * cos - im * sin, re * sin + im * cos])  # Z e^{j angle}
+            bins = rotated * (new_mag / (abs_z + self.eps * (abs_z + self.eps)))
         else:
-            z_new = z * (new_mag / (abs_z + self.eps))
+            bins = bins * (new_mag / (abs_z + self.eps))
 
-        out = []
-        for part, spec, n in zip(z_new.split(self.layout.n_bins, dim=2), spectra, self.seq_lens, strict=True):
-            dc = spec[..., :1]
-            if self.dc_weight is not None:
-                dc = dc * self.dc_weight.unsqueeze(-1)
-            out.append(torch.fft.irfft(torch.cat([dc, part], dim=2), n=n, dim=2, norm="ortho"))
-        return torch.cat(out, dim=2).transpose(1, 2)
+        if self.dc_weight is not None:
+            dc = dc * self.dc_weight.unsqueeze(-1)
+        return sequence_signals(dc, bins, self.seq_lens).transpose(1, 2)
 
 
 class TSAM(_Alignment):
