@@ -1,11 +1,12 @@
 """The rFFT (``norm="ortho"``) of several real token sequences laid end to end, and its inverse.
 
 FBAM (BioFormer, Sec. 4.2, Eqs. 1 and 8) transforms each of BioFormer's three pyramid branches
-along its token axis, edits the non-DC bins, and transforms back. These two functions give the
-bins of all sequences at once as real and imaginary planes, ``(2, ..., bins)``, so that the
-editing between the transforms is real element-wise arithmetic: ``torch.compile`` fuses it,
-where it runs complex operators one kernel each (and their backward as several), and on a CPU
-contiguous planes keep ``atan2`` and friends vectorised.
+along its token axis, edits the non-DC bins, and transforms back. :func:`sequence_spectra` and
+:func:`sequence_signals` give the bins of all sequences at once as real and imaginary planes,
+``(2, ..., bins)``, and take them back, so that the editing between the transforms is real
+element-wise arithmetic (:func:`magnitude`, ``atan2``, ``cos``/``sin``): ``torch.compile`` fuses it,
+where it runs complex operators one kernel each (and their backward as several), and on a CPU the
+contiguous planes keep those operators vectorised.
 """
 
 from __future__ import annotations
