@@ -5,7 +5,7 @@ sequence into ``M`` contiguous bands; TSAM (Appendix B.2) splits the token axis 
 into ``M`` contiguous segments. Both then need, per band: the mean / std / max / energy /
 argmax of a quantity over the band's bins, and a short convolution along the axis that
 never crosses a band edge. :class:`BandLayout` precomputes integer index tables for this,
-so the modules do everything with a handful of gathers instead of Python loops over
+so the modules do everything with masked sums and one matmul instead of Python loops over
 bands, branches or samples.
 
 A layout covers several *segments* laid end to end on one axis (the three pyramid
@@ -116,12 +116,15 @@ class BandLayout(nn.Module):
       for an empty band), so per-band sums of all channels are one matmul (means divide by
       ``band_count``: both exact in any dtype, so a float64 copy computes exact float64 means);
     * ``bin_band`` ``(K,)`` long: the flat band index of each of the ``K`` bins;
+    * ``bin_index`` ``(K,)`` long: ``0..K-1``;
     * ``neighbours`` ``(K, r)`` long: for a kernel of odd size ``r``, the bins read by tap
       ``t`` at bin ``k`` (offset ``t - r // 2``). Outside its band a tap is reflected at
       the band edge ("reflect" padding, which the authors' code uses) and, for bands too
       narrow to reflect into, clamped to the edge ("replicate"); so the convolution of
       Eq. 6 never mixes two bands, and a one-bin band is left unchanged by any kernel
-      that sums to one.
+      that sums to one;
+    * ``tap_offset`` ``(K, r, 2h + 1)`` float: 1 where tap ``t`` at bin ``k`` reads bin ``k + o``,
+      ``o = -h..h`` (``h`` the largest such offset, ``r // 2``).
     """
 
     band_bins: torch.Tensor  # buffers (see __init__)
@@ -131,6 +134,8 @@ class BandLayout(nn.Module):
     bin_band: torch.Tensor
     neighbours: torch.Tensor
     membership: torch.Tensor
+    bin_index: torch.Tensor
+    tap_offset: torch.Tensor
 
     def __init__(self, n_bins: Sequence[int], edges: Sequence[Sequence[int]],
                  n_bands: int, kernel_size: int) -> None:
@@ -182,14 +187,27 @@ class BandLayout(nn.Module):
             torch.arange(n_flat).unsqueeze(1).expand_as(band_bins)[band_mask], band_bins[band_mask]
         ] = 1.0
         self.register_buffer("membership", membership, persistent=False)
+        self.register_buffer("bin_index", torch.arange(self.total_bins), persistent=False)
+        offsets = neighbours - torch.arange(self.total_bins).unsqueeze(1)  # (K, r)
+        reach = int(offsets.abs().max()) if offsets.numel() else 0
+        tap_offset = offsets.unsqueeze(-1) == torch.arange(-reach, reach + 1)  # (K, r, 2 reach + 1)
+        self.register_buffer("tap_offset", tap_offset.to(torch.float32), persistent=False)
 
     def to_bins(self, per_band: torch.Tensor) -> torch.Tensor:
-        """``(B, S, M)`` per-band values -> ``(B, K)`` per-bin values (extra trailing dims are kept)."""
-        return per_band.flatten(1, 2).index_select(1, self.bin_band)
+        """``(B, S, M)`` per-band values -> ``(B, K)`` per-bin values (extra trailing dims are kept).
 
-    def band_means(self, values: torch.Tensor) -> torch.Tensor:
-        """Per-band means ``(B, D, S*M)`` of channel-first per-bin ``values`` ``(B, D, K)`` (0 if empty)."""
-        return torch.matmul(values, self.membership.t()) / self.band_count
+        Each bin takes its band's value, selected by the band-membership matrix and summed over the
+        bands (one term is not zero), so that the gradient is the same selection summed over each
+        band's bins: no scatter, which deterministic mode would run unfused, one launch each.
+        """
+        flat = per_band.flatten(1, 2).unsqueeze(2)  # (B, S*M, 1, ...)
+        return (flat * self.membership.view(*self.membership.shape, *([1] * (flat.ndim - 3)))).sum(1)
+
+    def _band_sums(self, values: torch.Tensor) -> torch.Tensor:
+        """``(..., K)`` -> per-band sums ``(..., S*M)``: one matmul with the membership matrix, in the
+        membership's dtype (float32 under autocast: the variance below is a difference of sums)."""
+        with torch.autocast(values.device.type, enabled=False):
+            return torch.matmul(values.to(self.membership.dtype), self.membership.t())
 
     def band_statistics(
         self, values: torch.Tensor, eps: float, signed: torch.Tensor | None = None, *, log_guard: bool = True
@@ -208,33 +226,45 @@ class BandLayout(nn.Module):
         authors' code does (its magnitudes already carry ``+ eps``, FBAM's ``eps_mode="shift"``);
         the std and energy logs keep theirs in both cases, as there.
 
-        Means, variances and energies are segment sums done as one matmul with the
-        band-membership matrix; the max is read at the argmax position, which is found
-        without autograd on the padded band rows.
+        All sums are one matmul with the band-membership matrix, of the spread values less their
+        band's first value (a constant: no gradient), their squares, and ``values`` at each band's
+        argmax (found without autograd on the padded band rows). With that shift ``c`` the variance
+        ``E[(v - c)^2] - E[v - c]^2`` keeps float32's precision (``c`` lies inside the band's range),
+        and the mean and energy of ``values`` are ``E[v - c] + c`` and
+        ``sum (v - c)^2 + c (2 sum (v - c) + n c)``.
         """
         batch, channels, _ = values.shape
-        mean = self.band_means(values)  # (B, D, SM)
         spread = values if signed is None else signed
-        spread_mean = mean if signed is None else self.band_means(signed)
-        var = self.band_means((spread - spread_mean.index_select(2, self.bin_band)).square())
-        energy = torch.matmul(values.square(), self.membership.t())  # per-band sums
         with torch.no_grad():
             rows = values[..., self.band_bins].masked_fill(~self.band_mask, -1.0)  # (B, D, SM, W)
             where = rows.argmax(-1)  # values >= 0, so the -1 padding never wins; ties -> first bin
-            peak_bin = (
-                self.band_bins.expand(batch, channels, -1, -1).gather(3, where.unsqueeze(-1)).squeeze(-1)
-            )
-        peak = values.gather(2, peak_bin)  # (B, D, SM), differentiable
+            peak_bin = self.band_bins.expand(batch, channels, -1, -1).gather(3, where.unsqueeze(-1))
+            at_peak = peak_bin.squeeze(-1)[..., self.bin_band] == self.bin_index  # (B, D, K)
+            first = spread[..., self.band_bins[:, 0]] * self.band_mask[:, 0]  # (B, D, SM); 0 if empty
+        shifted = spread - first[..., self.bin_band]
+        parts = [shifted, shifted.square(), values * at_peak]
+        if signed is not None:
+            parts += [values, values.square()]
+        sums = self._band_sums(torch.stack(parts))  # (parts, B, D, SM)
+        count = self.band_count
+        shifted_mean = sums[0] / count
+        var = (sums[1] / count - shifted_mean.square()).clamp_min(0.0)
+        peak = sums[2]
+        if signed is None:
+            first = first.to(sums.dtype)
+            mean, energy = shifted_mean + first, sums[1] + first * (2.0 * sums[0] + count * first)
+        else:
+            mean, energy = sums[3] / count, sums[4]
         # An empty band (custom edges beyond a branch's bins) has mean and peak 0: it keeps the
         # eps guard even in the authors' mode, where log(0) would turn every logit into NaN.
-        guard = eps if log_guard else eps * (~self.band_mask.any(-1)).to(values.dtype)
+        guard = eps if log_guard else eps * (~self.band_mask.any(-1)).to(mean.dtype)
         stats = torch.stack(
             [
                 torch.log(mean.mean(1) + guard),
                 torch.log(torch.sqrt(var + eps).mean(1) + eps),
                 torch.log(peak.mean(1) + guard),
                 torch.log(energy.mean(1) + eps),
-                where.to(values.dtype).mean(1),
+                where.to(mean.dtype).mean(1),
             ],
             dim=-1,
         )  # (B, SM, 5)
@@ -246,9 +276,16 @@ class BandLayout(nn.Module):
 
         ``kernel`` is ``(B or 1, S, M, r)``: one ``r``-tap kernel per sample (or shared by
         the batch), band and segment, the same for all ``D`` channels (Eq. 6, ``A_m * w_m``).
+        Tap ``t`` at bin ``k`` reads bin ``neighbours[k, t] = k + o`` with ``|o| <= r // 2``, so the
+        taps are first summed into one weight per offset ``o`` and the output is
+        ``sum_o weight_o(k) values(k + o)``, a few shifted products (no gather or scatter).
         """
-        weights = self.to_bins(kernel).unsqueeze(1)  # (B or 1, 1, K, r)
-        out = values.index_select(2, self.neighbours[:, 0]) * weights[..., 0]
-        for t in range(1, self.kernel_size):
-            out = out + values.index_select(2, self.neighbours[:, t]) * weights[..., t]
+        weights = self.to_bins(kernel)  # (B or 1, K, r)
+        per_offset = (weights.unsqueeze(-1) * self.tap_offset).sum(-2).unsqueeze(1)  # (B or 1, 1, K, 2h + 1)
+        reach = self.tap_offset.shape[-1] // 2
+        padded = torch.nn.functional.pad(values, (reach, reach))
+        n_bins = values.shape[-1]
+        out = padded[..., :n_bins] * per_offset[..., 0]
+        for o in range(1, 2 * reach + 1):
+            out = out + padded[..., o:o + n_bins] * per_offset[..., o]
         return out
