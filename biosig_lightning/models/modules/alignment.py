@@ -207,14 +207,44 @@ class BandController(nn.Module):
         if self.attention == "static":
             return {name: p.expand(stats.shape[0], -1, -1, -1) for name, p in self.static.items()}
         context = self.describe(stats)  # (B, S, M, d)
+        projections = [self.key, self.value]
+        if self.attention == "self":
+            projections.insert(0, self.query)
+        *query, key, value = _linear_all(context, projections)
         if self.attention == "cross":
-            scores = torch.einsum("md,bsnd->bsmn", self.query(self.tokens), self.key(context)) * self.scale
+            scores = torch.einsum("md,bsnd->bsmn", self.query(self.tokens), key) * self.scale
         else:
-            scores = torch.einsum("bsmd,bsnd->bsmn", self.query(context), self.key(context)) * self.scale
+            scores = torch.einsum("bsmd,bsnd->bsmn", query[0], key) * self.scale
         # A finite fill keeps a sequence with no non-empty band (a 1-token branch) NaN-free.
         scores = scores.masked_fill(~valid[None, :, None, :], torch.finfo(scores.dtype).min)
-        out = self.attn_norm(torch.softmax(scores, dim=-1) @ self.value(context))
-        return {name: head(out) for name, head in self.heads.items()}
+        out = self.attn_norm(torch.softmax(scores, dim=-1) @ value)
+        return self._heads(out)
+
+    def _heads(self, out: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Every head of Eq. 4 on the band outputs ``out`` at once: their first layers as one product,
+        a LayerNorm per head, and their last layers as one block-diagonal product (same values as
+        running each :class:`_Head` on its own, fewer and larger matrix products)."""
+        heads = [cast(_Head, head) for head in self.heads.values()]
+        if len(heads) == 1:
+            return {name: head(out) for name, head in self.heads.items()}
+        norms = [cast(nn.LayerNorm, head[1]) for head in heads]
+        hidden = _linear_all(out, [cast(nn.Linear, head[0]) for head in heads], stacked=True)  # (..., H, d)
+        hidden = torch.nn.functional.layer_norm(hidden, hidden.shape[-1:], eps=norms[0].eps)
+        hidden = hidden * torch.stack([n.weight for n in norms]) + torch.stack([n.bias for n in norms])
+        hidden = heads[0][3](torch.relu(hidden)).flatten(-2)
+        last = [cast(nn.Linear, head[4]) for head in heads]
+        raw = torch.nn.functional.linear(hidden, torch.block_diag(*[lin.weight for lin in last]),
+                                         torch.cat([lin.bias for lin in last]))
+        widths = [lin.out_features for lin in last]
+        return dict(zip(self.heads.keys(), raw.split(widths, dim=-1), strict=True))
+
+
+def _linear_all(x: torch.Tensor, layers: Sequence[nn.Linear], stacked: bool = False) -> Any:
+    """Several linear layers of the same input and output width applied to ``x`` as one product: their
+    outputs, one per layer (``stacked``: as one ``(..., layers, width)`` tensor)."""
+    bias = None if layers[0].bias is None else torch.cat([lin.bias for lin in layers])  # type: ignore[misc]
+    out = torch.nn.functional.linear(x, torch.cat([lin.weight for lin in layers]), bias)
+    return out.unflatten(-1, (len(layers), -1)) if stacked else out.chunk(len(layers), dim=-1)
 
 
 class _Alignment(nn.Module):
