@@ -15,7 +15,9 @@ by the benchmarking runner (:func:`~biosig_lightning.benchmarking.runner.run_job
 report DIR`` prints the same as a table. Folds are independent runs, so ``--folds`` splits the work
 over machines sharing ``--out``: each fold directory is claimed by one process, a process finding a
 fold held by another waits for it, and ``cv.json`` is written atomically and in turn
-(:func:`write_summary`), so the last one written holds every fold finished by then.
+(:func:`write_summary`), so the last one written holds every fold finished by then. Before any fold
+starts, fold 0's experiment is built once and its corpus opened
+(:func:`~biosig_lightning.runs.checks.check_data_source`): a missing corpus ends there, in one line.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from biosig_lightning.benchmarking import sweep
 from biosig_lightning.benchmarking.grid import FOLD_KEY, fold_key
 from biosig_lightning.benchmarking.runner import FAILED, describe_failures, run_jobs
 from biosig_lightning.benchmarking.sweep import SweepError, fold_jobs, parse_folds
+from biosig_lightning.runs.checks import check_data_source
 
 __all__ = ["parse_folds", "run", "summarise", "write_summary"]
 
@@ -88,6 +91,7 @@ def run(argv: list[str]) -> Path:
         raise CVError("biosig cv needs at least one --config experiment YAML")
     out = Path(args.out) if args.out else Path("runs") / "cv" / Path(configs[0]).stem
     jobs = fold_jobs(fit_args, out, folds, fold_key(args.fold_key))
+    check_data_source([*fit_args, f"--{fold_key(args.fold_key)}", str(folds[0])])
     reasons: dict[str, str] = {}
     outcome = run_jobs(jobs, reasons=reasons)
     summary = write_summary(out, folds, tuple(m.strip() for m in args.metrics.split(",") if m.strip()))

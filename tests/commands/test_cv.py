@@ -15,6 +15,7 @@ from sklearn import metrics as skm
 from biosig_lightning.cli import main
 from biosig_lightning.commands import cv
 from tests.commands.spdtransnet_standin import STAND_IN, TINY
+from tests.conftest import EXPERIMENTS
 from tests.helpers import assert_metrics_match_predictions
 
 
@@ -62,3 +63,14 @@ def test_folds_argument() -> None:
     assert cv.parse_folds("0-3,7") == [0, 1, 2, 3, 7]
     with pytest.raises(cv.CVError):
         cv.parse_folds("3-1")
+
+
+def test_cv_on_a_missing_corpus_stops_before_any_fold(in_tmp: Path) -> None:
+    """One line naming the root and its key, and no fold started (each would have failed on it)."""
+    missing = in_tmp / "no-such-mass"
+    with pytest.raises(SystemExit) as err:
+        main(["cv", "--config", str(EXPERIMENTS / "spdtransnet_mass.yaml"),
+              "--data.init_args.root", str(missing), "--folds", "0-2", "--out", "runs/cv/missing"])
+    msg = str(err.value)
+    assert str(missing) in msg and "data.init_args.root" in msg and "\n" not in msg
+    assert not (in_tmp / "runs" / "cv" / "missing").exists()
