@@ -17,7 +17,7 @@ over machines sharing ``--out``: each fold directory is claimed by one process, 
 fold held by another waits for it, and ``cv.json`` is written atomically and in turn
 (:func:`write_summary`), so the last one written holds every fold finished by then. Before any fold
 starts, fold 0's experiment is built once and its corpus opened
-(:func:`~biosig_lightning.runs.checks.check_data_source`): a missing corpus ends there, in one line.
+(:func:`~biosig_lightning.runs.preflight.check_data_source`): a missing corpus ends there, in one line.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from biosig_lightning.benchmarking import sweep
 from biosig_lightning.benchmarking.grid import FOLD_KEY, fold_key
 from biosig_lightning.benchmarking.runner import FAILED, describe_failures, run_jobs
 from biosig_lightning.benchmarking.sweep import SweepError, fold_jobs, parse_folds
-from biosig_lightning.runs.checks import check_data_source
+from biosig_lightning.runs.preflight import check_data_source
 
 __all__ = ["parse_folds", "run", "summarise", "write_summary"]
 

@@ -7,14 +7,11 @@
 * :func:`check_same_experiment` -- a checkpoint was trained with the same corpus, model and split
   as the command asks for (:func:`identity`; else: the differing keys);
 * :func:`check_weights_fit` -- its weights fit the model the command builds (else: the first key
-  that does not);
-* :func:`check_data_source` -- the corpus of an experiment a command will fit many times can be
-  opened (else: the DataModule's line, naming the root and its config key).
+  that does not).
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import os
 from collections.abc import Iterator
@@ -330,22 +327,3 @@ def check_weights_fit(path: Path, state: dict[str, Any], model: torch.nn.Module)
         if have is not None and tuple(have) != tuple(tensor.shape) and tensor.numel() > 0:
             raise CheckpointError(f"--ckpt_path {path}: trained for another model: {key} has shape "
                                   f"{tuple(have)} there, {tuple(tensor.shape)} here")
-
-
-def check_data_source(fit_args: list[str]) -> None:
-    """Build the experiment of ``fit_args`` (``biosig fit`` arguments; nothing is fitted or written) and
-    open its corpus, so that a root that does not exist, an empty one or a config that does not parse
-    ends here, in one line, before a command such as ``biosig cv`` starts many fits that would each stop
-    on it."""
-    from biosig_lightning.runs.biosig_cli import BiosigCLI  # noqa: PLC0415 (imports Lightning)
-
-    loggers = [logging.getLogger(name) for name in ("lightning.pytorch", "lightning.fabric")]
-    levels = [logger.level for logger in loggers]
-    for logger in loggers:  # Lightning's start-up lines belong to the fits, not to this check
-        logger.setLevel(logging.WARNING)
-    try:
-        cli = BiosigCLI(args=[*fit_args, "--trainer.logger=false"], run=False, save_config_callback=None)
-        cli.datamodule.reader()
-    finally:
-        for logger, level in zip(loggers, levels, strict=True):
-            logger.setLevel(level)
