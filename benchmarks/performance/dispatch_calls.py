@@ -22,7 +22,8 @@ runs at its paper batch on its YAML's synthetic stand-in (SPDTransNet: a random 
 of 8 windows, :data:`RANDOM_BATCH`), in a fresh subprocess per checkout and mode.
 
 Three measurements per model: *before* (``--base``, eager), *after* (this checkout, eager) and
-*compiled* (this checkout, the backbone compiled by the tasks' ``compile`` option, TorchInductor).
+*compiled* (this checkout, the backbone compiled by the tasks' ``compile`` option, TorchInductor, in
+the order it runs on an accelerator, where ``compile: auto`` compiles it: :func:`_accelerator_order`).
 A compiled step's launches are the operators still dispatched (loss, optimiser, Inductor's ``extern``
 matmuls and allocations, counted as above: the mode declares itself an infra mode so that Dynamo runs
 the compiled code under it) plus every call of a generated fused kernel (counted in the generated
@@ -143,6 +144,18 @@ def _foreach_optimizer(task: Any) -> Any:
     return opt
 
 
+def _accelerator_order(task: Any) -> list[str]:
+    """Modules that choose their order of computation by device (``lockstep: auto``: DCRNN's stacked
+    layers advance together on an accelerator, layer after layer on a CPU) set to the accelerator's, so that
+    the compiled count is that of the step a GPU runs; returns their class names."""
+    changed = []
+    for module in task.modules():
+        if getattr(module, "lockstep", None) == "auto":
+            module.lockstep = True
+            changed.append(type(module).__name__)
+    return changed
+
+
 def _step_fn(task: Any, batch: dict[str, Any], clip: float | None, counter: Any) -> Any:
     """One training step; its phases are attributed to ``counter`` while the counter is active."""
     import torch  # noqa: PLC0415
@@ -259,6 +272,7 @@ def worker(name: str, steps: int, threads: int, mode: str = "eager") -> dict[str
     step = _step_fn(task, batch, clip, counter)
     extra: dict[str, Any] = {}
     if mode == "compiled":
+        extra["accelerator_order"] = _accelerator_order(task)
         t0 = time.perf_counter()
         task.compile_for_fit(True)  # what the task compiles when a fit starts
         step()  # compiles the forward graph(s), then the backward graph(s) when they first run

@@ -1,5 +1,6 @@
 """DCRNN (Tang et al. 2022) and its graph operators: reference parameter counts, diffusion recurrence,
-weight layout (against a naive concat-then-matmul DCGRU written here), supports, input layouts."""
+weight layout (against a naive concat-then-matmul DCGRU written here), the layers in lockstep against
+layer after layer, supports, input layouts."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import torch
 
 from biosig_lightning.models import catalog
 from biosig_lightning.models.dcrnn import CHBMIT_BIPOLAR_18, DCRNN, diffusion_terms
+from biosig_lightning.models.dcrnn.model import dcgru_encode, runs_lockstep
 from biosig_lightning.models.modules.channel_graphs import (
     TUSZ_CHANNELS,
     correlation_adjacency,
@@ -69,16 +71,84 @@ def naive_dcgru_forward(model: DCRNN, x: torch.Tensor) -> torch.Tensor:
     return model.head(h)
 
 
+@pytest.mark.parametrize("lockstep", [False, True], ids=["layer-after-layer", "lockstep"])
 @pytest.mark.parametrize("graph", ["distance", "correlation"])
-def test_fast_recurrence_equals_the_concat_then_matmul_dcgru(graph: str) -> None:
+def test_fast_recurrence_equals_the_concat_then_matmul_dcgru(graph: str, lockstep: bool) -> None:
     torch.manual_seed(0)
     m = DCRNN(6, 2, 40, 10.0, step_bins=8, graph=graph, rnn_units=5,
-              ch_names=["FP1", "FP2", "C3", "C4", "O1", "O2"])
+              ch_names=["FP1", "FP2", "C3", "C4", "O1", "O2"], lockstep=lockstep)
     for cell in m.cells:  # non-zero biases so their placement is checked too
         torch.nn.init.normal_(cell.gate_bias)
         torch.nn.init.normal_(cell.cand_bias)
     x = torch.randn(3, 6, 40)
     assert torch.allclose(m(x), naive_dcgru_forward(m, x), atol=1e-5)
+
+
+def _stack(graph: str, layers: int) -> DCRNN:
+    torch.manual_seed(0)
+    m = DCRNN(6, 2, 40, 10.0, step_bins=8, graph=graph, rnn_units=5, num_rnn_layers=layers,
+              ch_names=["FP1", "FP2", "C3", "C4", "O1", "O2"]).double()
+    for cell in m.cells:  # non-zero biases: each layer's must land in its own columns
+        torch.nn.init.normal_(cell.gate_bias)
+        torch.nn.init.normal_(cell.cand_bias)
+    return m
+
+
+@pytest.mark.parametrize("initial", [False, True], ids=["zero-state", "given-state"])
+@pytest.mark.parametrize(("graph", "layers"), [("distance", 2), ("distance", 3), ("correlation", 3)])
+def test_lockstep_layers_compute_what_layer_after_layer_computes(graph: str, layers: int,
+                                                                 initial: bool) -> None:
+    """Every layer's last state, the top layer's outputs at every step, and the gradients of the input and
+    of every weight agree to float64 rounding; with three layers the middle one is both an input and a
+    state of the wave."""
+    m = _stack(graph, layers)
+    x = torch.randn(3, 6, 40, dtype=torch.float64)
+    seq = x.reshape(3, 6, 5, 8).permute(2, 0, 1, 3)
+    states = [torch.randn(3, 6, 5, dtype=torch.float64) for _ in range(layers)] if initial else None
+    results = []
+    for lockstep in (False, True):
+        m.zero_grad()
+        inp = seq.clone().requires_grad_(True)
+        finals, top = dcgru_encode(list(m.cells), m.graph_supports(x), inp, initial=states, lockstep=lockstep)
+        (sum(f.sin().sum() for f in finals) + top.cos().sum()).backward()
+        results.append([*finals, top, inp.grad, *(p.grad for p in m.parameters())])
+    for got, want in zip(results[1], results[0], strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_lockstep_is_auto_on_an_accelerator_only() -> None:
+    assert runs_lockstep("auto", torch.device("cuda")) and runs_lockstep("auto", torch.device("mps"))
+    assert not runs_lockstep("auto", torch.device("cpu"))
+    assert runs_lockstep(True, torch.device("cpu")) and not runs_lockstep(False, torch.device("cuda"))
+    with pytest.raises(ValueError, match="lockstep must be true, false or 'auto'"):
+        DCRNN(6, 2, 40, 10.0, step_bins=8, ch_names=["FP1", "FP2", "C3", "C4", "O1", "O2"], lockstep="on")
+
+
+def test_lockstep_compiles_fullgraph_and_matches_eager() -> None:
+    """The order an accelerator runs, as one graph (the catalog's one-layer test size has no lockstep)."""
+    torch._dynamo.reset()
+    m = _stack("correlation", 2).float()
+    m.lockstep = True
+    x, y = torch.randn(3, 6, 40), torch.tensor([0, 1, 1])
+    step = torch.compile(lambda a, b: torch.nn.functional.cross_entropy(m(a), b), fullgraph=True,
+                         dynamic=False, backend="aot_eager")
+    step(x, y).backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in m.parameters())
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(m, fullgraph=True, dynamic=False, backend="aot_eager")(x),
+                                   m(x), rtol=1e-4, atol=1e-5)
+
+
+def test_lockstep_under_bf16_autocast_keeps_float32_states() -> None:
+    m = _stack("distance", 2).float()
+    seq = torch.randn(5, 3, 6, 8)
+    sup = m.graph_supports(torch.zeros(3, 6, 40))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        finals, top = dcgru_encode(list(m.cells), sup, seq, lockstep=True)
+        ref, _ = dcgru_encode(list(m.cells), sup, seq, lockstep=False)
+    assert all(f.dtype == torch.float32 for f in finals) and top.dtype == torch.float32
+    for got, want in zip(finals, ref, strict=True):
+        torch.testing.assert_close(got, want, rtol=0.0, atol=0.02)
 
 
 def test_single_logit_detection_is_bce_on_one_logit() -> None:
