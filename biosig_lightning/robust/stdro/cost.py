@@ -78,17 +78,35 @@ def period_columns(x: torch.Tensor, start: int, stop: int) -> torch.Tensor:
     return part.reshape(part.shape[0], -1, c, part.shape[-1]).transpose(1, 2).reshape(part.shape[0], c, -1)
 
 
+def _periods_side_by_side(delta: torch.Tensor, bounds: list[tuple[int, int]],
+                          n_mats: int) -> torch.Tensor | None:
+    """``delta`` ``(..., C, T)`` as ``(..., N, C, L)`` when its ``N`` periods are of one length ``L`` and tile
+    ``T`` (the usual case, e.g. 12 steps in 4 periods) and there is one matrix per period; else ``None``
+    (:func:`period_bounds` with ``n_steps % N != 0``: the callers take the periods one by one)."""
+    n, t = len(bounds), delta.shape[-1]
+    if len({stop - start for start, stop in bounds}) == 1 and bounds[0][0] == 0 and bounds[-1][1] == t \
+            and n_mats == n:
+        return delta.unflatten(-1, (n, t // n)).movedim(-2, -3)
+    return None
+
+
 def transport_cost(x_new: torch.Tensor, x: torch.Tensor, a: torch.Tensor, bounds: list[tuple[int, int]],
                    y_new: torch.Tensor | None = None, y: torch.Tensor | None = None) -> torch.Tensor:
-    """Per-sample cost ``c_w`` of eq. 2, shape ``(B,)``; ``a`` is ``(N, C, C)`` (``A_t = W_t M_t``).
+    """Per-sample cost ``c_w`` of eq. 2, shape ``(B,)``; ``a`` is ``(N, C, C)`` (``A_t = W_t M_t``): the sum
+    over periods ``t`` and their columns ``s`` of ``delta_s^T A_t delta_s``, all periods in one batched
+    product where they are of one length (:func:`_periods_side_by_side`).
 
     Labels, when given, enter with infinite weight: a changed label costs ``inf``.
     """
     delta = x_new - x
-    cost = delta.new_zeros(delta.shape[0])
-    for t, (start, stop) in enumerate(bounds):
-        d = period_columns(delta, start, stop)  # (B, C, L')
-        cost = cost + torch.einsum("bcl,cd,bdl->b", d, a[t], d)
+    d = _periods_side_by_side(delta, bounds, a.shape[0])
+    if d is not None:
+        cost = (d * (a @ d)).flatten(1).sum(1)
+    else:
+        cost = delta.new_zeros(delta.shape[0])
+        for t, (start, stop) in enumerate(bounds):
+            part = period_columns(delta, start, stop)  # (B, C, L')
+            cost = cost + torch.einsum("bcl,cd,bdl->b", part, a[t], part)
     if y_new is not None and y is not None:
         cost = torch.where(y_new != y, torch.full_like(cost, float("inf")), cost)
     return cost
@@ -99,14 +117,11 @@ def cost_gradient(delta: torch.Tensor, sym: torch.Tensor, bounds: list[tuple[int
     period ``t``; ``sym`` is ``(N, C, C)``, ``A_t + A_t^T``. Labels do not move, so this is the whole
     gradient of the cost the inner maximisation (eq. 4) subtracts.
 
-    Periods of one length (the usual case, e.g. 12 steps in 4 periods) are one batched matmul over a
-    ``(..., N, C, L)`` view; unequal ones (:func:`period_bounds` with ``n_steps % N != 0``) one
-    matmul each. Each output column is the same ``C``-term product either way.
+    Periods of one length are one batched matmul (:func:`_periods_side_by_side`); unequal ones one matmul
+    each. Each output column is the same ``C``-term product either way.
     """
-    lengths = {stop - start for start, stop in bounds}
-    n, t = len(bounds), delta.shape[-1]
-    if len(lengths) == 1 and bounds[0][0] == 0 and bounds[-1][1] == t and sym.shape[0] == n:
-        d = delta.unflatten(-1, (n, t // n)).movedim(-2, -3)  # (..., N, C, L)
+    d = _periods_side_by_side(delta, bounds, sym.shape[0])
+    if d is not None:
         return (sym @ d).movedim(-3, -2).flatten(-2)
     out = torch.empty_like(delta)
     for k, (start, stop) in enumerate(bounds):

@@ -381,7 +381,8 @@ class STDROTask(DGTask):
         sym = a + a.transpose(-1, -2)
 
         def evaluate(z: torch.Tensor, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-            """Per-sample ``phi`` and its input gradient at ``z`` (rows ``rows`` of the batch)."""
+            """Per-sample ``phi`` and its input gradient at ``z`` (rows ``rows`` of the batch); ``phi`` only
+            steers the backtracking, so without it ``phi`` is the loss alone and the cost is not formed."""
             x0, y0 = (x, y) if rows is None else (x[rows], y[rows])
             z = z.detach().requires_grad_(True)
             per = F.cross_entropy(self.backbone(z), y0, reduction="none")
@@ -390,7 +391,8 @@ class STDROTask(DGTask):
             # d/dX~ of lambda c_w (eq. 2) in closed form: lambda (A_t + A_t^T) delta on each period; both
             # terms are 0 at X~_0 = X, and computing them there reads nothing back to the host
             grad = grad - hp.penalty * cost_gradient(delta, sym, bounds)
-            per = per.detach() - hp.penalty * transport_cost(z.detach(), x0, a, bounds)
+            if hp.ascent_backtracks:
+                per = per.detach() - hp.penalty * transport_cost(z.detach(), x0, a, bounds)
             return per.detach(), grad
 
         x_adv = x.clone()

@@ -59,11 +59,12 @@ def test_periods_cut_on_step_boundaries_and_cover_the_axis() -> None:
         period_bounds(50, 4, 12)
 
 
-def test_cost_matches_the_block_quadratic_form_of_eq_2() -> None:
+@pytest.mark.parametrize("n_periods", [4, 3])  # 8 steps: 4 periods of 2 steps (one product); 3, 3, 2 (a loop)
+def test_cost_matches_the_block_quadratic_form_of_eq_2(n_periods: int) -> None:
     g = torch.Generator().manual_seed(1)
     x, x2 = torch.randn(3, N_CHANS, N_TIMES, generator=g), torch.randn(3, N_CHANS, N_TIMES, generator=g)
-    a = torch.randn(4, N_CHANS, N_CHANS, generator=g)
-    bounds = period_bounds(N_TIMES, 4, STEP_BINS)
+    a = torch.randn(n_periods, N_CHANS, N_CHANS, generator=g)
+    bounds = period_bounds(N_TIMES, n_periods, STEP_BINS)
     expected = torch.zeros(3)
     for b in range(3):
         for t, (s, e) in enumerate(bounds):
@@ -71,6 +72,9 @@ def test_cost_matches_the_block_quadratic_form_of_eq_2() -> None:
                 d = x2[b, :, col] - x[b, :, col]
                 expected[b] += d @ a[t] @ d
     assert torch.allclose(transport_cost(x2, x, a, bounds), expected, atol=1e-4)
+    # extra leading axes (sequence context) are more columns of the same periods
+    wide = torch.stack([x, x2], dim=1)
+    assert torch.allclose(transport_cost(wide, torch.stack([x, x], dim=1), a, bounds), expected, atol=1e-4)
 
 
 @pytest.mark.parametrize("n_periods", [4, 3])  # 8 steps: 4 periods of 2 steps; 3 periods of 3, 3, 2
@@ -217,6 +221,41 @@ def test_the_ascent_is_the_papers_plain_steps_unless_backtracking_is_asked_for()
     guarded, _ = task(ascent_steps=3, ascent_lr=40.0, penalty=0.01,
                       ascent_backtracks=4).inner_maximisation(b["x"], b["y"])
     assert not torch.allclose(guarded, x_ref, atol=1e-2)
+
+
+def test_backtracking_halves_each_step_that_lowers_the_penalised_objective() -> None:
+    """``ascent_backtracks: 1`` against a reference written here, sample by sample: ``phi = l - lambda c_w``
+    (eq. 4's objective, the cost included) at the new iterate below the old one halves that sample's step;
+    still below, the sample keeps its iterate."""
+    b = toy_batch(16)
+    t = task(ascent_steps=3, ascent_lr=80.0, penalty=0.01, ascent_backtracks=1)
+    x = b["x"]
+
+    def evaluate(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        z = z.detach().requires_grad_(True)
+        cost = ((z - x) ** 2).flatten(1).sum(1)  # c_w with W_t = I
+        phi = F.cross_entropy(t.backbone(z), b["y"], reduction="none") - 0.01 * cost
+        return phi.detach(), torch.autograd.grad(phi.sum(), z)[0]
+
+    x_ref = x.clone()
+    phi, grad = evaluate(x_ref)
+    halved = kept = 0
+    for _ in range(3):
+        x_new = x_ref + 80.0 * grad
+        phi_new, grad_new = evaluate(x_new)
+        worse = phi_new < phi
+        x_half = x_ref + 40.0 * grad
+        phi_half, grad_half = evaluate(x_half)
+        still = worse & (phi_half < phi)
+        halved, kept = halved + int((worse & ~still).sum()), kept + int(still.sum())
+        pick = worse.view(-1, 1, 1)
+        x_new, phi_new, grad_new = (torch.where(pick, x_half, x_new), torch.where(worse, phi_half, phi_new),
+                                    torch.where(pick, grad_half, grad_new))
+        x_ref, phi, grad = (torch.where(still.view(-1, 1, 1), x_ref, x_new), torch.where(still, phi, phi_new),
+                            torch.where(still.view(-1, 1, 1), grad, grad_new))
+    assert halved and kept  # both branches are taken in this example
+    x_adv, _ = t.inner_maximisation(x, b["y"])
+    torch.testing.assert_close(x_adv, x_ref, rtol=0.0, atol=1e-4)
 
 
 def test_a_stiffer_cost_weight_moves_the_adversary_less() -> None:
