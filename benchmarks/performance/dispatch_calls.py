@@ -383,6 +383,11 @@ def _met(value: bool | None) -> str:
     return "" if value is None else ("yes" if value else "no")
 
 
+def _shown(argv: list[str]) -> list[str]:
+    """The command line as the results show it: the note, which they print in full, named only."""
+    return [("NOTE (the note below)" if i and argv[i - 1] == "--note" else a) for i, a in enumerate(argv)]
+
+
 def docs_page(result: dict[str, Any]) -> dict[str, Any]:
     """The Performance page's rendering of ``result`` (the docs hook's results-file format)."""
     meta = result["meta"]
@@ -414,7 +419,8 @@ def docs_page(result: dict[str, Any]) -> dict[str, Any]:
                 "`TorchDispatchMode` below autograd, views apart, at each model's paper batch on its YAML's "
                 f"stand-in. *before*: the package at `{meta['base']}`, eager; *after*: this checkout "
                 f"(`{meta['head']}`), eager; *compiled*: this checkout with the backbone compiled by the "
-                "tasks' `compile` option (TorchInductor, on this CPU), counting the calls still dispatched "
+                "tasks' `compile` option (TorchInductor, on this CPU) in the order it runs on an accelerator "
+                "(DCRNN's layers in lockstep), counting the calls still dispatched "
                 "plus every call of a generated fused kernel, i.e. the launches of a step. The targets are "
                 "met where the ratio to *before* reaches them, per mode; a compiled count is never the "
                 "eager one. CPU step times: eager, median ms of "
@@ -522,8 +528,8 @@ def main(argv: list[str] | None = None) -> int:
     from biosig_lightning.atomic_io import atomic_write_json  # noqa: PLC0415
 
     meta = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "command": " ".join(["python",
-                                 "benchmarks/performance/dispatch_calls.py", *(argv or sys.argv[1:])]),
+            "command": " ".join(["python", "benchmarks/performance/dispatch_calls.py",
+                                 *_shown(argv or sys.argv[1:])]),
             "machine": f"cpu ({platform.processor() or platform.machine()}), torch {torch.__version__}, "
                        f"Python {platform.python_version()}",
             "threads": args.threads, "steps": args.steps, "rounds": args.rounds, "head": _git_head(REPO),
