@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["SPAttention", "draw_seed", "drop_mask"]
+__all__ = ["SPAttention", "draw_seed", "drop_mask", "keep_mask"]
 
 #: attention-map elements (sequences x heads x T x T) formed at once: bounds the transient of both passes
 #: (1 GiB per float32 map tensor; the published size at batch 32 is one chunk, 672 x 9 x 210 x 210)
@@ -26,11 +26,17 @@ def draw_seed() -> int:
     return int(torch.randint(0, 2**63 - 1, (1,), dtype=torch.int64).item())
 
 
+def keep_mask(shape: tuple[int, ...], p: float, seed: int, stream: int = 0,
+              device: torch.device | str = "cpu") -> torch.Tensor:
+    """``bool`` mask of ``shape``, True (kept) with probability ``1 - p``, fixed by ``(seed, stream)``."""
+    gen = torch.Generator(device=device).manual_seed((seed + _GOLDEN * stream) % 2**63)
+    return torch.rand(shape, generator=gen, device=device) >= p
+
+
 def drop_mask(shape: tuple[int, ...], p: float, seed: int, stream: int = 0,
               device: torch.device | str = "cpu") -> torch.Tensor:
-    """``bool`` mask of ``shape``, True (dropped) with probability ``p``, fixed by ``(seed, stream)``."""
-    gen = torch.Generator(device=device).manual_seed((seed + _GOLDEN * stream) % 2**63)
-    return torch.rand(shape, generator=gen, device=device) < p
+    """The complement of :func:`keep_mask`: True (dropped) with probability ``p``."""
+    return ~keep_mask(shape, p, seed, stream, device)
 
 
 def _chunks(b: int, per_item: int) -> list[slice]:
@@ -60,7 +66,7 @@ def _kept_maps(q: torch.Tensor, k: torch.Tensor,
     probs = torch.softmax(q @ k.transpose(-1, -2), dim=-1)
     if p == 0:
         return probs, probs
-    return probs, probs * ~drop_mask(tuple(probs.shape), p, seed, stream, probs.device)
+    return probs, probs * keep_mask(tuple(probs.shape), p, seed, stream, probs.device)
 
 
 class SPAttention(torch.autograd.Function):
