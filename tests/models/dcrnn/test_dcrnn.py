@@ -125,11 +125,18 @@ def test_lockstep_is_auto_on_an_accelerator_only() -> None:
 
 
 def test_lockstep_compiles_fullgraph_and_matches_eager() -> None:
-    """The order an accelerator runs, as one graph (the catalog's one-layer test size has no lockstep)."""
+    """The order an accelerator runs, as one graph and without a host read (a CUDA graph captures it); the
+    catalog's one-layer test size, which the paper-model compile test builds, has no lockstep."""
+    from tests.models.test_compile_fullgraph import HostSyncWatch
+
     torch._dynamo.reset()
     m = _stack("correlation", 2).float()
     m.lockstep = True
     x, y = torch.randn(3, 6, 40), torch.tensor([0, 1, 1])
+    with HostSyncWatch() as watch:
+        torch.nn.functional.cross_entropy(m(x), y).backward()
+    assert watch.found == []
+    m.zero_grad(set_to_none=True)
     step = torch.compile(lambda a, b: torch.nn.functional.cross_entropy(m(a), b), fullgraph=True,
                          dynamic=False, backend="aot_eager")
     step(x, y).backward()
