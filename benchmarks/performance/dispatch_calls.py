@@ -25,11 +25,10 @@ Three measurements per model: *before* (``--base``, eager), *after* (this checko
 *compiled* (this checkout, the backbone compiled by the tasks' ``compile`` option, TorchInductor, in
 the order it runs on an accelerator, where ``compile: auto`` compiles it: :func:`_accelerator_order`).
 A compiled step's launches are the operators still dispatched (loss, optimiser, Inductor's ``extern``
-matmuls and allocations, counted as above: the mode declares itself an infra mode so that Dynamo runs
-the compiled code under it) plus every call of a generated fused kernel (counted in the generated
-wrapper's globals), so the compiled count stands beside the eager ones, never in their place. The CPU
-step time (median of ``--steps`` timed steps after one warm-up, ``--threads`` threads) of both
-checkouts is measured eagerly in the same run, checkouts taking turns model by model.
+matmuls; the mode is an infra mode, so Dynamo runs the compiled code under it) plus every call of a
+generated fused kernel (counted in the generated wrapper's globals): beside the eager counts, never in
+their place. The CPU step time (median of ``--steps`` timed steps after one warm-up) of both checkouts
+is measured eagerly in the same run, checkouts taking turns model by model.
 
 Usage::
 
@@ -38,8 +37,7 @@ Usage::
     python benchmarks/performance/dispatch_calls.py --only BioFormer --steps 3  # one model
     python benchmarks/performance/dispatch_calls.py --worker BioFormer          # one checkout, JSON to stdout
 
-Writes ``benchmarks/results/dispatch_calls.json`` (every number) and
-``docs/results/perf_dispatch_calls.json`` (the Performance page's table).
+Writes ``benchmarks/results/dispatch_calls.json`` and ``docs/results/perf_dispatch_calls.json`` (the page).
 """
 
 from __future__ import annotations
