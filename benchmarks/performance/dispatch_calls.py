@@ -143,15 +143,10 @@ def _foreach_optimizer(task: Any) -> Any:
 
 
 def _accelerator_order(task: Any) -> list[str]:
-    """Modules that choose their order of computation by device (``lockstep: auto``: DCRNN's stacked
-    layers advance together on an accelerator, layer after layer on a CPU) set to the accelerator's, so that
-    the compiled count is that of the step a GPU runs; returns their class names."""
-    changed = []
-    for module in task.modules():
-        if getattr(module, "lockstep", None) == "auto":
-            module.lockstep = True
-            changed.append(type(module).__name__)
-    return changed
+    """``gpu_steps.py``'s own: the order of computation a GPU runs."""
+    from gpu_steps import accelerator_order  # noqa: PLC0415  (this script's folder is on sys.path)
+
+    return accelerator_order(task)
 
 
 def _step_fn(task: Any, batch: dict[str, Any], clip: float | None, counter: Any) -> Any:

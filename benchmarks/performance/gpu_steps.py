@@ -119,14 +119,29 @@ def _test_kwargs(yaml_name: str) -> dict[str, Any]:
     return dict(catalog.get(path.rsplit(".", 1)[-1]).test_kwargs)
 
 
+def accelerator_order(task: Any) -> list[str]:
+    """Modules that choose their order of computation by device (``lockstep: auto``: DCRNN's stacked
+    layers advance together on an accelerator, layer after layer on a CPU) set to the accelerator's, so
+    that a CPU run counts or rehearses the step a GPU runs; returns their class names."""
+    changed = []
+    for module in task.modules():
+        if getattr(module, "lockstep", None) == "auto":
+            module.lockstep = True
+            changed.append(type(module).__name__)
+    return changed
+
+
 def build(yaml_name: str, smoke: bool) -> tuple[Any, Any, float | None]:
-    """The task, the set-up DataModule and the YAML's gradient-clip value."""
+    """The task, the set-up DataModule and the YAML's gradient-clip value; a ``--smoke`` task in the order
+    of computation a GPU runs (:func:`accelerator_order`)."""
     from biosig_lightning.runs.biosig_cli import BiosigCLI  # noqa: PLC0415
 
     cli = BiosigCLI(args=_cli_args(yaml_name, smoke, _test_kwargs(yaml_name) if smoke else {}), run=False,
                     save_config_callback=None)
     dm = cli.datamodule
     dm.setup("fit")
+    if smoke:
+        accelerator_order(cli.model)
     return cli.model, dm, cli.trainer.gradient_clip_val
 
 

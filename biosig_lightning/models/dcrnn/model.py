@@ -324,7 +324,7 @@ class NodeMaxHead(nn.Module):
     },
     param_pins={"tusz": 168_641, "tusz_correlation": 280_769, "tusz_classification": 168_836,
                 "tusz_correlation_classification": 280_964, "tusz_60s": 168_641},
-    test_kwargs={"rnn_units": 8, "num_rnn_layers": 1},
+    test_kwargs={"rnn_units": 8, "num_rnn_layers": 2},
 )
 class DCRNN(BiosignalModel):
     """Diffusion-convolutional recurrent network (module docstring).
